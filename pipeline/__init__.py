@@ -1,0 +1,1 @@
+"""energy-index: the ML.ENERGY Leaderboard's measurements as a DuckDB database and an energy index."""

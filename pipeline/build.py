@@ -1,0 +1,105 @@
+"""Build: load the Parquet tables into a DuckDB database with the views in sql/, published by rename."""
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from pipeline.errors import PipelineError
+from pipeline.paths import SQL_DIR, Paths
+from pipeline.validate import column_descriptions
+from schemas import TABLES
+
+INPUTS_HEADER = re.compile(r"^-- inputs:(.*)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    database: Path
+    views: list[str]
+
+
+def view_files() -> dict[str, Path]:
+    return {path.stem: path for path in sorted(SQL_DIR.glob("*.sql"))}
+
+
+def views_in_dependency_order(files: dict[str, Path]) -> list[str]:
+    """Order views so each comes after the views its '-- inputs:' header names."""
+    inputs = {}
+    for name, path in files.items():
+        header = INPUTS_HEADER.search(path.read_text(encoding="utf-8"))
+        if header is None:
+            raise PipelineError(f"{path}: no '-- inputs:' header line naming the tables and views it reads")
+        inputs[name] = {item.strip() for item in header.group(1).split(",") if item.strip()}
+    ordered: list[str] = []
+    visiting: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in ordered:
+            return
+        if name in visiting:
+            raise PipelineError(f"sql/{name}.sql: views depend on each other in a cycle")
+        visiting.add(name)
+        for dependency in sorted(inputs[name] & set(files)):
+            visit(dependency)
+        ordered.append(name)
+
+    for name in sorted(files):
+        visit(name)
+    return ordered
+
+
+def _sql_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
+    for table, model in TABLES.items():
+        parquet = paths.parquet_path(table)
+        if not parquet.is_file():
+            raise PipelineError(f"{parquet}: missing; run 'energy-index ingest' first")
+        connection.execute(f"create table {table} as select * from read_parquet($path)", {"path": str(parquet)})
+        doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else table
+        connection.execute(f"comment on table {table} is {_sql_literal(doc)}")
+        for column, description in column_descriptions(model).items():
+            connection.execute(f"comment on column {table}.{column} is {_sql_literal(description)}")
+
+
+def build(paths: Paths, itl_deadline_ms: float) -> BuildResult:
+    if not (itl_deadline_ms > 0):
+        raise PipelineError(f"ITL deadline must be a positive number of milliseconds, got {itl_deadline_ms}")
+    files = view_files()
+    order = views_in_dependency_order(files)
+    paths.out.mkdir(parents=True, exist_ok=True)
+    staging = paths.out / f".{paths.database.name}.{os.getpid()}.tmp"
+    for leftover in (staging, Path(f"{staging}.wal")):
+        leftover.unlink(missing_ok=True)
+    try:
+        connection = duckdb.connect(str(staging))
+        try:
+            _load_tables(connection, paths)
+            snapshot_ids = [row[0] for row in connection.execute("select snapshot_id from snapshots").fetchall()]
+            if len(snapshot_ids) != 1:
+                raise PipelineError(f"expected one snapshot in the Parquet tables, found {len(snapshot_ids)}")
+            connection.execute(
+                "create table build_parameters as select $snapshot_id as snapshot_id, $deadline::double as itl_deadline_ms",
+                {"snapshot_id": snapshot_ids[0], "deadline": itl_deadline_ms},
+            )
+            connection.execute(
+                "comment on table build_parameters is 'The parameters this database was built with (one row).'"
+            )
+            for view in order:
+                try:
+                    connection.execute(files[view].read_text(encoding="utf-8"))
+                except duckdb.Error as error:
+                    raise PipelineError(f"sql/{view}.sql: {error}") from None
+            connection.execute("checkpoint")
+        finally:
+            connection.close()
+        os.replace(staging, paths.database)
+    finally:
+        staging.unlink(missing_ok=True)
+        Path(f"{staging}.wal").unlink(missing_ok=True)
+    return BuildResult(paths.database, order)

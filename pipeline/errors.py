@@ -1,0 +1,13 @@
+"""The one exception type the CLI turns into a clear message and a non-zero exit."""
+
+
+class PipelineError(Exception):
+    """A failure the user can act on: the message names the file, field or row at fault."""
+
+    def __init__(self, message: str, details: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or []
+
+    def __str__(self) -> str:
+        lines = [self.args[0], *(f"  - {detail}" for detail in self.details)]
+        return "\n".join(lines)

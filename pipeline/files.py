@@ -1,0 +1,102 @@
+"""Atomic writes and strict JSON reading: the two ways the pipeline touches files."""
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import PipelineError
+
+@contextmanager
+def atomic_path(target: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `target`; rename it over `target` only if the block succeeds."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_bytes_atomic(target: Path, data: bytes) -> bool:
+    """Write `data` to `target` atomically, leaving the file untouched if it already holds `data`.
+
+    Returns True when the file was written.
+    """
+    try:
+        if target.stat().st_size == len(data) and target.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(data)
+    return True
+
+
+def replace_directory(staged: Path, target: Path) -> None:
+    """Move a fully written `staged` directory into place at `target`, removing what was there."""
+    if target.exists():
+        retired = target.with_name(f".{target.name}.retired-{os.getpid()}")
+        os.replace(target, retired)
+        os.replace(staged, target)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        os.replace(staged, target)
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range for a 64-bit float")
+    return value
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        duplicates = sorted({key for key, _ in pairs if key in seen or seen.add(key)})
+        raise ValueError(f"duplicate key(s) in one object: {', '.join(map(repr, duplicates))}")
+    return obj
+
+
+def load_json_strict(path: Path, display_name: str | None = None) -> Any:
+    """Parse a JSON file as RFC 8259 says: UTF-8 without BOM, no NaN/Infinity, no duplicate keys.
+
+    Every failure is a PipelineError naming the file and the position.
+    """
+    name = display_name or str(path)
+    raw = path.read_bytes()
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise PipelineError(f"{name}: starts with a UTF-8 byte order mark, which JSON does not allow")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise PipelineError(f"{name}: invalid UTF-8 at byte {error.start}") from None
+    try:
+        return json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_no_duplicate_keys,
+        )
+    except json.JSONDecodeError as error:
+        raise PipelineError(
+            f"{name}: malformed JSON at line {error.lineno} column {error.colno} (char {error.pos}): {error.msg}"
+        ) from None
+    except ValueError as error:
+        raise PipelineError(f"{name}: invalid JSON: {error}") from None
+    except RecursionError:
+        raise PipelineError(f"{name}: JSON nested too deeply to parse") from None

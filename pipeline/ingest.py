@@ -1,0 +1,267 @@
+"""Ingest: flatten one fetched snapshot into Parquet tables, each validated by its schema in schemas/.
+
+Nothing is written unless every table passes; a failed ingest leaves the previous tables in place.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.errors import PipelineError
+from pipeline.fetch import read_manifest
+from pipeline.files import load_json_strict, replace_directory
+from pipeline.paths import Paths
+from pipeline.source_card import load_source_card
+from pipeline.validate import arrow_schema, upstream_columns, validate_tables
+from schemas import Models, Snapshots, Tasks, TokenConfigurations
+from schemas.token_configurations import CONFIGURATION_KEY
+
+TOKEN_FAMILIES = ("llm", "mllm")
+INT64_RANGE = (-(2**63), 2**63 - 1)
+
+
+@dataclass
+class IngestResult:
+    snapshot_id: str
+    row_counts: dict[str, int]
+    notices: list[str] = field(default_factory=list)
+
+
+class _Problems:
+    """Collects every input problem of a run so they are reported together."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, message: str) -> None:
+        self.items.append(message)
+
+    def raise_if_any(self, headline: str) -> None:
+        if self.items:
+            raise PipelineError(f"{headline}: {len(self.items)} problem(s)", self.items[:200])
+
+
+def _typed_value(value: Any, arrow_type: pyarrow.DataType) -> tuple[Any, str | None]:
+    """Return (value, None) when `value` is of the declared JSON type, else (None, why not)."""
+    if value is None:
+        return None, None
+    if pyarrow.types.is_integer(arrow_type):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None, f"expected an integer, got {json.dumps(value)[:60]}"
+        if not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
+            return None, f"integer {value} is out of the 64-bit range"
+        return value, None
+    if pyarrow.types.is_floating(arrow_type):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None, f"expected a number, got {json.dumps(value)[:60]}"
+        if isinstance(value, int) and abs(value) > 2**53:
+            return None, f"integer {value} cannot be held exactly as a 64-bit float"
+        return float(value), None
+    if pyarrow.types.is_string(arrow_type):
+        if not isinstance(value, str):
+            return None, f"expected a string, got {json.dumps(value)[:60]}"
+        return value, None
+    raise TypeError(f"no JSON reading declared for {arrow_type}")
+
+
+def _flatten_objects(
+    objects: list[tuple[str, dict[str, Any]]],
+    model: type,
+    added: dict[str, list[Any]],
+    problems: _Problems,
+) -> pyarrow.Table:
+    """One row per (where, object): upstream columns by declared type, unknown keys kept in extra_fields.
+
+    `added` holds the pipeline's own columns, one list per column, aligned with `objects`.
+    """
+    schema = arrow_schema(model)
+    upstream = upstream_columns(model)
+    columns: dict[str, list[Any]] = {name: [] for name in upstream}
+    extras: list[str | None] = []
+    missing: Counter[tuple[str, str]] = Counter()
+    for where, obj in objects:
+        for name, presence in upstream.items():
+            if name not in obj and presence == "required":
+                missing[(where.split(":")[0], name)] += 1
+            value, why_not = _typed_value(obj.get(name), schema.field(name).type)
+            if why_not:
+                problems.add(f"{where}: field '{name}': {why_not}")
+            columns[name].append(value)
+        unknown = {key: value for key, value in obj.items() if key not in upstream}
+        extras.append(json.dumps(unknown, sort_keys=True, ensure_ascii=False) if unknown else None)
+    for (file_name, name), count in sorted(missing.items()):
+        problems.add(f"{file_name}: missing required field '{name}' in {count} entr{'y' if count == 1 else 'ies'}")
+    data = {**added, **columns, "extra_fields": extras}
+    return pyarrow.table({name: data[name] for name in schema.names}, schema=schema)
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise PipelineError(message)
+
+
+def _verify_files(snapshot_dir: Path, manifest: dict[str, Any]) -> None:
+    for entry in manifest.get("files", []):
+        path = snapshot_dir / entry["path"]
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != entry["sha256"]:
+            raise PipelineError(f"{path}: missing or changed since it was fetched; fetch the snapshot again")
+
+
+def _read_index(snapshot_dir: Path) -> dict[str, Any]:
+    index = load_json_strict(snapshot_dir / "index.json", "index.json")
+    _expect(isinstance(index, dict), "index.json: must be a JSON object")
+    for name, kind in (("models", dict), ("tasks", list), ("architectures", dict), ("last_updated", str)):
+        _expect(name in index, f"index.json: missing required field '{name}'")
+        _expect(isinstance(index[name], kind), f"index.json: field '{name}' must be a JSON {kind.__name__}")
+    return index
+
+
+def _task_families(index: dict[str, Any]) -> dict[str, str]:
+    families = {}
+    for family, tasks in index["architectures"].items():
+        _expect(isinstance(tasks, list), f"index.json: architectures.{family} must be a list of tasks")
+        families.update({task: family for task in tasks})
+    return families
+
+
+def _read_task_file(snapshot_dir: Path, task: str) -> dict[str, Any]:
+    name = f"tasks/{task}.json"
+    _expect((snapshot_dir / name).is_file(), f"{name}: missing, though index.json lists task '{task}'")
+    document = load_json_strict(snapshot_dir / name, name)
+    _expect(isinstance(document, dict), f"{name}: must be a JSON object")
+    _expect("configurations" in document, f"{name}: missing required field 'configurations'")
+    rows = document["configurations"]
+    _expect(isinstance(rows, list), f"{name}: field 'configurations' must be a list")
+    for ordinal, row in enumerate(rows):
+        _expect(isinstance(row, dict), f"{name}: configurations[{ordinal}] must be a JSON object")
+    _expect(isinstance(document.get("task_display_name"), str), f"{name}: missing required field 'task_display_name'")
+    return document
+
+
+def _snapshots_table(snapshot_id: str, manifest: dict[str, Any], index: dict[str, Any]) -> pyarrow.Table:
+    upstream = manifest.get("upstream", {})
+    files = manifest["files"]
+    row = {
+        "snapshot_id": snapshot_id,
+        "source": manifest["source"],
+        "retrieved": manifest["retrieved"],
+        "commit": upstream.get("commit"),
+        "commit_time": upstream.get("commit_time"),
+        "commit_subject": upstream.get("commit_subject"),
+        "tasks_last_commit_date": upstream.get("tasks_last_commit_date"),
+        "last_updated": index["last_updated"],
+        "file_count": len(files),
+        "total_bytes": sum(f["size"] for f in files),
+    }
+    return pyarrow.Table.from_pylist([row], schema=arrow_schema(Snapshots))
+
+
+def _token_configurations_table(
+    snapshot_id: str, task_documents: dict[str, dict[str, Any]], problems: _Problems
+) -> pyarrow.Table:
+    objects, tasks, ordinals, repeats, derived = [], [], [], [], []
+    seen: Counter[tuple[Any, ...]] = Counter()
+    for task, document in task_documents.items():
+        for ordinal, row in enumerate(document["configurations"]):
+            key = tuple(task if column == "task" else row.get(column) for column in CONFIGURATION_KEY)
+            seen[key] += 1
+            objects.append((f"tasks/{task}.json: configurations[{ordinal}] (model_id={row.get('model_id')})", row))
+            tasks.append(task)
+            ordinals.append(ordinal)
+            repeats.append(seen[key])
+            derived.append("avg_output_len" not in row)
+    added = {
+        "snapshot_id": [snapshot_id] * len(objects),
+        "task": tasks,
+        "source_ordinal": ordinals,
+        "repeat": repeats,
+        "is_avg_output_len_derived": derived,
+    }
+    table = _flatten_objects(objects, TokenConfigurations, added, problems)
+    if not any(derived) or problems.items:
+        return table
+    # The upstream defines energy per request as energy per token × average output length.
+    quotient = pc.divide(table["energy_per_request_joules"], table["energy_per_token_joules"])
+    filled = pc.if_else(table["is_avg_output_len_derived"], quotient, table["avg_output_len"])
+    return table.set_column(table.schema.get_field_index("avg_output_len"), "avg_output_len", filled)
+
+
+def flatten_snapshot(paths: Paths, snapshot_id: str) -> tuple[dict[str, tuple[type, pyarrow.Table]], list[str]]:
+    """Read a fetched snapshot into the four tables, unvalidated. Returns the tables and notices."""
+    snapshot_dir = paths.raw_snapshot(snapshot_id)
+    manifest = read_manifest(snapshot_dir)
+    _verify_files(snapshot_dir, manifest)
+    index = _read_index(snapshot_dir)
+    families = _task_families(index)
+    labels = load_source_card()["workload_labels"]
+    notices: list[str] = []
+    problems = _Problems()
+
+    task_documents = {}
+    for task in index["tasks"]:
+        _expect(isinstance(task, str) and task in families, f"index.json: task {task!r} has no family in architectures")
+        task_documents[task] = _read_task_file(snapshot_dir, task)
+    task_rows = []
+    for task, document in task_documents.items():
+        if task not in labels:
+            notices.append(f"task {task}: no workload label in the source card; using its display name")
+        task_rows.append(
+            {
+                "snapshot_id": snapshot_id,
+                "task": task,
+                "display_name": document["task_display_name"],
+                "workload_label": labels.get(task, document["task_display_name"]),
+                "family": families[task],
+            }
+        )
+
+    model_objects = []
+    for model_id, metadata in index["models"].items():
+        _expect(isinstance(metadata, dict), f"index.json: models.{model_id} must be a JSON object")
+        model_objects.append((f"index.json: models[{model_id!r}]", metadata))
+    models = _flatten_objects(
+        model_objects,
+        Models,
+        {"snapshot_id": [snapshot_id] * len(model_objects), "model_id": list(index["models"])},
+        problems,
+    )
+    token_documents = {t: d for t, d in task_documents.items() if families[t] in TOKEN_FAMILIES}
+    configurations = _token_configurations_table(snapshot_id, token_documents, problems)
+    problems.raise_if_any(f"snapshot {snapshot_id} has input problems")
+
+    unknown_models = sorted(set(configurations["model_id"].to_pylist()) - set(index["models"]))
+    if unknown_models:
+        raise PipelineError(
+            "task files name models that index.json does not list", [f"model_id {m}" for m in unknown_models]
+        )
+    tables = {
+        "snapshots": (Snapshots, _snapshots_table(snapshot_id, manifest, index)),
+        "tasks": (Tasks, pyarrow.Table.from_pylist(task_rows, schema=arrow_schema(Tasks))),
+        "models": (Models, models),
+        "token_configurations": (TokenConfigurations, configurations),
+    }
+    return tables, notices
+
+
+def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
+    tables, notices = flatten_snapshot(paths, snapshot_id)
+    notices += validate_tables(tables)
+    staging = paths.out / f".parquet-staging-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        for name, (_, table) in tables.items():
+            pq.write_table(table, staging / f"{name}.parquet", compression="zstd")
+        replace_directory(staging, paths.parquet_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return IngestResult(snapshot_id, {name: table.num_rows for name, (_, table) in tables.items()}, notices)

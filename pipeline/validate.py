@@ -1,0 +1,104 @@
+"""Run the pandera schemas in schemas/ over Arrow tables and report every failure in one message.
+
+Also derives from those schemas what other steps need: each table's Arrow schema, its upstream
+columns, and its column descriptions.
+"""
+
+import re
+import warnings
+from typing import Any
+
+import pandas as pd
+import pandera.pandas as pa
+import pyarrow
+
+from pipeline.errors import PipelineError
+
+# How many failures one message lists before it summarises the rest.
+MAX_REPORTED_FAILURES = 200
+
+
+def _arrow_type(dtype: Any) -> pyarrow.DataType:
+    name = str(dtype).lower()
+    if name.startswith("int"):
+        return pyarrow.int64()
+    if name.startswith("float"):
+        return pyarrow.float64()
+    if name in ("bool", "boolean"):
+        return pyarrow.bool_()
+    if name.startswith("str") or name == "object":
+        return pyarrow.string()
+    raise TypeError(f"no Arrow type declared for pandera dtype {dtype}")
+
+
+def arrow_schema(model: type[pa.DataFrameModel]) -> pyarrow.Schema:
+    schema = model.to_schema()
+    return pyarrow.schema(
+        pyarrow.field(name, _arrow_type(column.dtype), nullable=column.nullable)
+        for name, column in schema.columns.items()
+    )
+
+
+def upstream_columns(model: type[pa.DataFrameModel]) -> dict[str, str]:
+    """Columns copied from upstream keys, each 'required' or 'optional'."""
+    return {
+        name: column.metadata["upstream"]
+        for name, column in model.to_schema().columns.items()
+        if column.metadata and "upstream" in column.metadata
+    }
+
+
+def column_descriptions(model: type[pa.DataFrameModel]) -> dict[str, str]:
+    return {name: column.description or "" for name, column in model.to_schema().columns.items()}
+
+
+def table_key(model: type[pa.DataFrameModel]) -> list[str]:
+    return list(model.to_schema().unique or [])
+
+
+def _to_pandas(table: pyarrow.Table) -> pd.DataFrame:
+    return table.to_pandas(types_mapper={pyarrow.int64(): pd.Int64Dtype()}.get)
+
+
+def _row_label(frame: pd.DataFrame, index: Any, key: list[str]) -> str:
+    if not isinstance(index, int) or index not in frame.index:
+        return "table"
+    row = frame.loc[index]
+    return ", ".join(f"{column}={row[column]}" for column in key if column != "snapshot_id")
+
+
+def _format_failures(table_name: str, frame: pd.DataFrame, error: pa.errors.SchemaErrors, key: list[str]) -> list[str]:
+    cases = error.failure_cases
+    lines = []
+    for (check, index), group in cases.groupby(["check", "index"], sort=False, dropna=False):
+        columns = [c for c in group["column"].dropna().unique()]
+        # A row-wide check names the columns it compares; show only those values.
+        named = [c for c in columns if re.search(rf"\b{re.escape(str(c))}\b", str(check))] or columns
+        if isinstance(index, int) and index in frame.index:
+            values = ", ".join(f"{c}={frame.at[index, c]!r}" for c in named if c in frame.columns)
+        else:
+            values = ", ".join(f"{c}: {v!r}" for c, v in zip(group["column"], group["failure_case"]))
+        label = _row_label(frame, index, key)
+        lines.append(f"{table_name} [{label}] column {', '.join(map(str, named)) or '-'}: {values} fails check {check}")
+    return lines
+
+
+def validate_tables(tables: dict[str, tuple[type[pa.DataFrameModel], pyarrow.Table]]) -> list[str]:
+    """Validate every table lazily; raise one PipelineError listing all failures, else return warnings."""
+    failures: list[str] = []
+    notices: list[str] = []
+    for name, (model, table) in tables.items():
+        frame = _to_pandas(table)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                model.validate(frame, lazy=True)
+            except pa.errors.SchemaErrors as error:
+                failures.extend(_format_failures(name, frame, error, table_key(model)))
+        notices.extend(f"{name}: {w.message}" for w in caught if issubclass(w.category, pa.errors.SchemaWarning))
+    if failures:
+        shown = failures[:MAX_REPORTED_FAILURES]
+        if len(failures) > len(shown):
+            shown.append(f"... and {len(failures) - len(shown)} more")
+        raise PipelineError(f"validation failed: {len(failures)} failure(s)", shown)
+    return notices

@@ -1,0 +1,145 @@
+"""token_configurations: one row per entry of each token task file (gpqa, lm-arena-chat,
+sourcegraph-fim, image-chat, video-chat), every upstream field kept.
+
+Key: (snapshot_id, task, model_id, gpu_model, num_gpus, max_num_seqs, repeat).
+"""
+
+import pandas as pd
+import pandera.pandas as pa
+from pandera.typing import Series
+
+
+# Rated board power (TDP) per GPU, watts: NVIDIA's H100 SXM5 and B200 (HGX) data sheets.
+# A GPU missing here passes the power rule with a warning rather than failing the build.
+RATED_BOARD_POWER_W = {"H100": 700.0, "B200": 1000.0}
+
+# The slug (the part of model_id after the last "/", lower-cased) names an exported file, so both
+# parts of the id are limited to characters that are safe in a file name on every platform.
+MODEL_ID_PATTERN = r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,199}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,199}$"
+
+KEY = ["snapshot_id", "task", "model_id", "gpu_model", "num_gpus", "max_num_seqs", "repeat"]
+# The repeat ordinal counts rows sharing the measured configuration's key (the key less repeat).
+CONFIGURATION_KEY = ["task", "model_id", "gpu_model", "num_gpus", "max_num_seqs"]
+
+
+def _parallel_degree(degree: pd.Series) -> pd.Series:
+    """The upstream spelled 'not set' as 0 before 2025-12-15; not set means a degree of 1."""
+    return degree.where(degree != 0, 1)
+
+
+class TokenConfigurations(pa.DataFrameModel):
+    snapshot_id: Series[str] = pa.Field(description="Snapshot the row was read from.")
+    task: Series[str] = pa.Field(description="Upstream task identifier (a task of the llm or mllm family).")
+    source_ordinal: Series[pd.Int64Dtype] = pa.Field(
+        ge=0, description="0-based position of the entry in its task file's configurations array."
+    )
+    repeat: Series[pd.Int64Dtype] = pa.Field(
+        ge=1,
+        description="1-based ordinal, in file order, among entries sharing task, model_id, gpu_model, "
+        "num_gpus and max_num_seqs: tells two measurements of one configuration apart.",
+    )
+    model_id: Series[str] = pa.Field(metadata={"upstream": "required"}, description="Hugging Face model id.")
+    nickname: Series[str] = pa.Field(metadata={"upstream": "required"}, description="Display name.")
+    architecture: Series[str] = pa.Field(
+        nullable=True, metadata={"upstream": "optional"}, description="Architecture, e.g. MoE."
+    )
+    total_params_billions: Series[float] = pa.Field(
+        gt=0, metadata={"upstream": "required"}, description="Total parameters, billions."
+    )
+    activated_params_billions: Series[float] = pa.Field(
+        gt=0, metadata={"upstream": "required"}, description="Parameters active per token, billions."
+    )
+    weight_precision: Series[str] = pa.Field(
+        str_length={"min_value": 1}, metadata={"upstream": "required"}, description="bfloat16, fp8, mxfp4, ..."
+    )
+    gpu_model: Series[str] = pa.Field(
+        str_length={"min_value": 1}, metadata={"upstream": "required"}, description="GPU model, e.g. H100."
+    )
+    num_gpus: Series[pd.Int64Dtype] = pa.Field(
+        ge=1, le=1024, metadata={"upstream": "required"}, description="GPUs serving the model."
+    )
+    tensor_parallel: Series[pd.Int64Dtype] = pa.Field(
+        ge=0, metadata={"upstream": "required"}, description="Tensor-parallel degree (0 = not set, before 2025-12-15)."
+    )
+    data_parallel: Series[pd.Int64Dtype] = pa.Field(
+        ge=0, metadata={"upstream": "required"}, description="Data-parallel degree (0 = not set, before 2025-12-15)."
+    )
+    expert_parallel: Series[pd.Int64Dtype] = pa.Field(
+        ge=0, metadata={"upstream": "required"}, description="Expert-parallel degree (0 = not set, before 2025-12-15)."
+    )
+    max_num_seqs: Series[pd.Int64Dtype] = pa.Field(
+        ge=1, metadata={"upstream": "required"}, description="vLLM max_num_seqs: the cap on requests in flight."
+    )
+    max_num_batched_tokens: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True,
+        ge=1,
+        metadata={"upstream": "optional"},
+        description="vLLM max_num_batched_tokens; all null until the upstream dropped it on 2026-02-13.",
+    )
+    avg_batch_size: Series[float] = pa.Field(
+        gt=0, metadata={"upstream": "required"}, description="Average running batch (requests in flight)."
+    )
+    avg_output_len: Series[float] = pa.Field(
+        gt=0,
+        metadata={"upstream": "optional"},
+        description="Average output tokens per request; derived where the upstream lacks it.",
+    )
+    is_avg_output_len_derived: Series[bool] = pa.Field(
+        description="True where avg_output_len is energy_per_request_joules / energy_per_token_joules "
+        "because the snapshot predates the upstream's avg_output_len (2025-12-17).",
+    )
+    avg_power_watts: Series[float] = pa.Field(
+        gt=0, metadata={"upstream": "required"}, description="Average total GPU power, watts."
+    )
+    energy_per_token_joules: Series[float] = pa.Field(
+        gt=0, metadata={"upstream": "required"}, description="Steady-state GPU energy per output token, joules."
+    )
+    energy_per_request_joules: Series[float] = pa.Field(
+        gt=0, metadata={"upstream": "required"}, description="Energy per token × average output length, joules."
+    )
+    median_itl_ms: Series[float] = pa.Field(
+        gt=0, metadata={"upstream": "required"}, description="Median inter-token latency, ms."
+    )
+    p90_itl_ms: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"}, description="p90 ITL, ms.")
+    p95_itl_ms: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"}, description="p95 ITL, ms.")
+    p99_itl_ms: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"}, description="p99 ITL, ms.")
+    output_throughput_tokens_per_sec: Series[float] = pa.Field(
+        gt=0, metadata={"upstream": "required"}, description="Steady-state output throughput, tokens/s."
+    )
+    extra_fields: Series[str] = pa.Field(
+        nullable=True,
+        description="JSON object of upstream keys this schema does not know yet (sorted), kept so nothing is lost.",
+    )
+
+    class Config:
+        strict = True
+        coerce = True
+        unique = KEY
+
+    @pa.check("model_id", error="model_id must give a safe file name (slug = part after the last '/')")
+    def model_id_is_safe(cls, model_id: Series[str]) -> Series[bool]:
+        return model_id.str.fullmatch(MODEL_ID_PATTERN).fillna(False).astype(bool)
+
+    @pa.dataframe_check(error="median_itl_ms <= p90_itl_ms <= p95_itl_ms <= p99_itl_ms")
+    def itl_percentiles_ordered(cls, df: pd.DataFrame) -> Series[bool]:
+        return (
+            (df.median_itl_ms <= df.p90_itl_ms) & (df.p90_itl_ms <= df.p95_itl_ms) & (df.p95_itl_ms <= df.p99_itl_ms)
+        )
+
+    @pa.dataframe_check(error="avg_batch_size <= max_num_seqs")
+    def batch_within_cap(cls, df: pd.DataFrame) -> Series[bool]:
+        return df.avg_batch_size <= df.max_num_seqs
+
+    @pa.dataframe_check(error="avg_power_watts <= num_gpus × rated board power of gpu_model")
+    def power_within_rating(cls, df: pd.DataFrame) -> Series[bool]:
+        rated = df.gpu_model.map(RATED_BOARD_POWER_W).astype("float64")
+        return (rated.isna() | (df.avg_power_watts <= df.num_gpus * rated)).astype(bool)
+
+    @pa.dataframe_check(raise_warning=True, error="gpu_model has a known rated board power")
+    def gpu_power_rating_known(cls, df: pd.DataFrame) -> Series[bool]:
+        return df.gpu_model.isin(list(RATED_BOARD_POWER_W))
+
+    @pa.dataframe_check(error="num_gpus divisible by tensor_parallel × data_parallel")
+    def gpus_cover_parallelism(cls, df: pd.DataFrame) -> Series[bool]:
+        degree = _parallel_degree(df.tensor_parallel) * _parallel_degree(df.data_parallel)
+        return (df.num_gpus % degree == 0).astype(bool)
