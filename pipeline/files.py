@@ -63,17 +63,22 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        duplicates = sorted({key for key, _ in pairs if key in seen or seen.add(key)})
-        raise ValueError(f"duplicate key(s) in one object: {', '.join(map(repr, duplicates))}")
+def _no_conflicting_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Build an object, refusing a key given twice with different values.
+
+    A key repeated with the same value is harmless and real: the upstream's 2025-12-15 text-to-image
+    file repeats weight_precision in every entry.
+    """
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj and obj[key] != value:
+            raise ValueError(f"key {key!r} appears twice in one object with different values")
+        obj[key] = value
     return obj
 
 
 def load_json_strict(path: Path, display_name: str | None = None) -> Any:
-    """Parse a JSON file as RFC 8259 says: UTF-8 without BOM, no NaN/Infinity, no duplicate keys.
+    """Parse a JSON file as RFC 8259 says: UTF-8 without BOM, no NaN/Infinity, no key given two values.
 
     Every failure is a PipelineError naming the file and the position.
     """
@@ -90,7 +95,7 @@ def load_json_strict(path: Path, display_name: str | None = None) -> Any:
             text,
             parse_constant=_reject_constant,
             parse_float=_finite_float,
-            object_pairs_hook=_no_duplicate_keys,
+            object_pairs_hook=_no_conflicting_keys,
         )
     except json.JSONDecodeError as error:
         raise PipelineError(

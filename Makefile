@@ -1,0 +1,63 @@
+# energy-index: thin wrappers over the energy-index CLI. `make` refreshes, `make test` tests.
+#
+# Variables (each passed to the CLI):
+#   SOURCE           local public/data folder or http(s) URL (default: upstream pinned to commit 7885788)
+#   OUT              output folder (default: build)
+#   AS_OF            the index's updated/data_version date (default: the snapshot's retrieval date)
+#   RETRIEVED        the index's source.retrieved date (default: the date the fetch recorded)
+#   ITL_DEADLINE_MS  median ITL ceiling for the best configurations (default: 500)
+
+PYTHON ?= python3
+VENV ?= .venv
+OUT ?= build
+SOURCE ?= https://raw.githubusercontent.com/ml-energy/leaderboard/7885788e837b80ad172e02e6e8c47e8d0b85520e/public/data
+AS_OF ?=
+RETRIEVED ?=
+ITL_DEADLINE_MS ?= 500
+
+CLI := $(VENV)/bin/energy-index
+INSTALLED := $(VENV)/.installed
+REFRESHED := $(OUT)/.refreshed
+CODE := pyproject.toml $(wildcard pipeline/*.py pipeline/*.toml schemas/*.py sql/*.sql)
+# A pinned URL names immutable content; a local folder is tracked file by file.
+SOURCE_FILES := $(if $(findstring ://,$(SOURCE)),,$(shell find '$(SOURCE)' -type f 2>/dev/null))
+REFRESH_ARGS := --source '$(SOURCE)' --out '$(OUT)' --itl-deadline-ms '$(ITL_DEADLINE_MS)' \
+	$(if $(AS_OF),--as-of '$(AS_OF)') $(if $(RETRIEVED),--retrieved '$(RETRIEVED)')
+
+# The parameters file changes (and so triggers a refresh) only when the parameters do. It is written
+# while the Makefile is read, because a rule run on every call would count as a change to Make.
+PARAMETERS_FILE := $(OUT)/.parameters
+ifeq ($(filter-out all,$(or $(MAKECMDGOALS),all)),)
+_ := $(shell mkdir -p '$(OUT)' && echo '$(REFRESH_ARGS)' | cmp -s - '$(PARAMETERS_FILE)' || echo '$(REFRESH_ARGS)' > '$(PARAMETERS_FILE)')
+endif
+
+.PHONY: all refresh test test-all bench clean help
+
+all: $(REFRESHED)
+
+$(INSTALLED): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+$(REFRESHED): $(INSTALLED) $(CODE) $(SOURCE_FILES) $(PARAMETERS_FILE)
+	$(CLI) refresh $(REFRESH_ARGS)
+	touch $@
+
+refresh: $(INSTALLED) ## refresh even when Make sees nothing changed
+	$(CLI) refresh $(REFRESH_ARGS)
+
+test: $(INSTALLED) ## the test suite (slow scale tests excluded)
+	$(VENV)/bin/python -m pytest -q
+
+test-all: $(INSTALLED) ## the test suite with the slow scale tests
+	$(VENV)/bin/python -m pytest -q -m ''
+
+bench: $(INSTALLED) ## time a full and a no-op refresh against DuckDB alone
+	$(VENV)/bin/python -m pipeline.bench --out '$(OUT)/bench'
+
+clean: ## remove the outputs (not the virtual environment)
+	rm -rf '$(OUT)'
+
+help:
+	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'

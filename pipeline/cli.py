@@ -1,0 +1,222 @@
+"""The energy-index command: one subcommand per step, and refresh for all of them in order."""
+
+import argparse
+import fcntl
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pipeline.errors import PipelineError
+from pipeline.paths import Paths
+
+PROG = "energy-index"
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+@contextmanager
+def _exclusive_lock(paths: Paths) -> Iterator[None]:
+    """One refresh at a time per output folder; a second one stops with a clear message."""
+    paths.out.mkdir(parents=True, exist_ok=True)
+    with open(paths.out / ".lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PipelineError(f"{paths.out}: another refresh holds the lock; try again when it has finished") from None
+        yield
+
+
+def _run_fetch(args: argparse.Namespace, paths: Paths) -> str:
+    from pipeline.fetch import fetch
+
+    started = time.perf_counter()
+    result = fetch(args.source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes)
+    state = "new" if result.changed else "unchanged"
+    _say(
+        f"fetch: {result.file_count} files, {result.total_bytes / 1e6:.1f} MB -> {result.directory} "
+        f"({state}, {time.perf_counter() - started:.2f} s)"
+    )
+    return result.snapshot_id
+
+
+def _run_ingest(args: argparse.Namespace, paths: Paths, snapshot_id: str | None = None) -> None:
+    from pipeline.fetch import latest_snapshot_id
+    from pipeline.ingest import ingest
+
+    started = time.perf_counter()
+    snapshot_id = snapshot_id or getattr(args, "snapshot", None) or latest_snapshot_id(paths)
+    result = ingest(paths, snapshot_id)
+    for notice in result.notices:
+        _say(f"ingest: warning: {notice}")
+    counts = ", ".join(f"{table} {rows}" for table, rows in result.row_counts.items())
+    _say(f"ingest: {snapshot_id}: {counts} rows -> {paths.parquet_dir} ({time.perf_counter() - started:.2f} s)")
+
+
+def _run_build(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.build import build
+
+    started = time.perf_counter()
+    result = build(paths, args.itl_deadline_ms)
+    _say(f"build: {len(result.views)} views -> {result.database} ({time.perf_counter() - started:.2f} s)")
+
+
+def _run_export(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.export import export
+
+    started = time.perf_counter()
+    result = export(paths, as_of=args.as_of, retrieved=args.retrieved)
+    _say(
+        f"export: {result.task_count} tasks, {result.model_file_count} model files -> {result.directory} "
+        f"({time.perf_counter() - started:.2f} s)"
+    )
+
+
+def _run_refresh(args: argparse.Namespace, paths: Paths) -> None:
+    with _exclusive_lock(paths):
+        snapshot_id = _run_fetch(args, paths)
+        _run_ingest(args, paths, snapshot_id)
+        _run_build(args, paths)
+        _run_export(args, paths)
+
+
+def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
+    from pipeline.fetch import DEFAULT_MAX_FILE_BYTES, DEFAULT_SOURCE, DEFAULT_TIMEOUT_S
+
+    parser.add_argument(
+        "--source",
+        default=DEFAULT_SOURCE,
+        help="a local directory with the upstream public/data layout (index.json, tasks/, models/), or an "
+        "http(s):// URL of one (default: the upstream's raw files pinned to commit 7885788)",
+    )
+    parser.add_argument(
+        "--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+        help=f"give up on a URL that has not fully arrived after this long (default: {DEFAULT_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--max-file-bytes", type=_positive_int, default=DEFAULT_MAX_FILE_BYTES, metavar="BYTES",
+        help=f"refuse any upstream file larger than this (default: {DEFAULT_MAX_FILE_BYTES})",
+    )
+
+
+def _add_build_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--itl-deadline-ms", type=_positive_float, default=500.0, metavar="MS",
+        help="median inter-token latency ceiling for the best configurations (default: 500, the leaderboard's own)",
+    )
+
+
+def _add_export_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--as-of", metavar="YYYY-MM-DD",
+        help="the index's 'updated' and 'data_version' date (default: the snapshot's retrieval date, so that "
+        "a rerun on unchanged input writes identical files)",
+    )
+    parser.add_argument(
+        "--retrieved", metavar="YYYY-MM-DD",
+        help="the 'source.retrieved' date (default: the date the fetch first retrieved the snapshot)",
+    )
+
+
+def make_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--out", type=Path, default=Path("build"), metavar="DIR",
+        help="folder for every output: raw/, parquet/, energy_index.duckdb, index/ (default: build)",
+    )
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Turn the ML.ENERGY Leaderboard's published GPU-energy measurements into a validated "
+        "DuckDB database and the energy index (Wh per million output tokens, per model and GPU).",
+        epilog="Steps run in order fetch -> ingest -> build -> export; 'refresh' runs all four. "
+        "Run '%(prog)s COMMAND --help' for a command's options.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    steps: list[tuple[str, str, str, list[Callable[[argparse.ArgumentParser], None]], Callable]] = [
+        (
+            "fetch", "copy an upstream snapshot into OUT/raw/<snapshot-id>/",
+            "Copy an upstream snapshot (local folder or URL) into OUT/raw/<snapshot-id>/ with a manifest of "
+            "each file's sha256 and size, the source, the retrieval date and the upstream commit when known. "
+            "An unchanged snapshot is left as it was, retrieval date included.",
+            [_add_fetch_options], _run_fetch,
+        ),
+        (
+            "ingest", "flatten the fetched snapshot into validated Parquet tables",
+            "Flatten a fetched snapshot into OUT/parquet/ (snapshots, tasks, models, token_configurations), "
+            "each checked by its pandera schema in schemas/. Every problem is reported at once; nothing is "
+            "written unless all tables pass.",
+            [], _run_ingest,
+        ),
+        (
+            "build", "build OUT/energy_index.duckdb from the Parquet tables and sql/ views",
+            "Load the Parquet tables into a new DuckDB database with the views in sql/, and publish it as "
+            "OUT/energy_index.duckdb by rename once complete.",
+            [_add_build_options], _run_build,
+        ),
+        (
+            "export", "write the energy index JSON under OUT/index/",
+            "Write OUT/index/<task>/models/<slug>.json per model and OUT/index/<task>/index.json per token "
+            "task from the database's views.",
+            [_add_export_options], _run_export,
+        ),
+        (
+            "refresh", "fetch, ingest, build and export in one go",
+            "Run fetch, ingest, build and export in order, holding a lock on OUT so that two refreshes "
+            "never interleave. A failure at any step leaves the previous outputs in place.",
+            [_add_fetch_options, _add_build_options, _add_export_options], _run_refresh,
+        ),
+    ]
+    for name, summary, description, option_groups, handler in steps:
+        command = commands.add_parser(name, parents=[common], help=summary, description=description)
+        for add_options in option_groups:
+            add_options(command)
+        if name == "ingest":
+            command.add_argument(
+                "--snapshot", metavar="ID",
+                help="snapshot id under OUT/raw/ to ingest (default: the one the last fetch delivered)",
+            )
+        command.set_defaults(handler=handler)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    paths = Paths(args.out)
+    try:
+        args.handler(args, paths)
+    except PipelineError as error:
+        _say(f"{PROG}: error: {error}")
+        return 1
+    except KeyboardInterrupt:
+        _say(f"{PROG}: interrupted; the previous outputs are unchanged")
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
