@@ -67,11 +67,44 @@ def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
             connection.execute(f"comment on column {table}.{column} is {_sql_literal(description)}")
 
 
+def create_views(connection: duckdb.DuckDBPyConnection) -> list[str]:
+    """Create every view in sql/ on `connection`, each after the views it reads."""
+    files = view_files()
+    order = views_in_dependency_order(files)
+    for view in order:
+        try:
+            connection.execute(files[view].read_text(encoding="utf-8"))
+        except duckdb.Error as error:
+            raise PipelineError(f"sql/{view}.sql: {error}") from None
+    _inherit_column_comments(connection, order)
+    return order
+
+
+def _inherit_column_comments(connection: duckdb.DuckDBPyConnection, views: list[str]) -> None:
+    """A view column passed through unchanged keeps the description of the same-named column it came from.
+
+    Only columns a view computes need their own comment in its sql/ file.
+    """
+    for view in views:
+        missing = connection.execute(
+            """
+            select v.column_name, min(source.comment)
+            from duckdb_columns() as v
+            join duckdb_columns() as source
+              on source.column_name = v.column_name and source.table_name <> v.table_name
+             and source.comment is not null
+            where v.table_name = $view and v.comment is null
+            group by v.column_name
+            """,
+            {"view": view},
+        ).fetchall()
+        for column, comment in missing:
+            connection.execute(f"comment on column {view}.{column} is {_sql_literal(comment)}")
+
+
 def build(paths: Paths, itl_deadline_ms: float) -> BuildResult:
     if not (itl_deadline_ms > 0):
         raise PipelineError(f"ITL deadline must be a positive number of milliseconds, got {itl_deadline_ms}")
-    files = view_files()
-    order = views_in_dependency_order(files)
     paths.out.mkdir(parents=True, exist_ok=True)
     staging = paths.out / f".{paths.database.name}.{os.getpid()}.tmp"
     for leftover in (staging, Path(f"{staging}.wal")):
@@ -90,11 +123,7 @@ def build(paths: Paths, itl_deadline_ms: float) -> BuildResult:
             connection.execute(
                 "comment on table build_parameters is 'The parameters this database was built with (one row).'"
             )
-            for view in order:
-                try:
-                    connection.execute(files[view].read_text(encoding="utf-8"))
-                except duckdb.Error as error:
-                    raise PipelineError(f"sql/{view}.sql: {error}") from None
+            create_views(connection)
             connection.execute("checkpoint")
         finally:
             connection.close()
@@ -102,4 +131,4 @@ def build(paths: Paths, itl_deadline_ms: float) -> BuildResult:
     finally:
         staging.unlink(missing_ok=True)
         Path(f"{staging}.wal").unlink(missing_ok=True)
-    return BuildResult(paths.database, order)
+    return BuildResult(paths.database, views_in_dependency_order(view_files()))

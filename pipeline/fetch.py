@@ -58,11 +58,14 @@ def _model_file_name(model_id: str, task: str) -> str:
 class _SameSchemeRedirects(urllib.request.HTTPRedirectHandler):
     """Follow a redirect only to http(s) on the same host; anything else is reported, not followed."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
-        old, new = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
+    def http_error_302(self, req, fp, code, msg, headers):  # type: ignore[no-untyped-def]
+        target = urllib.parse.urljoin(req.full_url, headers.get("location") or headers.get("uri") or "")
+        old, new = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(target)
         if new.scheme not in ("http", "https") or new.hostname != old.hostname:
-            raise PipelineError(f"{req.full_url}: refused redirect to {newurl} (only http(s) on the same host)")
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+            raise PipelineError(f"{req.full_url}: refused redirect to {target} (only http(s) on the same host)")
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
 class _HttpReader:

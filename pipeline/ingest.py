@@ -238,11 +238,6 @@ def flatten_snapshot(paths: Paths, snapshot_id: str) -> tuple[dict[str, tuple[ty
     configurations = _token_configurations_table(snapshot_id, token_documents, problems)
     problems.raise_if_any(f"snapshot {snapshot_id} has input problems")
 
-    unknown_models = sorted(set(configurations["model_id"].to_pylist()) - set(index["models"]))
-    if unknown_models:
-        raise PipelineError(
-            "task files name models that index.json does not list", [f"model_id {m}" for m in unknown_models]
-        )
     tables = {
         "snapshots": (Snapshots, _snapshots_table(snapshot_id, manifest, index)),
         "tasks": (Tasks, pyarrow.Table.from_pylist(task_rows, schema=arrow_schema(Tasks))),
@@ -252,9 +247,19 @@ def flatten_snapshot(paths: Paths, snapshot_id: str) -> tuple[dict[str, tuple[ty
     return tables, notices
 
 
+def _check_models_listed(tables: dict[str, tuple[type, pyarrow.Table]]) -> None:
+    listed = set(tables["models"][1]["model_id"].to_pylist())
+    unlisted = sorted(set(tables["token_configurations"][1]["model_id"].to_pylist()) - listed)
+    if unlisted:
+        raise PipelineError(
+            "task files name models that index.json does not list", [f"model_id {m}" for m in unlisted]
+        )
+
+
 def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
     tables, notices = flatten_snapshot(paths, snapshot_id)
     notices += validate_tables(tables)
+    _check_models_listed(tables)
     staging = paths.out / f".parquet-staging-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)

@@ -60,11 +60,16 @@ def _to_pandas(table: pyarrow.Table) -> pd.DataFrame:
     return table.to_pandas(types_mapper={pyarrow.int64(): pd.Int64Dtype()}.get)
 
 
+def _plain(value: Any) -> Any:
+    """A numpy or pandas scalar as the Python value it holds, so messages show 1.5, not np.float64(1.5)."""
+    return value.item() if hasattr(value, "item") else value
+
+
 def _row_label(frame: pd.DataFrame, index: Any, key: list[str]) -> str:
     if not isinstance(index, int) or index not in frame.index:
         return "table"
     row = frame.loc[index]
-    return ", ".join(f"{column}={row[column]}" for column in key if column != "snapshot_id")
+    return ", ".join(f"{column}={_plain(row[column])}" for column in key if column != "snapshot_id")
 
 
 def _format_failures(table_name: str, frame: pd.DataFrame, error: pa.errors.SchemaErrors, key: list[str]) -> list[str]:
@@ -75,9 +80,9 @@ def _format_failures(table_name: str, frame: pd.DataFrame, error: pa.errors.Sche
         # A row-wide check names the columns it compares; show only those values.
         named = [c for c in columns if re.search(rf"\b{re.escape(str(c))}\b", str(check))] or columns
         if isinstance(index, int) and index in frame.index:
-            values = ", ".join(f"{c}={frame.at[index, c]!r}" for c in named if c in frame.columns)
+            values = ", ".join(f"{c}={_plain(frame.at[index, c])!r}" for c in named if c in frame.columns)
         else:
-            values = ", ".join(f"{c}: {v!r}" for c, v in zip(group["column"], group["failure_case"]))
+            values = ", ".join(f"{c}: {_plain(v)!r}" for c, v in zip(group["column"], group["failure_case"]))
         label = _row_label(frame, index, key)
         lines.append(f"{table_name} [{label}] column {', '.join(map(str, named)) or '-'}: {values} fails check {check}")
     return lines

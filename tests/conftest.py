@@ -1,0 +1,84 @@
+"""Shared fixtures: the real upstream snapshots in ../shared, and helpers to run the CLI."""
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.paths import Paths
+
+PROJECT = Path(__file__).resolve().parents[1]
+SHARED = PROJECT.parent / "shared"
+UPSTREAM = SHARED / "upstream" / "ml-energy-leaderboard"
+SEED = SHARED / "seed" / "llama-4-scout-17b-16e-instruct.json"
+NEWEST = UPSTREAM / "2026-02-16-7885788"
+SNAPSHOTS = sorted(path for path in UPSTREAM.iterdir() if path.is_dir()) if UPSTREAM.is_dir() else []
+# The dates the seed was built with (../shared/README.md).
+SEED_AS_OF, SEED_RETRIEVED = "2026-09-27", "2026-09-26"
+
+
+@dataclass
+class Run:
+    exit_code: int
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Run]:
+    def run(*args: str) -> Run:
+        code = main([str(arg) for arg in args])
+        return Run(code, capsys.readouterr().err)
+
+    return run
+
+
+def refresh_args(source: Path | str, out: Path, *extra: str) -> list[str]:
+    return ["refresh", "--source", str(source), "--out", str(out), *extra]
+
+
+def tree_digest(root: Path, *parts: str) -> dict[str, str]:
+    """sha256 of every file below the named parts of `root`: what a reader of a build would see."""
+    digest = {}
+    for part in parts:
+        base = root / part
+        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+        for path in files:
+            digest[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digest
+
+
+BUILD_OUTPUTS = ("parquet", "energy_index.duckdb", "index")
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def upstream_rows(snapshot: Path, task: str) -> list[dict[str, Any]]:
+    return read_json(snapshot / "tasks" / f"{task}.json")["configurations"]
+
+
+@pytest.fixture(scope="session")
+def newest_build(tmp_path_factory: pytest.TempPathFactory) -> Paths:
+    """A refresh of the newest shared snapshot with the seed's dates."""
+    out = tmp_path_factory.mktemp("newest") / "out"
+    code = main(refresh_args(NEWEST, out, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED))
+    assert code == 0
+    return Paths(out)
+
+
+@pytest.fixture
+def source_copy(tmp_path: Path) -> Path:
+    """A writable copy of the newest snapshot, for tests that damage it."""
+    copy = tmp_path / "source"
+    shutil.copytree(NEWEST, copy)
+    for path in copy.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    copy.chmod(0o755)
+    return copy

@@ -1,0 +1,77 @@
+"""The CLI explains itself, rejects bad options clearly, and README documents what exists."""
+
+import re
+
+import duckdb
+import pytest
+from conftest import PROJECT
+
+from pipeline.cli import main, make_parser
+from pipeline.paths import Paths
+
+COMMANDS = ["fetch", "ingest", "build", "export", "refresh"]
+README = (PROJECT / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_for_every_option(command: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    subparsers = next(a for a in make_parser()._actions if a.dest == "command")
+    for action in subparsers.choices[command]._actions:
+        assert action.help, f"{command} {action.option_strings} has no help"
+        assert action.option_strings[-1] in text
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_is_documented_in_the_readme(command: str) -> None:
+    assert f"`energy-index {command}`" in README
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["build", "--itl-deadline-ms", "-5"], "must be a positive number, got '-5'"),
+        (["build", "--itl-deadline-ms", "nan"], "must be a positive number, got 'nan'"),
+        (["fetch", "--timeout", "soon"], "not a number: 'soon'"),
+        (["refresh", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_options_are_rejected_with_a_clear_message(argv: list[str], message: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_steps_out_of_order_say_what_to_run_first(tmp_path, run_cli) -> None:
+    result = run_cli("ingest", "--out", tmp_path)
+    assert result.exit_code == 1
+    assert "run 'energy-index fetch' first" in result.stderr
+    assert "run 'energy-index build' first" in run_cli("export", "--out", tmp_path).stderr
+
+
+def test_readme_data_model_matches_the_database(newest_build: Paths) -> None:
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        tables = {row[0] for row in connection.execute("select table_name from duckdb_tables()").fetchall()}
+        views = {row[0] for row in connection.execute("select view_name from duckdb_views() where not internal").fetchall()}
+    documented = dict(re.findall(r"^\| `(\w+)` \| (table|view) \|", README, re.MULTILINE))
+    assert documented == {**{t: "table" for t in tables}, **{v: "view" for v in views}}
+
+
+def test_every_view_and_column_is_described(newest_build: Paths) -> None:
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        undescribed_views = connection.execute(
+            "select view_name from duckdb_views() where not internal and comment is null"
+        ).fetchall()
+        undescribed_columns = connection.execute(
+            """
+            select c.table_name, c.column_name from duckdb_columns() as c
+            join duckdb_views() as v on v.view_name = c.table_name
+            where not v.internal and c.comment is null
+            """
+        ).fetchall()
+    assert undescribed_views == []
+    assert undescribed_columns == []

@@ -1,0 +1,138 @@
+"""Fetching a snapshot by URL from a server on 127.0.0.1, and the fetch's refusals."""
+
+import functools
+import http.server
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import NEWEST, read_json, refresh_args
+
+from pipeline.cli import main
+from pipeline.paths import Paths
+
+COMMIT = "7885788e837b80ad172e02e6e8c47e8d0b85520e"
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    redirects: dict[str, str] = {}
+
+    def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        if self.path in self.redirects:
+            self.send_response(302)
+            self.send_header("Location", self.redirects[self.path])
+            self.end_headers()
+            return
+        super().do_GET()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """Serves tmp_path/www; the shared snapshot is linked in at <commit>/public/data."""
+    www = tmp_path / "www"
+    (www / COMMIT / "public").mkdir(parents=True)
+    os.symlink(NEWEST, www / COMMIT / "public" / "data")
+    _Handler.redirects = {}
+    handler = functools.partial(_Handler, directory=str(www))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", www
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_fetch_by_url_gets_the_same_files_as_a_local_fetch(server, tmp_path: Path, run_cli) -> None:
+    base, _ = server
+    url = f"{base}/{COMMIT}/public/data"
+    assert run_cli(*refresh_args(url, tmp_path / "http")).exit_code == 0
+    assert run_cli(*refresh_args(NEWEST, tmp_path / "local")).exit_code == 0
+
+    by_url = read_json(Paths(tmp_path / "http").raw_snapshot("7885788") / "manifest.json")
+    local = read_json(Paths(tmp_path / "local").raw_snapshot("2026-02-16-7885788") / "manifest.json")
+    assert by_url["source"] == url
+    assert by_url["upstream"] == {"commit": COMMIT}
+    local_files = {f["path"]: f for f in local["files"]}
+    # Over HTTP the fetch takes the model files the task files imply; the local folder may hold more.
+    assert by_url["files"] and all(local_files[f["path"]] == f for f in by_url["files"])
+    assert {f["path"] for f in by_url["files"] if not f["path"].startswith("models/")} == {
+        path for path in local_files if not path.startswith("models/")
+    }
+    for task in ("gpqa", "lm-arena-chat"):
+        http_index = (tmp_path / "http" / "index" / task / "index.json").read_bytes()
+        local_index = read_json(tmp_path / "local" / "index" / task / "index.json")
+        assert json.loads(http_index)["rows"] == local_index["rows"]
+
+
+def test_a_missing_model_file_is_named_and_the_previous_snapshot_kept(server, tmp_path: Path, run_cli) -> None:
+    base, www = server
+    url = f"{base}/{COMMIT}/public/data"
+    out = tmp_path / "out"
+    assert run_cli(*refresh_args(url, out)).exit_code == 0
+    manifest = (Paths(out).raw_snapshot("7885788") / "manifest.json").read_bytes()
+
+    (www / COMMIT / "public" / "data").unlink()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for part in ("index.json", "tasks"):
+        os.symlink(NEWEST / part, copy / part)
+    (copy / "models").mkdir()
+    for model_file in (NEWEST / "models").iterdir():
+        if model_file.name != "Qwen__Qwen3-8B__gpqa.json":
+            os.symlink(model_file, copy / "models" / model_file.name)
+    os.symlink(copy, www / COMMIT / "public" / "data")
+
+    result = run_cli(*refresh_args(url, out))
+    assert result.exit_code == 1
+    assert f"{url}/models/Qwen__Qwen3-8B__gpqa.json: HTTP 404" in result.stderr
+    assert (Paths(out).raw_snapshot("7885788") / "manifest.json").read_bytes() == manifest
+
+
+def test_a_redirect_to_another_scheme_or_host_is_refused(server, tmp_path: Path, run_cli) -> None:
+    base, _ = server
+    url = f"{base}/{COMMIT}/public/data"
+    _Handler.redirects[f"/{COMMIT}/public/data/index.json"] = "file:///etc/passwd"
+    result = run_cli(*refresh_args(url, tmp_path / "out"))
+    assert result.exit_code == 1
+    assert "refused redirect to file:///etc/passwd" in result.stderr
+
+    _Handler.redirects[f"/{COMMIT}/public/data/index.json"] = "http://example.invalid/index.json"
+    result = run_cli(*refresh_args(url, tmp_path / "out"))
+    assert "refused redirect to http://example.invalid/index.json" in result.stderr
+
+
+def test_a_file_over_the_size_cap_is_refused(server, tmp_path: Path, run_cli) -> None:
+    base, _ = server
+    result = run_cli(*refresh_args(f"{base}/{COMMIT}/public/data", tmp_path / "out", "--max-file-bytes", "100000"))
+    assert result.exit_code == 1
+    assert "larger than the size cap of 100000 bytes" in result.stderr
+    result = run_cli(*refresh_args(NEWEST, tmp_path / "out", "--max-file-bytes", "100000"))
+    assert "larger than the size cap of 100000 bytes" in result.stderr
+
+
+def test_a_link_out_of_a_local_source_is_refused(source_copy: Path, tmp_path: Path, run_cli) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text("{}")
+    os.symlink(secret, source_copy / "models" / "leak__x__gpqa.json")
+    result = run_cli(*refresh_args(source_copy, tmp_path / "out"))
+    assert result.exit_code == 1
+    assert "outside the source directory; refused" in result.stderr
+    assert not (tmp_path / "out" / "raw" / "2026-02-16-7885788").exists()
+
+
+def test_a_local_source_without_commit_facts_gets_a_content_id(source_copy: Path, tmp_path: Path, run_cli) -> None:
+    (source_copy / "snapshot.json").unlink()
+    out = tmp_path / "out"
+    assert run_cli(*refresh_args(source_copy, out)).exit_code == 0
+    (snapshot_dir,) = [p for p in (out / "raw").iterdir() if p.is_dir()]
+    assert snapshot_dir.name.startswith("local-")
+    source = read_json(out / "index" / "gpqa" / "index.json")["source"]
+    assert source["compiled_evidence"] == "the leaderboard's public/data/index.json last_updated"

@@ -1,0 +1,104 @@
+"""The views on an in-memory DuckDB with a few literal rows, and their expected output rows."""
+
+from typing import Any
+
+import duckdb
+import pyarrow
+import pytest
+
+from pipeline.build import create_views
+from pipeline.validate import arrow_schema
+from schemas import TokenConfigurations
+
+
+def measured(**overrides: Any) -> dict[str, Any]:
+    row = {
+        "snapshot_id": "s1", "task": "lm-arena-chat", "source_ordinal": 0, "repeat": 1,
+        "model_id": "Org/Model-A", "nickname": "Model A", "architecture": "MoE",
+        "total_params_billions": 30.0, "activated_params_billions": 3.0, "weight_precision": "bfloat16",
+        "gpu_model": "H100", "num_gpus": 1, "tensor_parallel": 1, "data_parallel": 1, "expert_parallel": 1,
+        "max_num_seqs": 8, "max_num_batched_tokens": None, "avg_batch_size": 8.0, "avg_output_len": 400.0,
+        "is_avg_output_len_derived": False, "avg_power_watts": 500.0, "energy_per_token_joules": 1.0,
+        "energy_per_request_joules": 400.0, "median_itl_ms": 20.0, "p90_itl_ms": 21.0, "p95_itl_ms": 22.0,
+        "p99_itl_ms": 23.0, "output_throughput_tokens_per_sec": 500.0, "extra_fields": None,
+    }
+    return {**row, **overrides}
+
+
+def connect(rows: list[dict[str, Any]], deadline: float = 500.0) -> duckdb.DuckDBPyConnection:
+    connection = duckdb.connect()
+    token_configurations = pyarrow.Table.from_pylist(rows, schema=arrow_schema(TokenConfigurations))
+    connection.register("token_configurations_input", token_configurations)
+    connection.execute("create table token_configurations as select * from token_configurations_input")
+    connection.execute("create table build_parameters as select 's1' as snapshot_id, ?::double as itl_deadline_ms", [deadline])
+    create_views(connection)
+    return connection
+
+
+def fetch(connection: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[Any, ...]]:
+    return connection.execute(sql).fetchall()
+
+
+def test_configurations_derive_units_ids_and_the_deadline_flag() -> None:
+    connection = connect(
+        [
+            measured(energy_per_token_joules=3.6, tensor_parallel=0, data_parallel=0, expert_parallel=0),
+            measured(max_num_seqs=16, median_itl_ms=600.0, p90_itl_ms=601.0, p95_itl_ms=602.0, p99_itl_ms=603.0,
+                     weight_precision="mxfp4", model_id="Org/UPPER.Case_1"),
+        ]
+    )
+    assert fetch(
+        connection,
+        "select slug, row_id, wh_per_million_output_tokens, under_itl_deadline, precision,"
+        " tensor_parallel, data_parallel, expert_parallel from configurations order by max_num_seqs",
+    ) == [
+        ("model-a", "model-a/H100/1/8", 1000.0, True, "BF16", 1, 1, 1),
+        ("upper.case_1", "upper.case_1/H100/1/16", 1000 / 3.6, False, "MXFP4", 1, 1, 1),
+    ]
+
+
+def test_best_configuration_breaks_energy_ties_by_gpus_then_batch_then_repeat() -> None:
+    connection = connect(
+        [
+            measured(num_gpus=2, max_num_seqs=8, energy_per_token_joules=0.5),
+            measured(num_gpus=1, max_num_seqs=16, energy_per_token_joules=0.5, repeat=2),
+            measured(num_gpus=1, max_num_seqs=16, energy_per_token_joules=0.5, repeat=1),
+            measured(num_gpus=1, max_num_seqs=32, energy_per_token_joules=0.5),
+            measured(num_gpus=1, max_num_seqs=64, energy_per_token_joules=0.1, median_itl_ms=501.0,
+                     p90_itl_ms=502.0, p95_itl_ms=503.0, p99_itl_ms=504.0),
+            measured(gpu_model="B200", median_itl_ms=900.0, p90_itl_ms=901.0, p95_itl_ms=902.0, p99_itl_ms=903.0),
+        ]
+    )
+    assert fetch(connection, "select gpu, num_gpus, max_num_seqs, repeat from best_configurations") == [
+        ("H100", 1, 16, 1)
+    ]
+
+
+def test_deadline_comes_from_the_build_parameters() -> None:
+    rows = [measured(max_num_seqs=8, energy_per_token_joules=2.0), measured(
+        max_num_seqs=64, energy_per_token_joules=1.0, median_itl_ms=40.0, p90_itl_ms=41.0, p95_itl_ms=42.0, p99_itl_ms=43.0)]
+    assert fetch(connect(rows, deadline=50.0), "select max_num_seqs from best_configurations") == [(64,)]
+    assert fetch(connect(rows, deadline=30.0), "select max_num_seqs from best_configurations") == [(8,)]
+
+
+def test_efficiency_curves_order_points_and_relate_energy_to_the_smallest_batch() -> None:
+    connection = connect(
+        [
+            measured(max_num_seqs=32, energy_per_token_joules=0.25),
+            measured(max_num_seqs=8, energy_per_token_joules=1.0),
+            measured(max_num_seqs=16, energy_per_token_joules=0.5),
+            measured(max_num_seqs=8, num_gpus=2, tensor_parallel=2, energy_per_token_joules=2.0),
+        ]
+    )
+    assert fetch(
+        connection,
+        "select num_gpus, max_num_seqs, point_index, energy_relative_to_smallest_batch"
+        " from efficiency_curves order by num_gpus, point_index",
+    ) == [(1, 8, 1, 1.0), (1, 16, 2, 0.5), (1, 32, 3, 0.25), (2, 8, 1, 1.0)]
+
+
+@pytest.mark.parametrize("over", [0, 1, 3])
+def test_task_summaries_count_configurations_over_the_deadline(over: int) -> None:
+    slow = {"median_itl_ms": 700.0, "p90_itl_ms": 701.0, "p95_itl_ms": 702.0, "p99_itl_ms": 703.0}
+    rows = [measured(max_num_seqs=8 * (i + 1), **(slow if i < over else {})) for i in range(4)]
+    assert fetch(connect(rows), "select configuration_count, over_itl_deadline_count from task_summaries") == [(4, over)]
