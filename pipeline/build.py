@@ -2,15 +2,17 @@
 
 import os
 import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
 from pipeline.errors import PipelineError
-from pipeline.paths import SQL_DIR, Paths
+from pipeline.paths import AUDIT_RULES, SQL_DIR, Paths
 from pipeline.validate import column_descriptions
 from schemas import TABLES
+from schemas.token_configurations import RATED_BOARD_POWER_W
 
 INPUTS_HEADER = re.compile(r"^-- inputs:(.*)$", re.MULTILINE)
 
@@ -67,6 +69,34 @@ def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
             connection.execute(f"comment on column {table}.{column} is {_sql_literal(description)}")
 
 
+def load_audit_rules() -> list[dict[str, object]]:
+    with AUDIT_RULES.open("rb") as handle:
+        declared = tomllib.load(handle)
+    expected = {"table", "severity", "tolerance", "why"}
+    rules = []
+    for rule, fields in declared.items():
+        if set(fields) != expected or fields["severity"] not in ("info", "warn"):
+            raise PipelineError(f"{AUDIT_RULES}: rule {rule} must have exactly {sorted(expected)}, severity info or warn")
+        rules.append({"rule": rule, "table_name": fields["table"], "severity": fields["severity"],
+                      "tolerance": float(fields["tolerance"]), "why": fields["why"]})
+    return rules
+
+
+def _load_reference_tables(connection: duckdb.DuckDBPyConnection) -> None:
+    """Facts declared in code that the views need: GPU ratings (schemas/) and audit rules."""
+    connection.execute("create table gpu_ratings (gpu varchar primary key, rated_board_power_w double not null)")
+    connection.executemany("insert into gpu_ratings values (?, ?)", sorted(RATED_BOARD_POWER_W.items()))
+    connection.execute("comment on table gpu_ratings is 'Rated board power per GPU model, watts (schemas/token_configurations.py).'")
+    connection.execute(
+        "create table audit_rules (rule varchar primary key, table_name varchar not null, severity varchar not null,"
+        " tolerance double not null, why varchar not null)"
+    )
+    connection.executemany(
+        "insert into audit_rules values ($rule, $table_name, $severity, $tolerance, $why)", load_audit_rules()
+    )
+    connection.execute("comment on table audit_rules is 'Plausibility audit rules: tolerance, severity and reason (pipeline/audit_rules.toml).'")
+
+
 def create_views(connection: duckdb.DuckDBPyConnection) -> list[str]:
     """Create every view in sql/ on `connection`, each after the views it reads."""
     files = view_files()
@@ -105,8 +135,8 @@ def _inherit_column_comments(connection: duckdb.DuckDBPyConnection, views: list[
 def build(paths: Paths, itl_deadline_ms: float) -> BuildResult:
     if not (itl_deadline_ms > 0):
         raise PipelineError(f"ITL deadline must be a positive number of milliseconds, got {itl_deadline_ms}")
-    paths.out.mkdir(parents=True, exist_ok=True)
-    staging = paths.out / f".{paths.database.name}.{os.getpid()}.tmp"
+    paths.build_root.mkdir(parents=True, exist_ok=True)
+    staging = paths.build_root / f".{paths.database.name}.{os.getpid()}.tmp"
     for leftover in (staging, Path(f"{staging}.wal")):
         leftover.unlink(missing_ok=True)
     try:
@@ -123,6 +153,7 @@ def build(paths: Paths, itl_deadline_ms: float) -> BuildResult:
             connection.execute(
                 "comment on table build_parameters is 'The parameters this database was built with (one row).'"
             )
+            _load_reference_tables(connection)
             create_views(connection)
             connection.execute("checkpoint")
         finally:

@@ -41,14 +41,30 @@ def _positive_int(text: str) -> int:
 
 @contextmanager
 def _exclusive_lock(paths: Paths) -> Iterator[None]:
-    """One refresh at a time per output folder; a second one stops with a clear message."""
+    """One command at a time per output folder; a second one stops with a clear message."""
     paths.out.mkdir(parents=True, exist_ok=True)
-    with open(paths.out / ".lock", "w") as handle:
+    with open(paths.lock_file, "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise PipelineError(f"{paths.out}: another refresh holds the lock; try again when it has finished") from None
+            raise PipelineError(
+                f"{paths.out}: another energy-index command is writing here (lock {paths.lock_file}); "
+                "try again when it has finished"
+            ) from None
         yield
+
+
+@contextmanager
+def _new_generation(paths: Paths) -> Iterator[Paths]:
+    """Yield paths into a private copy of the published build; publish it only if the block succeeds."""
+    from pipeline import publish
+
+    staged = publish.begin(paths)
+    try:
+        yield staged
+        publish.publish(staged)
+    finally:
+        publish.abandon(staged)
 
 
 def _run_fetch(args: argparse.Namespace, paths: Paths) -> str:
@@ -74,7 +90,7 @@ def _run_ingest(args: argparse.Namespace, paths: Paths, snapshot_id: str | None 
     for notice in result.notices:
         _say(f"ingest: warning: {notice}")
     counts = ", ".join(f"{table} {rows}" for table, rows in result.row_counts.items())
-    _say(f"ingest: {snapshot_id}: {counts} rows -> {paths.parquet_dir} ({time.perf_counter() - started:.2f} s)")
+    _say(f"ingest: {snapshot_id}: {counts} rows ({time.perf_counter() - started:.2f} s)")
 
 
 def _run_build(args: argparse.Namespace, paths: Paths) -> None:
@@ -82,7 +98,7 @@ def _run_build(args: argparse.Namespace, paths: Paths) -> None:
 
     started = time.perf_counter()
     result = build(paths, args.itl_deadline_ms)
-    _say(f"build: {len(result.views)} views -> {result.database} ({time.perf_counter() - started:.2f} s)")
+    _say(f"build: {len(result.views)} views ({time.perf_counter() - started:.2f} s)")
 
 
 def _run_export(args: argparse.Namespace, paths: Paths) -> None:
@@ -90,18 +106,19 @@ def _run_export(args: argparse.Namespace, paths: Paths) -> None:
 
     started = time.perf_counter()
     result = export(paths, as_of=args.as_of, retrieved=args.retrieved)
-    _say(
-        f"export: {result.task_count} tasks, {result.model_file_count} model files -> {result.directory} "
-        f"({time.perf_counter() - started:.2f} s)"
-    )
+    _say(f"export: {result.task_count} tasks, {result.model_file_count} model files ({time.perf_counter() - started:.2f} s)")
 
 
 def _run_refresh(args: argparse.Namespace, paths: Paths) -> None:
-    with _exclusive_lock(paths):
-        snapshot_id = _run_fetch(args, paths)
-        _run_ingest(args, paths, snapshot_id)
-        _run_build(args, paths)
-        _run_export(args, paths)
+    snapshot_id = _run_fetch(args, paths)
+    with _new_generation(paths) as staged:
+        _run_ingest(args, staged, snapshot_id)
+        _run_build(args, staged)
+        _run_export(args, staged)
+    from pipeline.audit import audit_summary
+
+    _say(f"published: {paths.out / 'energy_index.duckdb'}, {paths.out / 'parquet'}/, {paths.out / 'index'}/")
+    _say(audit_summary(paths))
 
 
 def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
@@ -208,7 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     paths = Paths(args.out)
     try:
-        args.handler(args, paths)
+        with _exclusive_lock(paths):
+            if args.handler in (_run_fetch, _run_refresh):
+                args.handler(args, paths)
+            else:
+                with _new_generation(paths) as staged:
+                    args.handler(args, staged)
     except PipelineError as error:
         _say(f"{PROG}: error: {error}")
         return 1

@@ -248,7 +248,7 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
             """,
             {"snapshot_id": snapshot_id},
         )
-        staging = paths.out / f".index-staging-{os.getpid()}"
+        staging = paths.build_root / f".index-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         model_file_count = 0
         try:

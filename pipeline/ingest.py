@@ -260,7 +260,7 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
     tables, notices = flatten_snapshot(paths, snapshot_id)
     notices += validate_tables(tables)
     _check_models_listed(tables)
-    staging = paths.out / f".parquet-staging-{os.getpid()}"
+    staging = paths.build_root / f".parquet-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:

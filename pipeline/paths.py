@@ -1,16 +1,31 @@
-"""Every path the pipeline reads or writes, derived from one output root. No other module spells a path."""
+"""Every path the pipeline reads or writes, derived from one output root. No other module spells a path.
 
-from dataclasses import dataclass
+Layout under OUT:
+  raw/<snapshot-id>/           fetched snapshots (append-only store, outside the published generations)
+  .generations/<n>/            complete builds: parquet/, energy_index.duckdb, index/
+  current -> .generations/<n>  the published build, switched by one atomic rename
+  parquet, energy_index.duckdb, index -> current/...   fixed names for readers
+"""
+
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SQL_DIR = PROJECT_ROOT / "sql"
 SOURCE_CARD = Path(__file__).resolve().parent / "source_card.toml"
+AUDIT_RULES = Path(__file__).resolve().parent / "audit_rules.toml"
+
+PUBLISHED_OUTPUTS = ("parquet", "energy_index.duckdb", "index")
 
 
 @dataclass(frozen=True)
 class Paths:
     out: Path
+    # The build being written; None means the published one (what readers see).
+    generation: Path | None = None
+
+    def staged(self, generation: Path) -> "Paths":
+        return replace(self, generation=generation)
 
     @property
     def raw_dir(self) -> Path:
@@ -25,19 +40,35 @@ class Paths:
         return self.raw_dir / "LATEST"
 
     @property
+    def lock_file(self) -> Path:
+        return self.out / ".lock"
+
+    @property
+    def generations_dir(self) -> Path:
+        return self.out / ".generations"
+
+    @property
+    def current(self) -> Path:
+        return self.out / "current"
+
+    @property
+    def build_root(self) -> Path:
+        return self.generation or self.current
+
+    @property
     def parquet_dir(self) -> Path:
-        return self.out / "parquet"
+        return self.build_root / "parquet"
 
     def parquet_path(self, table: str) -> Path:
         return self.parquet_dir / f"{table}.parquet"
 
     @property
     def database(self) -> Path:
-        return self.out / "energy_index.duckdb"
+        return self.build_root / "energy_index.duckdb"
 
     @property
     def index_dir(self) -> Path:
-        return self.out / "index"
+        return self.build_root / "index"
 
     def task_index_dir(self, task: str) -> Path:
         return self.index_dir / task
