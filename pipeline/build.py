@@ -82,7 +82,7 @@ def load_audit_rules() -> list[dict[str, object]]:
     return rules
 
 
-def _load_reference_tables(connection: duckdb.DuckDBPyConnection) -> None:
+def load_reference_tables(connection: duckdb.DuckDBPyConnection) -> None:
     """Facts declared in code that the views need: GPU ratings (schemas/) and audit rules."""
     connection.execute("create table gpu_ratings (gpu varchar primary key, rated_board_power_w double not null)")
     connection.executemany("insert into gpu_ratings values (?, ?)", sorted(RATED_BOARD_POWER_W.items()))
@@ -153,7 +153,7 @@ def build(paths: Paths, itl_deadline_ms: float) -> BuildResult:
             connection.execute(
                 "comment on table build_parameters is 'The parameters this database was built with (one row).'"
             )
-            _load_reference_tables(connection)
+            load_reference_tables(connection)
             create_views(connection)
             connection.execute("checkpoint")
         finally:

@@ -6,7 +6,7 @@ import duckdb
 import pyarrow
 import pytest
 
-from pipeline.build import create_views
+from pipeline.build import create_views, load_reference_tables
 from pipeline.validate import arrow_schema
 from schemas import TokenConfigurations
 
@@ -31,6 +31,7 @@ def connect(rows: list[dict[str, Any]], deadline: float = 500.0) -> duckdb.DuckD
     connection.register("token_configurations_input", token_configurations)
     connection.execute("create table token_configurations as select * from token_configurations_input")
     connection.execute("create table build_parameters as select 's1' as snapshot_id, ?::double as itl_deadline_ms", [deadline])
+    load_reference_tables(connection)
     create_views(connection)
     return connection
 
@@ -102,3 +103,26 @@ def test_task_summaries_count_configurations_over_the_deadline(over: int) -> Non
     slow = {"median_itl_ms": 700.0, "p90_itl_ms": 701.0, "p95_itl_ms": 702.0, "p99_itl_ms": 703.0}
     rows = [measured(max_num_seqs=8 * (i + 1), **(slow if i < over else {})) for i in range(4)]
     assert fetch(connect(rows), "select configuration_count, over_itl_deadline_count from task_summaries") == [(4, over)]
+
+
+def test_audit_findings_flag_only_rows_beyond_their_tolerance() -> None:
+    connection = connect(
+        [
+            # energy x throughput / power = 1.0 x 500 / 500 = 1: consistent.
+            measured(max_num_seqs=8),
+            # 0.5 x 500 / 500 = 0.5: half the energy the power and throughput imply.
+            measured(max_num_seqs=16, energy_per_token_joules=0.5),
+            # Two measurements 30 % apart; a p99 50 x the median; 100 W on a 700 W GPU.
+            measured(max_num_seqs=32, repeat=1, energy_per_token_joules=1.0),
+            measured(max_num_seqs=32, repeat=2, energy_per_token_joules=1.3),
+            measured(max_num_seqs=64, p99_itl_ms=1000.0, avg_power_watts=100.0, output_throughput_tokens_per_sec=100.0),
+        ]
+    )
+    findings = fetch(connection, "select rule, row_key, round(observed, 6) from audit_findings order by rule, row_key")
+    assert findings == [
+        ("energy_per_token_vs_power_over_throughput", "lm-arena-chat:model-a/H100/1/16#1", 0.5),
+        ("energy_per_token_vs_power_over_throughput", "lm-arena-chat:model-a/H100/1/32#2", 1.3),
+        ("gpu_power_fraction", "lm-arena-chat:model-a/H100/1/64#1", round(100 / 700, 6)),
+        ("itl_tail_ratio", "lm-arena-chat:model-a/H100/1/64#1", 50.0),
+        ("repeat_measurements_disagree", "lm-arena-chat:model-a/H100/1/32", 0.3),
+    ]
