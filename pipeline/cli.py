@@ -71,6 +71,7 @@ def _run_fetch(args: argparse.Namespace, paths: Paths) -> str:
     from pipeline.fetch import fetch
 
     started = time.perf_counter()
+    _say(f"fetch: reading {args.source}")
     result = fetch(args.source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes)
     state = "new" if result.changed else "unchanged"
     _say(

@@ -172,7 +172,8 @@ def _token_configurations_table(
     seen: Counter[tuple[Any, ...]] = Counter()
     for task, document in task_documents.items():
         for ordinal, row in enumerate(document["configurations"]):
-            key = tuple(task if column == "task" else row.get(column) for column in CONFIGURATION_KEY)
+            # json.dumps keeps a mistyped key value (a list, say) hashable until its type error is reported.
+            key = tuple(task if column == "task" else json.dumps(row.get(column)) for column in CONFIGURATION_KEY)
             seen[key] += 1
             objects.append((f"tasks/{task}.json: configurations[{ordinal}] (model_id={row.get('model_id')})", row))
             tasks.append(task)

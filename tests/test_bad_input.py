@@ -172,3 +172,26 @@ def test_bad_export_date_is_refused_before_anything_is_written(good_build, run_c
     assert result.exit_code == 1
     assert "AS_OF must be a date as YYYY-MM-DD, got '27/09/2026'" in result.stderr
     assert tree_digest(out, "index") == {k: v for k, v in digest.items() if k.startswith("index")}
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), [("orgA/Llama", "orgB/Llama"), ("Foo/Model-X", "Foo/model-x")]
+)
+def test_two_model_ids_with_one_slug_stop_the_refresh(good_build, run_cli, first: str, second: str) -> None:
+    source = good_build[0]
+
+    def rename(rows: list[dict[str, Any]]) -> None:
+        originals = {row["model_id"] for row in rows}
+        for row in rows:
+            row["model_id"] = first if row["model_id"] == sorted(originals)[0] else second
+
+    change_rows(source, "sourcegraph-fim", rename)
+
+    def list_models(index: dict[str, Any]) -> None:
+        template = next(iter(index["models"].values()))
+        index["models"].update({first: template, second: template})
+
+    rewrite(source / "index.json", list_models)
+    message = refresh_fails(good_build, run_cli)
+    assert "model ids that would share one exported file name (slug)" in message
+    assert f"sourcegraph-fim: slug {first.split('/')[-1].lower()} for {' and '.join(sorted([first, second]))}" in message

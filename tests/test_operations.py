@@ -1,0 +1,121 @@
+"""Operating guarantees: readers are never blocked or shown a mix, refreshes never interleave, and a
+refresh killed at any point leaves the last good build intact."""
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import BUILD_OUTPUTS, NEWEST, SNAPSHOTS, refresh_args, tree_digest
+
+from pipeline.cli import main
+from pipeline.paths import Paths
+
+OLDER = next(path for path in SNAPSHOTS if path.name == "2025-12-01-f74deb8")
+CLI = str(Path(sys.executable).with_name("energy-index"))
+
+READER = """
+import sys, duckdb
+connection = duckdb.connect(sys.argv[1], read_only=True)
+for line in sys.stdin:
+    row = connection.execute(
+        "select (select snapshot_id from build_parameters), count(*) from configurations"
+        " where snapshot_id = (select snapshot_id from build_parameters)"
+    ).fetchone()
+    print(row[0], row[1], flush=True)
+"""
+
+
+def published_snapshot(out: Path) -> str:
+    with duckdb.connect(str(out / "energy_index.duckdb"), read_only=True) as connection:
+        return connection.execute("select snapshot_id from build_parameters").fetchone()[0]
+
+
+def test_a_reader_holding_the_database_keeps_its_view_and_does_not_block(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert main(refresh_args(OLDER, out)) == 0
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(out / "energy_index.duckdb")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        reader.stdin.write("?\n")
+        reader.stdin.flush()
+        before = reader.stdout.readline().split()
+        assert main(refresh_args(NEWEST, out)) == 0
+        reader.stdin.write("?\n")
+        reader.stdin.flush()
+        during = reader.stdout.readline().split()
+    finally:
+        reader.stdin.close()
+        reader.wait(timeout=30)
+    assert before == during == [OLDER.name, "838"]
+    assert published_snapshot(out) == NEWEST.name
+    assert list(out.rglob("*.wal")) == []
+
+
+def test_a_second_writer_is_refused_while_the_lock_is_held(tmp_path: Path, run_cli) -> None:
+    out = tmp_path / "out"
+    assert run_cli(*refresh_args(NEWEST, out)).exit_code == 0
+    digest = tree_digest(out, *BUILD_OUTPUTS)
+    with open(Paths(out).lock_file, "w") as holder:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        result = run_cli(*refresh_args(OLDER, out))
+    assert result.exit_code == 1
+    assert "another energy-index command is writing here" in result.stderr
+    assert tree_digest(out, *BUILD_OUTPUTS) == digest
+
+
+def test_two_refreshes_started_together_do_not_interleave(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    processes = [
+        subprocess.Popen([CLI, *refresh_args(source, out)], stderr=subprocess.PIPE, text=True)
+        for source in (OLDER, NEWEST)
+    ]
+    results = [(process.wait(timeout=120), process.stderr.read()) for process in processes]
+    for code, stderr in results:
+        assert code == 0 or (code == 1 and "another energy-index command is writing here" in stderr), stderr
+    winners = [source.name for source, (code, _) in zip((OLDER, NEWEST), results) if code == 0]
+    assert winners and published_snapshot(out) in winners
+    index = json.loads((out / "index" / "gpqa" / "index.json").read_text())
+    model_file = json.loads((out / "index" / "gpqa" / "models" / "qwen3-8b.json").read_text())
+    assert index["source"]["compiled"] == model_file["source"]["compiled"]
+
+
+def _kill_refresh_after(out: Path, marker: str, delay_s: float) -> None:
+    process = subprocess.Popen([CLI, *refresh_args(OLDER, out)], stderr=subprocess.PIPE, text=True)
+    for line in process.stderr:
+        if marker in line:
+            time.sleep(delay_s)
+            process.send_signal(signal.SIGKILL)
+            break
+    process.wait(timeout=60)
+    process.stderr.close()
+
+
+@pytest.mark.parametrize(
+    ("marker", "step"),
+    [("fetch: reading", "fetch"), (" files, ", "ingest"), ("ingest:", "build"), ("build:", "export"),
+     ("export:", "publish")],
+)
+@pytest.mark.parametrize("delay_s", [0.0, 0.05])
+def test_killing_a_refresh_leaves_the_last_good_build(tmp_path: Path, marker: str, step: str, delay_s: float) -> None:
+    out = tmp_path / "out"
+    assert main(refresh_args(NEWEST, out)) == 0
+    digest = tree_digest(out, *BUILD_OUTPUTS)
+    _kill_refresh_after(out, marker, delay_s)
+    after = tree_digest(out, *BUILD_OUTPUTS)
+    # A kill can only land before the switch (nothing changed) or after it (all of the new build).
+    assert after == digest or published_snapshot(out) == OLDER.name
+    if after != digest:
+        assert main(refresh_args(OLDER, tmp_path / "clean")) == 0
+        assert tree_digest(tmp_path / "clean", "index") == tree_digest(out, "index")
+    assert main(refresh_args(OLDER, out)) == 0
+    assert published_snapshot(out) == OLDER.name
+    assert [p.name for p in Paths(out).generations_dir.iterdir() if not p.name.isdigit()] == []
