@@ -32,6 +32,9 @@ COMMIT_FACTS = "snapshot.json"
 COMMIT_FACT_KEYS = ("repository", "commit", "commit_time", "commit_subject", "tasks_last_commit_date")
 TASK_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,99}$")
 PINNED_COMMIT_PATTERN = re.compile(r"/([0-9a-f]{40})/")
+SNAPSHOT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+COMMIT_PATTERN = re.compile(r"^[0-9a-f]{7,40}$")
+COMMIT_TIME_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}T")
 
 
 @dataclass(frozen=True)
@@ -157,7 +160,12 @@ def _fetch_local(source: str, staging: Path, max_file_bytes: int) -> dict[str, A
     facts = load_json_strict(facts_path)
     if not isinstance(facts, dict):
         raise PipelineError(f"{facts_path}: must be a JSON object")
-    return {key: facts[key] for key in COMMIT_FACT_KEYS if isinstance(facts.get(key), str)}
+    known = {key: facts[key] for key in COMMIT_FACT_KEYS if isinstance(facts.get(key), str)}
+    if "commit" in known and not COMMIT_PATTERN.match(known["commit"]):
+        raise PipelineError(f"{facts_path}: commit {known['commit']!r} is not a git commit hash")
+    if "commit_time" in known and not COMMIT_TIME_PATTERN.match(known["commit_time"]):
+        raise PipelineError(f"{facts_path}: commit_time {known['commit_time']!r} is not an ISO 8601 time")
+    return known
 
 
 def _describe_files(staging: Path) -> list[dict[str, Any]]:
@@ -178,6 +186,12 @@ def _snapshot_id(upstream: dict[str, Any], files: list[dict[str, Any]]) -> str:
     return f"local-{_sha256(listing.encode())[:12]}"
 
 
+def check_snapshot_id(snapshot_id: str) -> str:
+    if not SNAPSHOT_ID_PATTERN.match(snapshot_id):
+        raise PipelineError(f"snapshot id {snapshot_id!r} is not a snapshot id (letters, digits, '.', '_', '-')")
+    return snapshot_id
+
+
 def read_manifest(snapshot_dir: Path) -> dict[str, Any]:
     manifest_path = snapshot_dir / MANIFEST
     if not manifest_path.is_file():
@@ -189,7 +203,7 @@ def latest_snapshot_id(paths: Paths) -> str:
     pointer = paths.latest_snapshot_pointer
     if not pointer.is_file():
         raise PipelineError(f"{pointer}: missing; run 'energy-index fetch' first")
-    return pointer.read_text(encoding="utf-8").strip()
+    return check_snapshot_id(pointer.read_text(encoding="utf-8").strip())
 
 
 def fetch(

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.errors import PipelineError
-from pipeline.fetch import read_manifest
+from pipeline.fetch import TASK_NAME_PATTERN, check_snapshot_id, read_manifest
 from pipeline.files import load_json_strict, replace_directory
 from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
@@ -122,6 +122,12 @@ def _read_index(snapshot_dir: Path) -> dict[str, Any]:
     for name, kind in (("models", dict), ("tasks", list), ("architectures", dict), ("last_updated", str)):
         _expect(name in index, f"index.json: missing required field '{name}'")
         _expect(isinstance(index[name], kind), f"index.json: field '{name}' must be a JSON {kind.__name__}")
+    for task in index["tasks"]:
+        # A task name becomes a file and folder name: only a closed alphabet may reach a path.
+        _expect(
+            isinstance(task, str) and bool(TASK_NAME_PATTERN.match(task)),
+            f"index.json: task {task!r} is not a task name (lower-case letters, digits and '-')",
+        )
     return index
 
 
@@ -198,7 +204,7 @@ def _token_configurations_table(
 
 def flatten_snapshot(paths: Paths, snapshot_id: str) -> tuple[dict[str, tuple[type, pyarrow.Table]], list[str]]:
     """Read a fetched snapshot into the four tables, unvalidated. Returns the tables and notices."""
-    snapshot_dir = paths.raw_snapshot(snapshot_id)
+    snapshot_dir = paths.raw_snapshot(check_snapshot_id(snapshot_id))
     manifest = read_manifest(snapshot_dir)
     _verify_files(snapshot_dir, manifest)
     index = _read_index(snapshot_dir)

@@ -195,3 +195,16 @@ def test_two_model_ids_with_one_slug_stop_the_refresh(good_build, run_cli, first
     message = refresh_fails(good_build, run_cli)
     assert "model ids that would share one exported file name (slug)" in message
     assert f"sourcegraph-fim: slug {first.split('/')[-1].lower()} for {' and '.join(sorted([first, second]))}" in message
+
+
+@pytest.mark.parametrize("task", ["../../../escape", "gpqa/../../x", "Robert'); drop table tasks;--", ""])
+def test_a_task_name_that_would_reach_a_path_or_sql_is_refused(good_build, run_cli, task: str) -> None:
+    source = good_build[0]
+
+    def add_task(index: dict[str, Any]) -> None:
+        index["tasks"].append(task)
+        index["architectures"]["llm"].append(task)
+
+    rewrite(source / "index.json", add_task)
+    message = refresh_fails(good_build, run_cli)
+    assert f"index.json: task {task!r} is not a task name" in message

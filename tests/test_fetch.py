@@ -5,6 +5,7 @@ import http.server
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +20,23 @@ COMMIT = "7885788e837b80ad172e02e6e8c47e8d0b85520e"
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
     redirects: dict[str, str] = {}
+    stalled: set[str] = set()
+    endless: set[str] = set()
 
     def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        if self.path in self.stalled:
+            time.sleep(3)
+            return
+        if self.path in self.endless:
+            self.send_response(200)
+            self.end_headers()
+            # Bounded so the test server stops by itself: 64 MiB, far past the client's cap.
+            for _ in range(1024):
+                try:
+                    self.wfile.write(b"[" * 65536)
+                except OSError:
+                    return
+            return
         if self.path in self.redirects:
             self.send_response(302)
             self.send_header("Location", self.redirects[self.path])
@@ -38,7 +54,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     www = tmp_path / "www"
     (www / COMMIT / "public").mkdir(parents=True)
     os.symlink(NEWEST, www / COMMIT / "public" / "data")
-    _Handler.redirects = {}
+    _Handler.redirects, _Handler.stalled, _Handler.endless = {}, set(), set()
     handler = functools.partial(_Handler, directory=str(www))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -136,3 +152,31 @@ def test_a_local_source_without_commit_facts_gets_a_content_id(source_copy: Path
     assert snapshot_dir.name.startswith("local-")
     source = read_json(out / "index" / "gpqa" / "index.json")["source"]
     assert source["compiled_evidence"] == "the leaderboard's public/data/index.json last_updated"
+
+
+def test_a_server_that_stalls_is_given_up_on_after_the_timeout(server, tmp_path: Path, run_cli) -> None:
+    base, _ = server
+    _Handler.stalled.add(f"/{COMMIT}/public/data/tasks/gpqa.json")
+    started = time.monotonic()
+    result = run_cli(*refresh_args(f"{base}/{COMMIT}/public/data", tmp_path / "out", "--timeout", "1"))
+    assert result.exit_code == 1
+    assert "tasks/gpqa.json: timed out" in result.stderr
+    assert time.monotonic() - started < 10
+
+
+def test_an_endless_body_stops_at_the_size_cap(server, tmp_path: Path, run_cli) -> None:
+    base, _ = server
+    _Handler.endless.add(f"/{COMMIT}/public/data/index.json")
+    result = run_cli(*refresh_args(f"{base}/{COMMIT}/public/data", tmp_path / "out", "--max-file-bytes", "1000000"))
+    assert result.exit_code == 1
+    assert "index.json: larger than the size cap of 1000000 bytes" in result.stderr
+
+
+def test_commit_facts_that_would_make_a_path_are_refused(source_copy: Path, tmp_path: Path, run_cli) -> None:
+    facts = json.loads((source_copy / "snapshot.json").read_text())
+    facts["commit_time"] = "../../escape"
+    (source_copy / "snapshot.json").write_text(json.dumps(facts))
+    result = run_cli(*refresh_args(source_copy, tmp_path / "out"))
+    assert result.exit_code == 1
+    assert "commit_time '../../escape' is not an ISO 8601 time" in result.stderr
+    assert not (tmp_path / "escape").exists()

@@ -162,3 +162,20 @@ def test_a_tighter_deadline_drops_slow_configurations_and_says_so(tmp_path: Path
     assert len(reachable) < len(fastest)
     for row in index["rows"]:
         assert row["under_itl_deadline"] is True
+
+
+def test_audits_find_what_the_upstream_history_explains(snapshot_build: tuple[Path, Paths]) -> None:
+    snapshot, paths = snapshot_build
+    with duckdb.connect(str(paths.database), read_only=True) as connection:
+        findings = dict(connection.execute("select rule, count(*) from audit_findings group by rule").fetchall())
+        repeats = connection.execute(
+            "select row_key from audit_findings where rule = 'repeat_measurements_disagree' order by row_key"
+        ).fetchall()
+    # The upstream's "Fix steady state token throughput" (2026-01-01) made energy = power / throughput hold.
+    throughput_fixed = snapshot.name >= "2026-01-01"
+    assert (findings.get("energy_per_token_vs_power_over_throughput", 0) == 0) == throughput_fixed
+    assert repeats == [
+        ("lm-arena-chat:qwen3-30b-a3b-instruct-2507/H100/2/256",),
+        ("lm-arena-chat:qwen3-30b-a3b-instruct-2507/H100/2/512",),
+    ]
+    assert "gpu_power_fraction" not in findings
