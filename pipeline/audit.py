@@ -9,7 +9,7 @@ EXAMPLES_PER_RULE = 2
 
 def audit_summary(paths: Paths) -> str:
     with duckdb.connect(str(paths.database), read_only=True) as connection:
-        snapshot_id = connection.execute("select snapshot_id from build_parameters").fetchone()[0]
+        snapshot_id = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
         rows = connection.execute(
             """
             select r.rule, r.severity, r.tolerance, count(f.rule) as findings,

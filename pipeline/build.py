@@ -12,8 +12,11 @@ from pipeline.errors import PipelineError
 from pipeline.paths import AUDIT_RULES, SQL_DIR, Paths
 from pipeline.validate import column_descriptions
 from schemas import TABLES
-from schemas.token_configurations import RATED_BOARD_POWER_W
+from schemas.rules import RATED_BOARD_POWER_W
 
+# Two snapshots' floats that differ by less than this, relative to the larger, are the same value: the
+# upstream's re-serialisations and derived fields differ by at most 1e-15; real re-measurements by 1e-3.
+CHANGE_RELATIVE_TOLERANCE = 1e-9
 INPUTS_HEADER = re.compile(r"^-- inputs:(.*)$", re.MULTILINE)
 
 
@@ -59,10 +62,13 @@ def _sql_literal(text: str) -> str:
 
 def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
     for table, model in TABLES.items():
-        parquet = paths.parquet_path(table)
-        if not parquet.is_file():
-            raise PipelineError(f"{parquet}: missing; run 'energy-index ingest' first")
-        connection.execute(f"create table {table} as select * from read_parquet($path)", {"path": str(parquet)})
+        files = sorted(paths.parquet_glob(table).parent.glob(paths.parquet_glob(table).name))
+        if not files:
+            raise PipelineError(f"{paths.parquet_glob(table)}: no files; run 'energy-index ingest' first")
+        connection.execute(
+            f"create table {table} as select * from read_parquet($files, union_by_name = true)",
+            {"files": [str(f) for f in files]},
+        )
         doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else table
         connection.execute(f"comment on table {table} is {_sql_literal(doc)}")
         for column, description in column_descriptions(model).items():
@@ -132,7 +138,8 @@ def _inherit_column_comments(connection: duckdb.DuckDBPyConnection, views: list[
             connection.execute(f"comment on column {view}.{column} is {_sql_literal(comment)}")
 
 
-def build(paths: Paths, itl_deadline_ms: float) -> BuildResult:
+def build(paths: Paths, itl_deadline_ms: float, snapshot_id: str | None = None) -> BuildResult:
+    """Build the database; the index is built from `snapshot_id`, by default the newest snapshot."""
     if not (itl_deadline_ms > 0):
         raise PipelineError(f"ITL deadline must be a positive number of milliseconds, got {itl_deadline_ms}")
     paths.build_root.mkdir(parents=True, exist_ok=True)
@@ -143,15 +150,20 @@ def build(paths: Paths, itl_deadline_ms: float) -> BuildResult:
         connection = duckdb.connect(str(staging))
         try:
             _load_tables(connection, paths)
-            snapshot_ids = [row[0] for row in connection.execute("select snapshot_id from snapshots").fetchall()]
-            if len(snapshot_ids) != 1:
-                raise PipelineError(f"expected one snapshot in the Parquet tables, found {len(snapshot_ids)}")
+            snapshot_ids = [row[0] for row in connection.execute("select snapshot_id from snapshots order by 1").fetchall()]
+            if snapshot_id is not None and snapshot_id not in snapshot_ids:
+                raise PipelineError(
+                    f"snapshot {snapshot_id} is not in the Parquet tables; ingested: {', '.join(snapshot_ids)}"
+                )
             connection.execute(
-                "create table build_parameters as select $snapshot_id as snapshot_id, $deadline::double as itl_deadline_ms",
-                {"snapshot_id": snapshot_ids[0], "deadline": itl_deadline_ms},
+                "create table build_parameters as"
+                " select $snapshot_id::varchar as snapshot_id, $deadline::double as itl_deadline_ms,"
+                " $tolerance::double as change_relative_tolerance",
+                {"snapshot_id": snapshot_id, "deadline": itl_deadline_ms, "tolerance": CHANGE_RELATIVE_TOLERANCE},
             )
             connection.execute(
-                "comment on table build_parameters is 'The parameters this database was built with (one row).'"
+                "comment on table build_parameters is 'The parameters this database was built with (one row); "
+                "a null snapshot_id means the index is built from the newest snapshot.'"
             )
             load_reference_tables(connection)
             create_views(connection)

@@ -67,12 +67,13 @@ def _new_generation(paths: Paths) -> Iterator[Paths]:
         publish.abandon(staged)
 
 
-def _run_fetch(args: argparse.Namespace, paths: Paths) -> str:
+def _run_fetch(args: argparse.Namespace, paths: Paths, source: str | None = None) -> str:
     from pipeline.fetch import fetch
 
+    source = source or args.source
     started = time.perf_counter()
-    _say(f"fetch: reading {args.source}")
-    result = fetch(args.source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes)
+    _say(f"fetch: reading {source}")
+    result = fetch(source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes)
     state = "new" if result.changed else "unchanged"
     _say(
         f"fetch: {result.file_count} files, {result.total_bytes / 1e6:.1f} MB -> {result.directory} "
@@ -98,7 +99,7 @@ def _run_build(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.build import build
 
     started = time.perf_counter()
-    result = build(paths, args.itl_deadline_ms)
+    result = build(paths, args.itl_deadline_ms, getattr(args, "index_snapshot", None))
     _say(f"build: {len(result.views)} views ({time.perf_counter() - started:.2f} s)")
 
 
@@ -112,10 +113,57 @@ def _run_export(args: argparse.Namespace, paths: Paths) -> None:
 
 def _run_refresh(args: argparse.Namespace, paths: Paths) -> None:
     snapshot_id = _run_fetch(args, paths)
+    # The index shows what this refresh fetched; snapshots ingested before stay in the history.
+    args.index_snapshot = snapshot_id
     with _new_generation(paths) as staged:
         _run_ingest(args, staged, snapshot_id)
         _run_build(args, staged)
         _run_export(args, staged)
+    _report_published(paths)
+
+
+def _snapshot_sources(sources: list[str]) -> list[str]:
+    """Each source as given, or, for a local folder of snapshot folders, each snapshot folder in it."""
+    expanded = []
+    for source in sources:
+        folder = Path(source)
+        if "://" not in source and folder.is_dir() and not (folder / "index.json").exists():
+            children = sorted(str(child) for child in folder.iterdir() if (child / "index.json").is_file())
+            if not children:
+                raise PipelineError(f"{source}: neither a snapshot (no index.json) nor a folder of snapshots")
+            expanded.extend(children)
+        else:
+            expanded.append(source)
+    return expanded
+
+
+def _run_history(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.fetch import read_manifest
+
+    fetched = []
+    for source in _snapshot_sources(args.source):
+        fetched.append(_run_fetch(args, paths, source))
+    manifests = {snapshot_id: read_manifest(paths.raw_snapshot(snapshot_id)) for snapshot_id in set(fetched)}
+    in_commit_order = sorted(
+        manifests, key=lambda s: (manifests[s]["upstream"].get("commit_time") or "", manifests[s]["retrieved"], s)
+    )
+    with _new_generation(paths) as staged:
+        for number, snapshot_id in enumerate(in_commit_order, start=1):
+            _say(f"history: {number}/{len(in_commit_order)}")
+            _run_ingest(args, staged, snapshot_id)
+        _run_build(args, staged)
+        _run_export(args, staged)
+    _report_published(paths)
+
+
+def _run_diff(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.diff import format_json, format_text, snapshot_diff
+
+    diff = snapshot_diff(paths, args.old, args.new)
+    print(format_json(diff) if args.format == "json" else format_text(diff, args.limit))
+
+
+def _report_published(paths: Paths) -> None:
     from pipeline.audit import audit_summary
 
     _say(f"published: {paths.out / 'energy_index.duckdb'}, {paths.out / 'parquet'}/, {paths.out / 'index'}/")
@@ -160,6 +208,43 @@ def _add_export_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_index_snapshot_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--snapshot", dest="index_snapshot", metavar="ID",
+        help="snapshot the index and the current-snapshot views are built from (default: the newest ingested)",
+    )
+
+
+def _add_ingest_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--snapshot", metavar="ID",
+        help="snapshot id under OUT/raw/ to ingest (default: the one the last fetch delivered)",
+    )
+
+
+def _add_history_options(parser: argparse.ArgumentParser) -> None:
+    from pipeline.fetch import DEFAULT_MAX_FILE_BYTES, DEFAULT_TIMEOUT_S
+
+    parser.add_argument(
+        "--source", nargs="+", required=True, metavar="SOURCE",
+        help="snapshots to ingest: local public/data folders or URLs, or a folder holding snapshot folders "
+        "(e.g. ../shared/upstream/ml-energy-leaderboard)",
+    )
+    parser.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"per-file timeout for URLs (default: {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--max-file-bytes", type=_positive_int, default=DEFAULT_MAX_FILE_BYTES, metavar="BYTES",
+                        help=f"refuse any upstream file larger than this (default: {DEFAULT_MAX_FILE_BYTES})")
+
+
+def _add_diff_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("old", metavar="OLD", help="snapshot id to compare from (see table snapshot_history)")
+    parser.add_argument("new", metavar="NEW", help="snapshot id to compare to")
+    parser.add_argument("--format", choices=["text", "json"], default="text",
+                        help="text: a summary by field with examples (default); json: every change")
+    parser.add_argument("--limit", type=_positive_int, default=20, metavar="N",
+                        help="in text, list at most N configurations and index rows per group (default: 20)")
+
+
 def make_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -170,7 +255,8 @@ def make_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Turn the ML.ENERGY Leaderboard's published GPU-energy measurements into a validated "
         "DuckDB database and the energy index (Wh per million output tokens, per model and GPU).",
-        epilog="Steps run in order fetch -> ingest -> build -> export; 'refresh' runs all four. "
+        epilog="Steps run in order fetch -> ingest -> build -> export; 'refresh' runs all four, 'history' "
+        "runs them over many snapshots, 'diff' compares two. "
         "Run '%(prog)s COMMAND --help' for a command's options.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -185,16 +271,17 @@ def make_parser() -> argparse.ArgumentParser:
         ),
         (
             "ingest", "flatten the fetched snapshot into validated Parquet tables",
-            "Flatten a fetched snapshot into OUT/parquet/ (snapshots, tasks, models, token_configurations), "
+            "Flatten a fetched snapshot into OUT/parquet/<table>/<snapshot-id>.parquet (snapshots, tasks, "
+            "models, token_configurations, diffusion_configurations), "
             "each checked by its pandera schema in schemas/. Every problem is reported at once; nothing is "
             "written unless all tables pass.",
-            [], _run_ingest,
+            [_add_ingest_options], _run_ingest,
         ),
         (
             "build", "build OUT/energy_index.duckdb from the Parquet tables and sql/ views",
             "Load the Parquet tables into a new DuckDB database with the views in sql/, and publish it as "
             "OUT/energy_index.duckdb by rename once complete.",
-            [_add_build_options], _run_build,
+            [_add_build_options, _add_index_snapshot_option], _run_build,
         ),
         (
             "export", "write the energy index JSON under OUT/index/",
@@ -208,16 +295,24 @@ def make_parser() -> argparse.ArgumentParser:
             "never interleave. A failure at any step leaves the previous outputs in place.",
             [_add_fetch_options, _add_build_options, _add_export_options], _run_refresh,
         ),
+        (
+            "history", "ingest a list of snapshots into one database, oldest first",
+            "Fetch and ingest every snapshot given (in upstream commit order), then build and export once: "
+            "the database holds all of them, the index shows the newest. Snapshots already in OUT stay.",
+            [_add_history_options, _add_build_options, _add_export_options], _run_history,
+        ),
+        (
+            "diff", "show what changed between two ingested snapshots",
+            "Report configurations added and removed, every upstream field whose value changed (floats "
+            "compared with a relative tolerance of 1e-9), and the index rows whose figure or best "
+            "configuration changed, from the published database's configuration_diffs and index_diffs views.",
+            [_add_diff_options], _run_diff,
+        ),
     ]
     for name, summary, description, option_groups, handler in steps:
         command = commands.add_parser(name, parents=[common], help=summary, description=description)
         for add_options in option_groups:
             add_options(command)
-        if name == "ingest":
-            command.add_argument(
-                "--snapshot", metavar="ID",
-                help="snapshot id under OUT/raw/ to ingest (default: the one the last fetch delivered)",
-            )
         command.set_defaults(handler=handler)
     return parser
 
@@ -226,8 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     paths = Paths(args.out)
     try:
+        if args.handler is _run_diff:
+            args.handler(args, paths)
+            return 0
         with _exclusive_lock(paths):
-            if args.handler in (_run_fetch, _run_refresh):
+            if args.handler in (_run_fetch, _run_refresh, _run_history):
                 args.handler(args, paths)
             else:
                 with _new_generation(paths) as staged:

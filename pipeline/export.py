@@ -231,7 +231,9 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
     card = load_source_card()
     connection = duckdb.connect(str(paths.database), read_only=True)
     try:
-        parameters = _rows(connection, "select snapshot_id, itl_deadline_ms from build_parameters", {})[0]
+        parameters = _rows(
+            connection, "select i.snapshot_id, b.itl_deadline_ms from index_snapshot as i cross join build_parameters as b", {}
+        )[0]
         snapshot_id, deadline = parameters["snapshot_id"], parameters["itl_deadline_ms"]
         snapshot = _rows(connection, "select * from snapshots where snapshot_id = $id", {"id": snapshot_id})[0]
         as_of = _check_date("AS_OF", as_of or snapshot["retrieved"])

@@ -18,7 +18,7 @@ from typing import Any
 from pipeline.errors import PipelineError
 from pipeline.files import load_json_strict, replace_directory, write_bytes_atomic
 from pipeline.paths import Paths
-from schemas.token_configurations import MODEL_ID_PATTERN
+from schemas.rules import MODEL_ID_PATTERN
 
 DEFAULT_SOURCE = (
     "https://raw.githubusercontent.com/ml-energy/leaderboard/7885788e837b80ad172e02e6e8c47e8d0b85520e/public/data"

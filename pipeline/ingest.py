@@ -5,8 +5,6 @@ Nothing is written unless every table passes; a failed ingest leaves the previou
 
 import hashlib
 import json
-import os
-import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,14 +16,16 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import PipelineError
 from pipeline.fetch import TASK_NAME_PATTERN, check_snapshot_id, read_manifest
-from pipeline.files import load_json_strict, replace_directory
+from pipeline.files import atomic_path, load_json_strict
 from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
 from pipeline.validate import arrow_schema, upstream_columns, validate_tables
-from schemas import Models, Snapshots, Tasks, TokenConfigurations
-from schemas.token_configurations import CONFIGURATION_KEY
+from schemas import DiffusionConfigurations, Models, Snapshots, Tasks, TokenConfigurations
+from schemas.diffusion_configurations import CONFIGURATION_KEY as DIFFUSION_KEY
+from schemas.token_configurations import CONFIGURATION_KEY as TOKEN_KEY
 
 TOKEN_FAMILIES = ("llm", "mllm")
+DIFFUSION_FAMILY = "diffusion"
 INT64_RANGE = (-(2**63), 2**63 - 1)
 
 
@@ -81,7 +81,8 @@ def _flatten_objects(
 ) -> pyarrow.Table:
     """One row per (where, object): upstream columns by declared type, unknown keys kept in extra_fields.
 
-    `added` holds the pipeline's own columns, one list per column, aligned with `objects`.
+    `added` holds the pipeline's own columns, one list per column, aligned with `objects`; a column
+    the schema does not declare is ignored.
     """
     schema = arrow_schema(model)
     upstream = upstream_columns(model)
@@ -171,32 +172,39 @@ def _snapshots_table(snapshot_id: str, manifest: dict[str, Any], index: dict[str
     return pyarrow.Table.from_pylist([row], schema=arrow_schema(Snapshots))
 
 
-def _token_configurations_table(
-    snapshot_id: str, task_documents: dict[str, dict[str, Any]], problems: _Problems
+def _configurations_table(
+    snapshot_id: str,
+    task_documents: dict[str, dict[str, Any]],
+    model: type,
+    configuration_key: list[str],
+    problems: _Problems,
 ) -> pyarrow.Table:
-    objects, tasks, ordinals, repeats, derived = [], [], [], [], []
+    """One row per task-file entry, with `repeat` counted over `configuration_key` in file order."""
+    objects, tasks, ordinals, repeats = [], [], [], []
     seen: Counter[tuple[Any, ...]] = Counter()
     for task, document in task_documents.items():
         for ordinal, row in enumerate(document["configurations"]):
             # json.dumps keeps a mistyped key value (a list, say) hashable until its type error is reported.
-            key = tuple(task if column == "task" else json.dumps(row.get(column)) for column in CONFIGURATION_KEY)
+            key = tuple(task if column == "task" else json.dumps(row.get(column)) for column in configuration_key)
             seen[key] += 1
             objects.append((f"tasks/{task}.json: configurations[{ordinal}] (model_id={row.get('model_id')})", row))
             tasks.append(task)
             ordinals.append(ordinal)
             repeats.append(seen[key])
-            derived.append("avg_output_len" not in row)
     added = {
         "snapshot_id": [snapshot_id] * len(objects),
         "task": tasks,
         "source_ordinal": ordinals,
         "repeat": repeats,
-        "is_avg_output_len_derived": derived,
+        "is_avg_output_len_derived": [row.get("avg_output_len") is None for _, row in objects],
     }
-    table = _flatten_objects(objects, TokenConfigurations, added, problems)
-    if not any(derived) or problems.items:
+    return _flatten_objects(objects, model, added, problems)
+
+
+def _derive_avg_output_len(table: pyarrow.Table) -> pyarrow.Table:
+    """The upstream defines energy per request as energy per token × average output length."""
+    if table.num_rows == 0 or not pc.any(table["is_avg_output_len_derived"]).as_py():
         return table
-    # The upstream defines energy per request as energy per token × average output length.
     quotient = pc.divide(table["energy_per_request_joules"], table["energy_per_token_joules"])
     filled = pc.if_else(table["is_avg_output_len_derived"], quotient, table["avg_output_len"])
     return table.set_column(table.schema.get_field_index("avg_output_len"), "avg_output_len", filled)
@@ -242,21 +250,29 @@ def flatten_snapshot(paths: Paths, snapshot_id: str) -> tuple[dict[str, tuple[ty
         problems,
     )
     token_documents = {t: d for t, d in task_documents.items() if families[t] in TOKEN_FAMILIES}
-    configurations = _token_configurations_table(snapshot_id, token_documents, problems)
+    diffusion_documents = {t: d for t, d in task_documents.items() if families[t] == DIFFUSION_FAMILY}
+    token = _configurations_table(snapshot_id, token_documents, TokenConfigurations, TOKEN_KEY, problems)
+    diffusion = _configurations_table(
+        snapshot_id, diffusion_documents, DiffusionConfigurations, DIFFUSION_KEY, problems
+    )
     problems.raise_if_any(f"snapshot {snapshot_id} has input problems")
 
     tables = {
         "snapshots": (Snapshots, _snapshots_table(snapshot_id, manifest, index)),
         "tasks": (Tasks, pyarrow.Table.from_pylist(task_rows, schema=arrow_schema(Tasks))),
         "models": (Models, models),
-        "token_configurations": (TokenConfigurations, configurations),
+        "token_configurations": (TokenConfigurations, _derive_avg_output_len(token)),
+        "diffusion_configurations": (DiffusionConfigurations, diffusion),
     }
     return tables, notices
 
 
 def _check_models_listed(tables: dict[str, tuple[type, pyarrow.Table]]) -> None:
     listed = set(tables["models"][1]["model_id"].to_pylist())
-    unlisted = sorted(set(tables["token_configurations"][1]["model_id"].to_pylist()) - listed)
+    named = set()
+    for table in ("token_configurations", "diffusion_configurations"):
+        named.update(tables[table][1]["model_id"].to_pylist())
+    unlisted = sorted(named - listed)
     if unlisted:
         raise PipelineError(
             "task files name models that index.json does not list", [f"model_id {m}" for m in unlisted]
@@ -267,13 +283,9 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
     tables, notices = flatten_snapshot(paths, snapshot_id)
     notices += validate_tables(tables)
     _check_models_listed(tables)
-    staging = paths.build_root / f".parquet-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
-        for name, (_, table) in tables.items():
-            pq.write_table(table, staging / f"{name}.parquet", compression="zstd")
-        replace_directory(staging, paths.parquet_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    for stale in paths.parquet_dir.glob("*.parquet"):
+        stale.unlink()  # the one-file-per-table layout before snapshots were kept side by side
+    for name, (_, table) in tables.items():
+        with atomic_path(paths.parquet_path(name, snapshot_id)) as tmp:
+            pq.write_table(table, tmp, compression="zstd")
     return IngestResult(snapshot_id, {name: table.num_rows for name, (_, table) in tables.items()}, notices)

@@ -2,7 +2,7 @@
 
 Layout under OUT:
   raw/<snapshot-id>/           fetched snapshots (append-only store, outside the published generations)
-  .generations/<n>/            complete builds: parquet/, energy_index.duckdb, index/
+  .generations/<n>/            complete builds: parquet/<table>/<snapshot-id>.parquet, energy_index.duckdb, index/
   current -> .generations/<n>  the published build, switched by one atomic rename
   parquet, energy_index.duckdb, index -> current/...   fixed names for readers
 """
@@ -59,8 +59,12 @@ class Paths:
     def parquet_dir(self) -> Path:
         return self.build_root / "parquet"
 
-    def parquet_path(self, table: str) -> Path:
-        return self.parquet_dir / f"{table}.parquet"
+    def parquet_path(self, table: str, snapshot_id: str) -> Path:
+        """One file per table and snapshot: a new snapshot adds files and never rewrites another's."""
+        return self.parquet_dir / table / f"{snapshot_id}.parquet"
+
+    def parquet_glob(self, table: str) -> Path:
+        return self.parquet_dir / table / "*.parquet"
 
     @property
     def database(self) -> Path:

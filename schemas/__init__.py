@@ -9,16 +9,26 @@ Conventions read by the pipeline (see ``pipeline/validate.py``):
 - ``Config.unique`` is the table's key.
 """
 
-from schemas.models import Models
-from schemas.snapshots import Snapshots
-from schemas.tasks import Tasks
-from schemas.token_configurations import TokenConfigurations
+from typing import Any
 
-TABLES = {
-    "snapshots": Snapshots,
-    "tasks": Tasks,
-    "models": Models,
-    "token_configurations": TokenConfigurations,
+TABLE_MODULES = {
+    "snapshots": ("schemas.snapshots", "Snapshots"),
+    "tasks": ("schemas.tasks", "Tasks"),
+    "models": ("schemas.models", "Models"),
+    "token_configurations": ("schemas.token_configurations", "TokenConfigurations"),
+    "diffusion_configurations": ("schemas.diffusion_configurations", "DiffusionConfigurations"),
 }
 
-__all__ = ["TABLES", "Models", "Snapshots", "Tasks", "TokenConfigurations"]
+
+def __getattr__(name: str) -> Any:
+    """Import the schemas (and pandera) only when a step asks for them, not when fetch reads rules."""
+    import importlib
+
+    if name == "TABLES":
+        return {
+            table: getattr(importlib.import_module(module), cls) for table, (module, cls) in TABLE_MODULES.items()
+        }
+    for module, cls in TABLE_MODULES.values():
+        if cls == name:
+            return getattr(importlib.import_module(module), cls)
+    raise AttributeError(name)

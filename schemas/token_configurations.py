@@ -8,14 +8,8 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
+from schemas import rules
 
-# Rated board power (TDP) per GPU, watts: NVIDIA's H100 SXM5 and B200 (HGX) data sheets.
-# A GPU missing here passes the power rule with a warning rather than failing the build.
-RATED_BOARD_POWER_W = {"H100": 700.0, "B200": 1000.0}
-
-# The slug (the part of model_id after the last "/", lower-cased) names an exported file, so both
-# parts of the id are limited to characters that are safe in a file name on every platform.
-MODEL_ID_PATTERN = r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,199}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,199}$"
 
 KEY = ["snapshot_id", "task", "model_id", "gpu_model", "num_gpus", "max_num_seqs", "repeat"]
 # The repeat ordinal counts rows sharing the measured configuration's key (the key less repeat).
@@ -116,9 +110,9 @@ class TokenConfigurations(pa.DataFrameModel):
         coerce = True
         unique = KEY
 
-    @pa.check("model_id", error="model_id must give a safe file name (slug = part after the last '/')")
+    @pa.check("model_id", error=rules.MODEL_ID_ERROR)
     def model_id_is_safe(cls, model_id: Series[str]) -> Series[bool]:
-        return model_id.str.fullmatch(MODEL_ID_PATTERN).fillna(False).astype(bool)
+        return rules.model_id_is_safe(model_id)
 
     @pa.dataframe_check(error="median_itl_ms <= p90_itl_ms <= p95_itl_ms <= p99_itl_ms")
     def itl_percentiles_ordered(cls, df: pd.DataFrame) -> Series[bool]:
@@ -130,14 +124,13 @@ class TokenConfigurations(pa.DataFrameModel):
     def batch_within_cap(cls, df: pd.DataFrame) -> Series[bool]:
         return df.avg_batch_size <= df.max_num_seqs
 
-    @pa.dataframe_check(error="avg_power_watts <= num_gpus × rated board power of gpu_model")
+    @pa.dataframe_check(error=rules.POWER_ERROR)
     def power_within_rating(cls, df: pd.DataFrame) -> Series[bool]:
-        rated = df.gpu_model.map(RATED_BOARD_POWER_W).astype("float64")
-        return (rated.isna() | (df.avg_power_watts <= df.num_gpus * rated)).astype(bool)
+        return rules.power_within_rating(df)
 
-    @pa.dataframe_check(raise_warning=True, error="gpu_model has a known rated board power")
+    @pa.dataframe_check(raise_warning=True, error=rules.GPU_KNOWN_ERROR)
     def gpu_power_rating_known(cls, df: pd.DataFrame) -> Series[bool]:
-        return df.gpu_model.isin(list(RATED_BOARD_POWER_W))
+        return rules.gpu_power_rating_known(df)
 
     @pa.dataframe_check(error="num_gpus divisible by tensor_parallel × data_parallel")
     def gpus_cover_parallelism(cls, df: pd.DataFrame) -> Series[bool]:

@@ -1,7 +1,7 @@
 -- audit_findings: plausibility findings that do not block a build, one per rule breach.
 -- grain: one row per snapshot × rule × offending row (or configuration, for repeats)
 -- key: (snapshot_id, rule, row_key)
--- inputs: configurations, audit_rules, gpu_ratings
+-- inputs: configuration_history, audit_rules, gpu_ratings
 -- Tolerances and reasons live in pipeline/audit_rules.toml (loaded as audit_rules).
 create or replace view audit_findings as
 
@@ -12,7 +12,7 @@ rules as (
 ),
 
 measured as (
-    select * from configurations
+    select * from configuration_history
 ),
 
 energy_identity as (

@@ -1,33 +1,17 @@
--- best_configurations: the lowest-energy configuration of each model on each GPU within the ITL deadline.
--- grain: one row per snapshot × task × model × GPU that has a configuration under the deadline
--- key: (snapshot_id, task, model_id, gpu)
--- inputs: configurations
--- Ties on energy go to fewer GPUs, then the smaller max_num_seqs, then the earlier repeat.
+-- best_configurations: the index snapshot's lowest-energy configuration per model and GPU within the deadline.
+-- grain: one row per task × model × GPU that has a configuration under the deadline
+-- key: (task, model_id, gpu)
+-- inputs: best_configuration_history, index_snapshot
 create or replace view best_configurations as
 
 with
 
-candidates as (
-    select * from configurations
-    where under_itl_deadline
-),
-
-ranked as (
-    select
-        candidates.*,
-        row_number() over (
-            partition by snapshot_id, task, model_id, gpu
-            order by joules_per_output_token, num_gpus, max_num_seqs, repeat
-        ) as rank_within_gpu,
-    from candidates
-),
-
-best as (
-    select * exclude (rank_within_gpu)
-    from ranked
-    where rank_within_gpu = 1
+current_best as (
+    select history.*
+    from best_configuration_history as history
+    join index_snapshot using (snapshot_id)
 )
 
-select * from best;
+select * from current_best;
 
-comment on view best_configurations is 'The lowest-energy configuration per snapshot × task × model × GPU whose median ITL is within the deadline; columns as in configurations.';
+comment on view best_configurations is 'The index snapshot''s best configurations: lowest energy per token within the ITL deadline (older snapshots: best_configuration_history).';

@@ -1,88 +1,17 @@
--- configurations: every measured token-task configuration in the index's vocabulary, with derived units.
--- grain: one row per snapshot × task × model × GPU × GPU count × max_num_seqs × repeat
--- key: (snapshot_id, task, model_id, gpu, num_gpus, max_num_seqs, repeat)
--- inputs: token_configurations, build_parameters
+-- configurations: the index snapshot's token-task configurations with derived units.
+-- grain: one row per task × model × GPU × GPU count × max_num_seqs × repeat
+-- key: (task, model_id, gpu, num_gpus, max_num_seqs, repeat)
+-- inputs: configuration_history, index_snapshot
 create or replace view configurations as
 
 with
 
-measured as (
-    select * from token_configurations
-),
-
-parameters as (
-    select itl_deadline_ms from build_parameters
-),
-
-renamed as (
-    select
-        snapshot_id,
-        task,
-        model_id,
-        lower(regexp_extract(model_id, '[^/]*$')) as slug,
-        gpu_model as gpu,
-        num_gpus,
-        -- The upstream spelled "not set" as 0 before 2025-12-15; not set means a degree of 1.
-        if(tensor_parallel = 0, 1, tensor_parallel) as tensor_parallel,
-        if(data_parallel = 0, 1, data_parallel) as data_parallel,
-        if(expert_parallel = 0, 1, expert_parallel) as expert_parallel,
-        weight_precision,
-        case weight_precision when 'bfloat16' then 'BF16' else upper(weight_precision) end as precision,
-        max_num_seqs,
-        repeat,
-        source_ordinal,
-        avg_batch_size,
-        energy_per_token_joules as joules_per_output_token,
-        energy_per_token_joules * 1e6 / 3600 as wh_per_million_output_tokens,
-        energy_per_request_joules,
-        avg_output_len as avg_output_tokens,
-        is_avg_output_len_derived,
-        median_itl_ms,
-        p90_itl_ms,
-        p95_itl_ms,
-        p99_itl_ms,
-        output_throughput_tokens_per_sec as tokens_per_second,
-        avg_power_watts as gpu_power_watts_total,
-    from measured
-),
-
-flagged as (
-    select
-        renamed.*,
-        renamed.median_itl_ms <= parameters.itl_deadline_ms as under_itl_deadline,
-        concat_ws('/', renamed.slug, renamed.gpu, renamed.num_gpus, renamed.max_num_seqs) as row_id,
-    from renamed
-    cross join parameters
+current_configurations as (
+    select history.*
+    from configuration_history as history
+    join index_snapshot using (snapshot_id)
 )
 
-select * from flagged;
+select * from current_configurations;
 
-comment on view configurations is 'Every measured token-task configuration with derived units. One row per snapshot × task × model × GPU × GPU count × max_num_seqs × repeat.';
-comment on column configurations.snapshot_id is 'Snapshot the row was read from.';
-comment on column configurations.task is 'Upstream task identifier, e.g. lm-arena-chat.';
-comment on column configurations.model_id is 'Hugging Face model id.';
-comment on column configurations.slug is 'Part of model_id after the last "/", lower-cased: the exported file name.';
-comment on column configurations.gpu is 'GPU model, e.g. H100.';
-comment on column configurations.num_gpus is 'GPUs serving the model.';
-comment on column configurations.tensor_parallel is 'Tensor-parallel degree (the upstream''s old 0 read as 1).';
-comment on column configurations.data_parallel is 'Data-parallel degree (the upstream''s old 0 read as 1).';
-comment on column configurations.expert_parallel is 'Expert-parallel degree (the upstream''s old 0 read as 1).';
-comment on column configurations.weight_precision is 'Weight precision as the upstream spells it.';
-comment on column configurations.precision is 'Weight precision as the index prints it: BF16, FP8, MXFP4.';
-comment on column configurations.max_num_seqs is 'vLLM max_num_seqs: the cap on requests in flight.';
-comment on column configurations.repeat is '1-based ordinal among measurements of one configuration, in file order.';
-comment on column configurations.source_ordinal is '0-based position of the entry in its task file.';
-comment on column configurations.avg_batch_size is 'Average running batch = average requests in flight.';
-comment on column configurations.joules_per_output_token is 'Steady-state GPU energy per output token, joules.';
-comment on column configurations.wh_per_million_output_tokens is 'joules_per_output_token × 1e6 / 3600: Wh per million output tokens.';
-comment on column configurations.energy_per_request_joules is 'Energy per token × average output length, joules.';
-comment on column configurations.avg_output_tokens is 'Average output tokens per request.';
-comment on column configurations.is_avg_output_len_derived is 'True where avg_output_tokens was derived as energy per request ÷ energy per token.';
-comment on column configurations.median_itl_ms is 'Median inter-token latency, ms.';
-comment on column configurations.p90_itl_ms is 'p90 inter-token latency, ms.';
-comment on column configurations.p95_itl_ms is 'p95 inter-token latency, ms.';
-comment on column configurations.p99_itl_ms is 'p99 inter-token latency, ms.';
-comment on column configurations.tokens_per_second is 'Steady-state output throughput, tokens/s.';
-comment on column configurations.gpu_power_watts_total is 'Average total power of all the GPUs, watts.';
-comment on column configurations.under_itl_deadline is 'median_itl_ms <= build_parameters.itl_deadline_ms.';
-comment on column configurations.row_id is 'slug/gpu/num_gpus/max_num_seqs; repeat tells two measurements of one row_id apart.';
+comment on view configurations is 'The index snapshot''s token-task configurations with derived units (older snapshots: configuration_history).';

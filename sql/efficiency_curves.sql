@@ -1,5 +1,5 @@
 -- efficiency_curves: how energy, throughput, latency and power move with max_num_seqs for one deployment.
--- grain: one row per point: snapshot × task × model × GPU × GPU count × parallelism × precision × max_num_seqs × repeat
+-- grain: one row per point of the index snapshot: task × model × GPU × GPU count × parallelism × precision × max_num_seqs × repeat
 -- key: (snapshot_id, task, model_id, gpu, num_gpus, tensor_parallel, data_parallel, expert_parallel, precision, max_num_seqs, repeat)
 -- inputs: configurations
 create or replace view efficiency_curves as

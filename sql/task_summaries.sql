@@ -1,5 +1,5 @@
 -- task_summaries: per-task counts the index's provenance block cites.
--- grain: one row per snapshot × token task
+-- grain: one row per token task of the index snapshot
 -- key: (snapshot_id, task)
 -- inputs: configurations
 create or replace view task_summaries as

@@ -25,8 +25,7 @@ import sys, duckdb
 connection = duckdb.connect(sys.argv[1], read_only=True)
 for line in sys.stdin:
     row = connection.execute(
-        "select (select snapshot_id from build_parameters), count(*) from configurations"
-        " where snapshot_id = (select snapshot_id from build_parameters)"
+        "select (select snapshot_id from index_snapshot), count(*) from configurations"
     ).fetchone()
     print(row[0], row[1], flush=True)
 """
@@ -34,7 +33,7 @@ for line in sys.stdin:
 
 def published_snapshot(out: Path) -> str:
     with duckdb.connect(str(out / "energy_index.duckdb"), read_only=True) as connection:
-        return connection.execute("select snapshot_id from build_parameters").fetchone()[0]
+        return connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
 
 
 def test_a_reader_holding_the_database_keeps_its_view_and_does_not_block(tmp_path: Path) -> None:

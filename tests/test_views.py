@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.build import create_views, load_reference_tables
 from pipeline.validate import arrow_schema
-from schemas import TokenConfigurations
+from schemas import DiffusionConfigurations, TokenConfigurations
 
 
 def measured(**overrides: Any) -> dict[str, Any]:
@@ -25,12 +25,23 @@ def measured(**overrides: Any) -> dict[str, Any]:
     return {**row, **overrides}
 
 
-def connect(rows: list[dict[str, Any]], deadline: float = 500.0) -> duckdb.DuckDBPyConnection:
+def connect(rows: list[dict[str, Any]], deadline: float = 500.0, snapshots: tuple[str, ...] = ("s1",)) -> duckdb.DuckDBPyConnection:
     connection = duckdb.connect()
     token_configurations = pyarrow.Table.from_pylist(rows, schema=arrow_schema(TokenConfigurations))
     connection.register("token_configurations_input", token_configurations)
+    connection.register("diffusion_input", pyarrow.Table.from_pylist([], schema=arrow_schema(DiffusionConfigurations)))
     connection.execute("create table token_configurations as select * from token_configurations_input")
-    connection.execute("create table build_parameters as select 's1' as snapshot_id, ?::double as itl_deadline_ms", [deadline])
+    connection.execute(
+        "create table build_parameters as select null::varchar as snapshot_id, ?::double as itl_deadline_ms,"
+        " 1e-9 as change_relative_tolerance",
+        [deadline],
+    )
+    connection.execute("create table snapshots (snapshot_id varchar, commit_time varchar, retrieved varchar)")
+    connection.executemany(
+        "insert into snapshots values (?, ?, '2026-01-01')",
+        [(snapshot, f"2026-01-0{n + 1}T00:00:00+00:00") for n, snapshot in enumerate(snapshots)],
+    )
+    connection.execute("create table diffusion_configurations as select * from diffusion_input")
     load_reference_tables(connection)
     create_views(connection)
     return connection
@@ -126,3 +137,33 @@ def test_audit_findings_flag_only_rows_beyond_their_tolerance() -> None:
         ("itl_tail_ratio", "lm-arena-chat:model-a/H100/1/64#1", 50.0),
         ("repeat_measurements_disagree", "lm-arena-chat:model-a/H100/1/32", 0.3),
     ]
+
+
+def test_diffs_report_added_removed_and_changed_values_and_index_rows() -> None:
+    older = [
+        measured(snapshot_id="s1", max_num_seqs=8, energy_per_token_joules=1.0),
+        measured(snapshot_id="s1", max_num_seqs=16, energy_per_token_joules=0.8),
+        measured(snapshot_id="s1", model_id="Org/Gone", max_num_seqs=8),
+    ]
+    newer = [
+        # Re-serialisation noise below the tolerance is not a change.
+        measured(snapshot_id="s2", max_num_seqs=8, energy_per_token_joules=1.0 * (1 + 1e-12)),
+        # A real change that also moves the best configuration to max_num_seqs 32.
+        measured(snapshot_id="s2", max_num_seqs=16, energy_per_token_joules=0.9, tensor_parallel=2),
+        measured(snapshot_id="s2", max_num_seqs=32, energy_per_token_joules=0.7),
+    ]
+    connection = connect(older + newer, snapshots=("s1", "s2"))
+    assert fetch(
+        connection,
+        "select change, model_id, configuration, field, old_value, new_value from configuration_changes order by all",
+    ) == [
+        ("added", "Org/Model-A", "H100/1/32", None, None, None),
+        ("changed", "Org/Model-A", "H100/1/16", "energy_per_token_joules", "0.8", "0.9"),
+        ("changed", "Org/Model-A", "H100/1/16", "tensor_parallel", "1.0", "2.0"),
+        ("removed", "Org/Gone", "H100/1/8", None, None, None),
+    ]
+    assert fetch(connection, "select change, model_id, old_row_id, new_row_id from index_changes order by all") == [
+        ("best configuration changed", "Org/Model-A", "model-a/H100/1/16", "model-a/H100/1/32"),
+        ("removed", "Org/Gone", "gone/H100/1/8", None),
+    ]
+    assert fetch(connection, "select snapshot_id from index_snapshot") == [("s2",)]

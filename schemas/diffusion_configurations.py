@@ -1,0 +1,135 @@
+"""diffusion_configurations: one row per entry of each diffusion task file (text-to-image,
+text-to-video), every upstream field kept.
+
+Key: (snapshot_id, task, source_ordinal); a measured configuration is CONFIGURATION_KEY plus repeat.
+"""
+
+import pandas as pd
+import pandera.pandas as pa
+from pandera.typing import Series
+
+from schemas import rules
+
+# Everything that defines what was measured; rows sharing all of it are repeats.
+CONFIGURATION_KEY = [
+    "task", "model_id", "gpu_model", "num_gpus", "batch_size", "image_height", "image_width", "video_height",
+    "video_width", "num_frames", "fps", "inference_steps", "ulysses_degree", "ring_degree",
+]
+# Energy per output should equal average power × batch latency ÷ batch size; it does to 1e-15 in all
+# eleven real snapshots. ±25 % rejects a unit or field mix-up while allowing a different averaging window.
+ENERGY_IDENTITY_TOLERANCE = 0.25
+
+
+class DiffusionConfigurations(pa.DataFrameModel):
+    snapshot_id: Series[str] = pa.Field(description="Snapshot the row was read from.")
+    task: Series[str] = pa.Field(description="Upstream task identifier (a task of the diffusion family).")
+    source_ordinal: Series[pd.Int64Dtype] = pa.Field(
+        ge=0, description="0-based position of the entry in its task file's configurations array."
+    )
+    repeat: Series[pd.Int64Dtype] = pa.Field(
+        ge=1, description="1-based ordinal, in file order, among entries sharing the whole configuration key."
+    )
+    model_id: Series[str] = pa.Field(metadata={"upstream": "required"}, description="Hugging Face model id.")
+    nickname: Series[str] = pa.Field(metadata={"upstream": "required"}, description="Display name.")
+    total_params_billions: Series[float] = pa.Field(
+        gt=0, metadata={"upstream": "required"}, description="Total parameters, billions."
+    )
+    activated_params_billions: Series[float] = pa.Field(
+        gt=0, metadata={"upstream": "required"}, description="Parameters active per step, billions."
+    )
+    weight_precision: Series[str] = pa.Field(
+        nullable=True, metadata={"upstream": "optional"},
+        description="Weight precision; absent from the diffusion task files before 2025-12-01.",
+    )
+    gpu_model: Series[str] = pa.Field(
+        str_length={"min_value": 1}, metadata={"upstream": "required"}, description="GPU model, e.g. B200."
+    )
+    num_gpus: Series[pd.Int64Dtype] = pa.Field(
+        ge=1, le=1024, metadata={"upstream": "required"}, description="GPUs serving the model."
+    )
+    ulysses_degree: Series[pd.Int64Dtype] = pa.Field(
+        ge=1, metadata={"upstream": "required"}, description="xDiT Ulysses sequence-parallel degree."
+    )
+    ring_degree: Series[pd.Int64Dtype] = pa.Field(
+        ge=1, metadata={"upstream": "required"}, description="xDiT ring-attention parallel degree."
+    )
+    batch_size: Series[pd.Int64Dtype] = pa.Field(
+        ge=1, metadata={"upstream": "required"}, description="Images or videos generated per batch."
+    )
+    inference_steps: Series[pd.Int64Dtype] = pa.Field(
+        ge=1, metadata={"upstream": "required"}, description="Denoising steps."
+    )
+    image_height: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True, ge=1, metadata={"upstream": "optional"}, description="Image height, pixels (text-to-image)."
+    )
+    image_width: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True, ge=1, metadata={"upstream": "optional"}, description="Image width, pixels (text-to-image)."
+    )
+    video_height: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True, ge=1, metadata={"upstream": "optional"}, description="Video height, pixels (text-to-video)."
+    )
+    video_width: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True, ge=1, metadata={"upstream": "optional"}, description="Video width, pixels (text-to-video)."
+    )
+    num_frames: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True, ge=1, metadata={"upstream": "optional"}, description="Frames per video (text-to-video)."
+    )
+    fps: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True, ge=1, metadata={"upstream": "optional"}, description="Frames per second (text-to-video)."
+    )
+    avg_power_watts: Series[float] = pa.Field(
+        gt=0, metadata={"upstream": "required"}, description="Average total GPU power, watts."
+    )
+    batch_latency_s: Series[float] = pa.Field(
+        gt=0, metadata={"upstream": "required"}, description="Time to generate one batch, seconds."
+    )
+    energy_per_image_joules: Series[float] = pa.Field(
+        nullable=True, gt=0, metadata={"upstream": "optional"}, description="GPU energy per image, joules."
+    )
+    energy_per_video_joules: Series[float] = pa.Field(
+        nullable=True, gt=0, metadata={"upstream": "optional"}, description="GPU energy per video, joules."
+    )
+    throughput_images_per_sec: Series[float] = pa.Field(
+        nullable=True, gt=0, metadata={"upstream": "optional"}, description="Images per second."
+    )
+    throughput_videos_per_sec: Series[float] = pa.Field(
+        nullable=True, gt=0, metadata={"upstream": "optional"}, description="Videos per second."
+    )
+    extra_fields: Series[str] = pa.Field(
+        nullable=True,
+        description="JSON object of upstream keys this schema does not know yet (sorted), kept so nothing is lost.",
+    )
+
+    class Config:
+        strict = True
+        coerce = True
+        unique = ["snapshot_id", "task", "source_ordinal"]
+
+    @pa.check("model_id", error=rules.MODEL_ID_ERROR)
+    def model_id_is_safe(cls, model_id: Series[str]) -> Series[bool]:
+        return rules.model_id_is_safe(model_id)
+
+    @pa.dataframe_check(error="exactly one of energy_per_image_joules, energy_per_video_joules")
+    def one_energy_per_output(cls, df: pd.DataFrame) -> Series[bool]:
+        return (df.energy_per_image_joules.notna() != df.energy_per_video_joules.notna()).astype(bool)
+
+    @pa.dataframe_check(
+        error="energy_per_image_joules or energy_per_video_joules within ±25 % of "
+        "avg_power_watts × batch_latency_s ÷ batch_size"
+    )
+    def energy_matches_power_and_latency(cls, df: pd.DataFrame) -> Series[bool]:
+        energy = df.energy_per_image_joules.fillna(df.energy_per_video_joules)
+        implied = df.avg_power_watts * df.batch_latency_s / df.batch_size
+        return ((energy / implied - 1).abs() <= ENERGY_IDENTITY_TOLERANCE).fillna(True).astype(bool)
+
+    @pa.dataframe_check(error=rules.POWER_ERROR)
+    def power_within_rating(cls, df: pd.DataFrame) -> Series[bool]:
+        return rules.power_within_rating(df)
+
+    @pa.dataframe_check(raise_warning=True, error=rules.GPU_KNOWN_ERROR)
+    def gpu_power_rating_known(cls, df: pd.DataFrame) -> Series[bool]:
+        return rules.gpu_power_rating_known(df)
+
+    @pa.dataframe_check(error="num_gpus divisible by ulysses_degree × ring_degree")
+    def gpus_cover_parallelism(cls, df: pd.DataFrame) -> Series[bool]:
+        return (df.num_gpus % (df.ulysses_degree * df.ring_degree) == 0).astype(bool)

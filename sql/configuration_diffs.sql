@@ -1,0 +1,109 @@
+-- configuration_diffs: for every pair of snapshots, the configurations added and removed and every
+-- upstream field whose value changed.
+-- grain: one row per pair × configuration added or removed, or per pair × configuration × changed field
+-- key: (older_snapshot_id, newer_snapshot_id, task, model_id, configuration, repeat, field)
+-- inputs: snapshot_pairs, configuration_values, build_parameters
+-- Numbers compare with build_parameters.change_relative_tolerance so that re-serialising a float
+-- (e.g. the upstream's derived average output length) is not a change; a null against a value is.
+create or replace view configuration_diffs as
+
+with
+
+pairs as (
+    select older_snapshot_id, newer_snapshot_id, is_consecutive from snapshot_pairs
+),
+
+tolerance as (
+    select change_relative_tolerance from build_parameters
+),
+
+configurations_in as (
+    select distinct snapshot_id, task, model_id, configuration, repeat from configuration_values
+),
+
+older_configurations as (
+    select p.*, c.task, c.model_id, c.configuration, c.repeat
+    from pairs as p
+    join configurations_in as c on c.snapshot_id = p.older_snapshot_id
+),
+
+newer_configurations as (
+    select p.*, c.task, c.model_id, c.configuration, c.repeat
+    from pairs as p
+    join configurations_in as c on c.snapshot_id = p.newer_snapshot_id
+),
+
+added as (
+    select * from newer_configurations
+    except
+    select * from older_configurations
+),
+
+removed as (
+    select * from older_configurations
+    except
+    select * from newer_configurations
+),
+
+field_pairs as (
+    select
+        p.older_snapshot_id,
+        p.newer_snapshot_id,
+        p.is_consecutive,
+        o.task,
+        o.model_id,
+        o.configuration,
+        o.repeat,
+        o.field,
+        o.number_value as old_number,
+        n.number_value as new_number,
+        o.text_value as old_text,
+        n.text_value as new_text,
+    from pairs as p
+    join configuration_values as o on o.snapshot_id = p.older_snapshot_id
+    join configuration_values as n
+        on n.snapshot_id = p.newer_snapshot_id
+        and n.task = o.task
+        and n.model_id = o.model_id
+        and n.configuration = o.configuration
+        and n.repeat = o.repeat
+        and n.field = o.field
+),
+
+changed as (
+    select
+        field_pairs.*,
+        (new_number - old_number) / nullif(greatest(abs(old_number), abs(new_number)), 0) as relative_change,
+    from field_pairs
+    cross join tolerance
+    where (old_number is null) != (new_number is null)
+        or abs(new_number - old_number) > tolerance.change_relative_tolerance * greatest(abs(old_number), abs(new_number))
+        or old_text is distinct from new_text
+),
+
+diffs as (
+    select older_snapshot_id, newer_snapshot_id, is_consecutive, task, model_id, configuration, repeat,
+           'added' as change, null as field, null as old_value, null as new_value, null::double as relative_change,
+    from added
+    union all
+    select older_snapshot_id, newer_snapshot_id, is_consecutive, task, model_id, configuration, repeat,
+           'removed', null, null, null, null,
+    from removed
+    union all
+    select older_snapshot_id, newer_snapshot_id, is_consecutive, task, model_id, configuration, repeat,
+           'changed', field,
+           coalesce(old_number::varchar, old_text), coalesce(new_number::varchar, new_text), relative_change,
+    from changed
+)
+
+select * from diffs;
+
+comment on view configuration_diffs is 'For every pair of snapshots (older first): configurations added and removed, and each changed upstream field with its old and new value.';
+comment on column configuration_diffs.change is 'added, removed or changed.';
+comment on column configuration_diffs.field is 'The changed upstream field; null for a configuration added or removed.';
+comment on column configuration_diffs.old_value is 'The value in the older snapshot, as text.';
+comment on column configuration_diffs.new_value is 'The value in the newer snapshot, as text.';
+comment on column configuration_diffs.relative_change is '(new − old) ÷ the larger magnitude, for numbers.';
+comment on column configuration_diffs.older_snapshot_id is 'The older snapshot of the pair.';
+comment on column configuration_diffs.newer_snapshot_id is 'The newer snapshot of the pair.';
+comment on column configuration_diffs.is_consecutive is 'True where no other snapshot lies between the two.';

@@ -1,0 +1,117 @@
+-- configuration_values: every upstream value of every configuration of every snapshot, one per row.
+-- grain: one row per snapshot × task × model × configuration × repeat × field
+-- key: (snapshot_id, task, model_id, configuration, repeat, field)
+-- inputs: token_configurations, diffusion_configurations
+-- The long shape lets one comparison cover every field of both families; pipeline columns
+-- (source_ordinal, is_avg_output_len_derived) are left out because they are not upstream values.
+create or replace view configuration_values as
+
+with
+
+token as (
+    select
+        snapshot_id,
+        task,
+        model_id,
+        concat_ws('/', gpu_model, num_gpus, max_num_seqs) as configuration,
+        repeat,
+        total_params_billions::double as total_params_billions,
+        activated_params_billions::double as activated_params_billions,
+        tensor_parallel::double as tensor_parallel,
+        data_parallel::double as data_parallel,
+        expert_parallel::double as expert_parallel,
+        max_num_batched_tokens::double as max_num_batched_tokens,
+        avg_batch_size::double as avg_batch_size,
+        avg_output_len::double as avg_output_len,
+        avg_power_watts::double as avg_power_watts,
+        energy_per_token_joules::double as energy_per_token_joules,
+        energy_per_request_joules::double as energy_per_request_joules,
+        median_itl_ms::double as median_itl_ms,
+        p90_itl_ms::double as p90_itl_ms,
+        p95_itl_ms::double as p95_itl_ms,
+        p99_itl_ms::double as p99_itl_ms,
+        output_throughput_tokens_per_sec::double as output_throughput_tokens_per_sec,
+        nickname,
+        architecture,
+        weight_precision,
+        extra_fields,
+    from token_configurations
+),
+
+diffusion as (
+    select
+        snapshot_id,
+        task,
+        model_id,
+        concat_ws(
+            '/', gpu_model, num_gpus, batch_size,
+            coalesce(image_width, video_width) || 'x' || coalesce(image_height, video_height),
+            num_frames, fps, inference_steps, 'ulysses' || ulysses_degree, 'ring' || ring_degree
+        ) as configuration,
+        repeat,
+        total_params_billions::double as total_params_billions,
+        activated_params_billions::double as activated_params_billions,
+        avg_power_watts::double as avg_power_watts,
+        batch_latency_s::double as batch_latency_s,
+        energy_per_image_joules::double as energy_per_image_joules,
+        energy_per_video_joules::double as energy_per_video_joules,
+        throughput_images_per_sec::double as throughput_images_per_sec,
+        throughput_videos_per_sec::double as throughput_videos_per_sec,
+        nickname,
+        null::varchar as architecture,
+        weight_precision,
+        extra_fields,
+    from diffusion_configurations
+),
+
+token_number_columns as (
+    select * exclude (nickname, architecture, weight_precision, extra_fields) from token
+),
+
+diffusion_number_columns as (
+    select * exclude (nickname, architecture, weight_precision, extra_fields) from diffusion
+),
+
+text_columns as (
+    select snapshot_id, task, model_id, configuration, repeat, nickname, architecture, weight_precision, extra_fields
+    from token
+    union all
+    select snapshot_id, task, model_id, configuration, repeat, nickname, architecture, weight_precision, extra_fields
+    from diffusion
+),
+
+-- include nulls: a field that is null (or absent upstream) is still a value to compare.
+token_numbers as (
+    from token_number_columns
+    unpivot include nulls (
+        number_value for field in (columns(* exclude (snapshot_id, task, model_id, configuration, repeat)))
+    )
+),
+
+diffusion_numbers as (
+    from diffusion_number_columns
+    unpivot include nulls (
+        number_value for field in (columns(* exclude (snapshot_id, task, model_id, configuration, repeat)))
+    )
+),
+
+texts as (
+    from text_columns
+    unpivot include nulls (text_value for field in (nickname, architecture, weight_precision, extra_fields))
+),
+
+all_values as (
+    select *, null::varchar as text_value from token_numbers
+    union all by name
+    select *, null::varchar as text_value from diffusion_numbers
+    union all by name
+    select *, null::double as number_value from texts
+)
+
+select * from all_values;
+
+comment on view configuration_values is 'Every upstream value of every configuration of every snapshot (token and diffusion), one row per field.';
+comment on column configuration_values.configuration is 'What was measured, less the model: gpu/num_gpus/max_num_seqs for token tasks; gpu/num_gpus/batch/WxH/frames/fps/steps/ulysses/ring for diffusion.';
+comment on column configuration_values.field is 'Upstream field name.';
+comment on column configuration_values.number_value is 'The value of a numeric field.';
+comment on column configuration_values.text_value is 'The value of a text field (extra_fields: unknown upstream keys as JSON).';

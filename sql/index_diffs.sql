@@ -1,0 +1,88 @@
+-- index_diffs: for every pair of snapshots, the index rows whose published figure or chosen
+-- configuration changed, and the rows added or removed.
+-- grain: one row per pair × task × model × GPU whose index row differs
+-- key: (older_snapshot_id, newer_snapshot_id, task, model_id, gpu)
+-- inputs: snapshot_pairs, best_configuration_history, build_parameters
+create or replace view index_diffs as
+
+with
+
+pairs as (
+    select older_snapshot_id, newer_snapshot_id, is_consecutive from snapshot_pairs
+),
+
+tolerance as (
+    select change_relative_tolerance from build_parameters
+),
+
+best as (
+    select snapshot_id, task, model_id, slug, gpu, row_id, repeat, wh_per_million_output_tokens
+    from best_configuration_history
+),
+
+older_best as (
+    select p.*, b.* exclude (snapshot_id)
+    from pairs as p
+    join best as b on b.snapshot_id = p.older_snapshot_id
+),
+
+newer_best as (
+    select p.*, b.* exclude (snapshot_id)
+    from pairs as p
+    join best as b on b.snapshot_id = p.newer_snapshot_id
+),
+
+compared as (
+    select
+        coalesce(o.older_snapshot_id, n.older_snapshot_id) as older_snapshot_id,
+        coalesce(o.newer_snapshot_id, n.newer_snapshot_id) as newer_snapshot_id,
+        coalesce(o.is_consecutive, n.is_consecutive) as is_consecutive,
+        coalesce(o.task, n.task) as task,
+        coalesce(o.model_id, n.model_id) as model_id,
+        coalesce(o.slug, n.slug) as slug,
+        coalesce(o.gpu, n.gpu) as gpu,
+        o.row_id as old_row_id,
+        n.row_id as new_row_id,
+        o.repeat as old_repeat,
+        n.repeat as new_repeat,
+        o.wh_per_million_output_tokens as old_wh_per_million_output_tokens,
+        n.wh_per_million_output_tokens as new_wh_per_million_output_tokens,
+    from older_best as o
+    full join newer_best as n
+        on n.older_snapshot_id = o.older_snapshot_id
+        and n.newer_snapshot_id = o.newer_snapshot_id
+        and n.task = o.task
+        and n.model_id = o.model_id
+        and n.gpu = o.gpu
+),
+
+judged as (
+    select
+        compared.*,
+        case
+            when old_row_id is null then 'added'
+            when new_row_id is null then 'removed'
+            when old_row_id != new_row_id or old_repeat != new_repeat then 'best configuration changed'
+            when abs(new_wh_per_million_output_tokens - old_wh_per_million_output_tokens)
+                > tolerance.change_relative_tolerance
+                    * greatest(old_wh_per_million_output_tokens, new_wh_per_million_output_tokens)
+                then 'figure changed'
+        end as change,
+        new_wh_per_million_output_tokens / old_wh_per_million_output_tokens - 1 as relative_change,
+    from compared
+    cross join tolerance
+)
+
+select * from judged where change is not null;
+
+comment on view index_diffs is 'For every pair of snapshots: index rows (best configuration per task × model × GPU) added, removed, with another best configuration, or with another figure.';
+comment on column index_diffs.change is 'added, removed, best configuration changed, or figure changed.';
+comment on column index_diffs.relative_change is 'new ÷ old Wh per million output tokens − 1.';
+comment on column index_diffs.older_snapshot_id is 'The older snapshot of the pair.';
+comment on column index_diffs.newer_snapshot_id is 'The newer snapshot of the pair.';
+comment on column index_diffs.old_row_id is 'The best configuration in the older snapshot (null: the row was added).';
+comment on column index_diffs.new_row_id is 'The best configuration in the newer snapshot (null: the row was removed).';
+comment on column index_diffs.old_repeat is 'Which measurement of old_row_id was best.';
+comment on column index_diffs.new_repeat is 'Which measurement of new_row_id was best.';
+comment on column index_diffs.old_wh_per_million_output_tokens is 'The published figure in the older snapshot.';
+comment on column index_diffs.new_wh_per_million_output_tokens is 'The published figure in the newer snapshot.';

@@ -1,0 +1,117 @@
+"""All eleven real snapshots in one database: order, appending, and the changes the upstream's commit
+messages describe."""
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import NEWEST, SEED, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, UPSTREAM, read_json, refresh_args
+
+from pipeline.cli import main
+from pipeline.paths import Paths
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Paths:
+    out = tmp_path_factory.mktemp("history") / "out"
+    arguments = ["history", "--source", str(UPSTREAM), "--out", str(out)]
+    assert main([*arguments, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED]) == 0
+    return Paths(out)
+
+
+def query(paths: Paths, sql: str, *parameters: object) -> list[tuple]:
+    with duckdb.connect(str(paths.database), read_only=True) as connection:
+        return connection.execute(sql, list(parameters)).fetchall()
+
+
+def changed_fields(paths: Paths, newer: str) -> dict[str, int]:
+    return dict(query(
+        paths,
+        "select coalesce(field, change), count(*) from configuration_changes where newer_snapshot_id = ? group by 1",
+        newer,
+    ))
+
+
+def test_history_orders_snapshots_by_upstream_commit_time(history: Paths) -> None:
+    commit_times = {path.name: datetime.fromisoformat(read_json(path / "snapshot.json")["commit_time"]) for path in SNAPSHOTS}
+    ordered = [row[0] for row in query(history, "select snapshot_id from snapshot_history order by position")]
+    assert ordered == sorted(commit_times, key=commit_times.__getitem__)
+    assert ordered != sorted(commit_times)  # the folder names alone would misorder 2026-02-13
+
+
+def test_the_index_of_a_history_is_the_newest_snapshot_and_matches_the_seed(history: Paths) -> None:
+    assert query(history, "select snapshot_id from index_snapshot") == [(NEWEST.name,)]
+    exported = history.task_index_dir("lm-arena-chat") / "models" / "llama-4-scout-17b-16e-instruct.json"
+    assert exported.read_bytes() == SEED.read_bytes()
+    counts = dict(query(history, "select snapshot_id, count(*) from configuration_history group by 1"))
+    assert len(counts) == 11 and set(counts.values()) == {838}
+
+
+@pytest.mark.parametrize(
+    ("newer", "expected"),
+    [
+        ("2025-11-30-2689bff", {"added": 189}),  # "Update data": text-to-image configurations added
+        ("2025-12-01-f74deb8", {"weight_precision": 1020}),  # "Column updates": diffusion precision added
+        ("2025-12-15-e0ba9ed", {"data_parallel": 822, "expert_parallel": 404}),  # "Parallelism default to 1"
+        ("2025-12-17-281c69e", {}),  # "Add average output length column": equals the derived value
+        ("2026-01-01-6e70d23", {"output_throughput_tokens_per_sec": 838}),  # "Fix steady state token throughput"
+        ("2026-02-13-f76e8d3", {}),  # "Deterministic JSON generation (no actual data change)"
+        ("2026-02-16-7885788", {"tensor_parallel": 132}),  # tensor-parallel degrees corrected
+    ],
+)
+def test_each_snapshot_changes_what_its_commit_message_says(history: Paths, newer: str, expected: dict) -> None:
+    assert changed_fields(history, newer) == expected
+
+
+def test_parallel_degrees_went_from_zero_to_one(history: Paths) -> None:
+    transitions = dict(query(
+        history,
+        "select old_value || ' -> ' || new_value, count(*) from configuration_changes"
+        " where newer_snapshot_id = '2025-12-15-e0ba9ed' and field = 'data_parallel' group by 1",
+    ))
+    assert transitions.pop("0.0 -> 1.0") >= 800
+    # "fix Qwen 3 Coder DP degree": the remaining changes are Qwen3-Coder's real degrees.
+    coder = query(
+        history,
+        "select distinct model_id from configuration_changes where newer_snapshot_id = '2025-12-15-e0ba9ed'"
+        " and field = 'data_parallel' and old_value != '0.0'",
+    )
+    assert transitions == {} or all("Coder" in row[0] for row in coder)
+
+
+def test_no_index_row_changes_across_the_history_at_the_default_deadline(history: Paths) -> None:
+    assert query(history, "select count(*) from index_changes") == [(0,)]
+
+
+def test_diff_output(history: Paths, capsys) -> None:
+    assert main(["diff", "2025-12-01-f74deb8", "2025-12-15-e0ba9ed", "--out", str(history.out)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("2025-12-01-f74deb8 -> 2025-12-15-e0ba9ed (floats equal within a relative 1e-09)")
+    assert "  data_parallel: 822 configurations, e.g." in text
+    assert "index rows changed: 0" in text
+    # Given newest first, the pair is still compared oldest first.
+    assert main(["diff", "2026-02-13-f76e8d3", "2026-02-13-0ea52b6", "--out", str(history.out), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["older_snapshot_id"] == "2026-02-13-0ea52b6"
+    assert document["configuration_changes"] == [] and document["index_changes"] == []
+
+
+def test_diff_names_an_unknown_snapshot(history: Paths, run_cli) -> None:
+    result = run_cli("diff", "2025-12-01-f74deb8", "no-such-snapshot", "--out", history.out)
+    assert result.exit_code == 1
+    assert "snapshot no-such-snapshot is not in" in result.stderr and "2026-02-16-7885788" in result.stderr
+
+
+def test_a_refresh_appends_a_snapshot_and_never_rewrites_an_old_one(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first, second = SNAPSHOTS[0], SNAPSHOTS[1]
+    assert main(["history", "--source", str(first), "--out", str(out)]) == 0
+    paths = Paths(out)
+    old_file = paths.parquet_path("token_configurations", first.name)
+    before = (old_file.read_bytes(), old_file.stat().st_ino)
+    assert main(refresh_args(second, out)) == 0
+    assert (old_file.read_bytes(), old_file.stat().st_ino) == before
+    assert query(paths, "select snapshot_id from snapshot_history order by position") == [(first.name,), (second.name,)]
+    assert query(paths, "select snapshot_id from index_snapshot") == [(second.name,)]
