@@ -31,7 +31,9 @@ ifeq ($(filter-out all,$(or $(MAKECMDGOALS),all)),)
 _ := $(shell mkdir -p '$(OUT)' && echo '$(REFRESH_ARGS)' | cmp -s - '$(PARAMETERS_FILE)' || echo '$(REFRESH_ARGS)' > '$(PARAMETERS_FILE)')
 endif
 
-.PHONY: all refresh test test-all bench clean help
+HISTORY ?= ../shared/upstream/ml-energy-leaderboard
+
+.PHONY: all refresh history test test-all bench clean help
 
 all: $(REFRESHED)
 
@@ -46,6 +48,10 @@ $(REFRESHED): $(INSTALLED) $(CODE) $(SOURCE_FILES) $(PARAMETERS_FILE)
 
 refresh: $(INSTALLED) ## refresh even when Make sees nothing changed
 	$(CLI) refresh $(REFRESH_ARGS)
+
+history: $(INSTALLED) ## ingest every snapshot under HISTORY into one database (newest in the index)
+	$(CLI) history --source '$(HISTORY)' --out '$(OUT)' --itl-deadline-ms '$(ITL_DEADLINE_MS)' \
+		$(if $(AS_OF),--as-of '$(AS_OF)') $(if $(RETRIEVED),--retrieved '$(RETRIEVED)')
 
 test: $(INSTALLED) ## the test suite (slow scale tests excluded)
 	$(VENV)/bin/python -m pytest -q

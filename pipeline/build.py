@@ -10,6 +10,7 @@ import duckdb
 
 from pipeline.errors import PipelineError
 from pipeline.paths import AUDIT_RULES, SQL_DIR, Paths
+from pipeline.source_card import load_source_card
 from pipeline.validate import column_descriptions
 from schemas import TABLES
 from schemas.rules import RATED_BOARD_POWER_W
@@ -89,7 +90,7 @@ def load_audit_rules() -> list[dict[str, object]]:
 
 
 def load_reference_tables(connection: duckdb.DuckDBPyConnection) -> None:
-    """Facts declared in code that the views need: GPU ratings (schemas/) and audit rules."""
+    """Facts declared in code that the views need: GPU ratings, latency ceilings and audit rules."""
     connection.execute("create table gpu_ratings (gpu varchar primary key, rated_board_power_w double not null)")
     connection.executemany("insert into gpu_ratings values (?, ?)", sorted(RATED_BOARD_POWER_W.items()))
     connection.execute("comment on table gpu_ratings is 'Rated board power per GPU model, watts (schemas/token_configurations.py).'")
@@ -99,6 +100,13 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection) -> None:
     )
     connection.executemany(
         "insert into audit_rules values ($rule, $table_name, $severity, $tolerance, $why)", load_audit_rules()
+    )
+    ceilings = load_source_card()["diffusion"]["default_batch_latency_ceiling_s"]
+    connection.execute("create table latency_ceilings (task varchar primary key, batch_latency_ceiling_s double not null)")
+    connection.executemany("insert into latency_ceilings values (?, ?)", sorted(ceilings.items()))
+    connection.execute(
+        "comment on table latency_ceilings is 'The leaderboard''s default batch-latency ceiling per diffusion task, "
+        "seconds (pipeline/source_card.toml).'"
     )
     connection.execute("comment on table audit_rules is 'Plausibility audit rules: tolerance, severity and reason (pipeline/audit_rules.toml).'")
 

@@ -45,7 +45,7 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
             connection,
             """
             select change, task, model_id, gpu, old_row_id, new_row_id, old_repeat, new_repeat,
-                   old_wh_per_million_output_tokens, new_wh_per_million_output_tokens, relative_change
+                   unit_label, old_wh_per_unit, new_wh_per_unit, relative_change
             from index_diffs
             where older_snapshot_id = $older and newer_snapshot_id = $newer
             order by change, task, model_id, gpu
@@ -94,10 +94,11 @@ def format_text(diff: dict[str, Any], limit: int) -> str:
         )
     lines.append(f"index rows changed: {len(index)}")
     for row in index[:limit]:
-        old_figure = row["old_wh_per_million_output_tokens"]
-        new_figure = row["new_wh_per_million_output_tokens"]
-        figures = f"{old_figure if old_figure is None else round(old_figure, 2)} -> " \
-                  f"{new_figure if new_figure is None else round(new_figure, 2)} Wh/Mtok"
+        old_figure, new_figure = row["old_wh_per_unit"], row["new_wh_per_unit"]
+        figures = (
+            f"{old_figure if old_figure is None else round(old_figure, 4)} -> "
+            f"{new_figure if new_figure is None else round(new_figure, 4)} Wh per {row['unit_label']}"
+        )
         lines.append(
             f"  {row['change']}: {row['task']} {row['model_id']} {row['gpu']}: "
             f"{row['old_row_id']}#{row['old_repeat']} -> {row['new_row_id']}#{row['new_repeat']}, {figures}"

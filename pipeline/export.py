@@ -55,7 +55,55 @@ MODEL_FIELDS: list[tuple[str, str]] = [
     ("active_params_b", "activated_params_billions"),
     ("architecture", "architecture"),
 ]
-CONFIGURATION_COLUMNS = sorted({column for _, column, _ in CONFIGURATION_FIELDS})
+# Diffusion configuration keys in export order; {unit} is image or video. Wh per image is small
+# (0.09 Wh for SANA at 1024 px), so it keeps 4 decimals.
+DIFFUSION_FIELDS: list[tuple[str, str, int | None]] = [
+    ("gpu", "gpu", None),
+    ("num_gpus", "num_gpus", None),
+    ("ulysses_degree", "ulysses_degree", None),
+    ("ring_degree", "ring_degree", None),
+    ("precision", "precision", None),
+    ("batch_size", "batch_size", None),
+    ("width", "width", None),
+    ("height", "height", None),
+    ("num_frames", "num_frames", None),
+    ("fps", "fps", None),
+    ("inference_steps", "inference_steps", None),
+    ("wh_per_{unit}", "wh_per_output", 4),
+    ("joules_per_{unit}", "joules_per_output", 1),
+    ("batch_latency_s", "batch_latency_s", 2),
+    ("{unit}s_per_second", "outputs_per_second", 4),
+    ("gpu_power_watts_total", "gpu_power_watts_total", 0),
+    ("under_latency_ceiling", "under_latency_ceiling", None),
+    ("row_id", "row_id", None),
+    ("repeat", "repeat", None),
+]
+# Frames and frame rate describe videos only; image files leave them out.
+VIDEO_ONLY_KEYS = {"num_frames", "fps"}
+
+
+@dataclass(frozen=True)
+class Family:
+    """What differs between the token and the diffusion index files."""
+
+    fields: list[tuple[str, str, int | None]]
+    configurations_view: str
+    order_by: str
+
+    @property
+    def columns(self) -> list[str]:
+        return sorted({column for _, column, _ in self.fields})
+
+
+FAMILIES = {
+    "token": Family(CONFIGURATION_FIELDS, "configurations", "c.gpu, c.num_gpus, c.max_num_seqs, c.repeat"),
+    "diffusion": Family(
+        DIFFUSION_FIELDS,
+        "diffusion_configurations_current",
+        "c.gpu, c.num_gpus, c.batch_size, c.width, c.height, c.num_frames, c.fps, c.inference_steps, "
+        "c.ulysses_degree, c.ring_degree, c.repeat, c.source_ordinal",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -71,8 +119,14 @@ def _rounded(value: Any, digits: int | None) -> Any:
     return round(value) if digits == 0 else round(value, digits)
 
 
-def format_configuration(row: dict[str, Any]) -> dict[str, Any]:
-    return {key: _rounded(row[column], digits) for key, column, digits in CONFIGURATION_FIELDS}
+def format_configuration(row: dict[str, Any], fields: list[tuple[str, str, int | None]] = CONFIGURATION_FIELDS,
+                         unit: str | None = None) -> dict[str, Any]:
+    formatted = {}
+    for key, column, digits in fields:
+        if unit == "image" and key in VIDEO_ONLY_KEYS:
+            continue
+        formatted[key.format(unit=unit)] = _rounded(row[column], digits)
+    return formatted
 
 
 def format_model(row: dict[str, Any]) -> dict[str, Any]:
@@ -134,7 +188,7 @@ def task_header(
             "licence_evidence": list(source["licence_evidence"]),
             "workload": source["workload"].format(workload_label=task["workload_label"], task=task["task"]),
             "method": card["token"]["method"],
-            "selection": _selection(card, deadline, task["over_itl_deadline_count"]),
+            "selection": _selection(card, deadline, task["over_latency_limit_count"]),
             "cite": source["cite"],
             "cite_url": source["cite_url"],
             "used_for": card["token"]["used_for"],
@@ -142,6 +196,39 @@ def task_header(
         },
         "caveat": card["index"]["caveat"],
         "boundary": card["index"]["boundary"],
+    }
+
+
+def diffusion_task_header(
+    card: dict[str, Any], task: dict[str, Any], snapshot: dict[str, Any], as_of: str, retrieved: str
+) -> dict[str, Any]:
+    """As task_header, for text-to-image and text-to-video: per image or video, under a batch-latency ceiling."""
+    diffusion = card["diffusion"]
+    unit = diffusion["units"][task["task"]]
+    ceiling = diffusion["default_batch_latency_ceiling_s"][task["task"]]
+    header = task_header(card, task, snapshot, float(card["token"]["default_itl_deadline_ms"]), as_of, retrieved)
+    over = task["over_latency_limit_count"]
+    token = card["token"]
+    exceeding = (
+        token["exceeding_none"] if over == 0
+        else token["exceeding_one"] if over == 1
+        else token["exceeding_many"].format(count=over)
+    )
+    source = {
+        **header["source"],
+        "method": diffusion["method"].format(unit=unit),
+        "selection": diffusion["selection"].format(ceiling=_number(ceiling), exceeding=exceeding),
+        "used_for": diffusion["used_for"],
+    }
+    return {
+        "version": header["version"],
+        "updated": header["updated"],
+        "data_version": header["data_version"],
+        "unit": diffusion["unit"].format(unit=unit),
+        "batch_latency_ceiling_s": _number(ceiling),
+        "source": source,
+        "caveat": header["caveat"],
+        "boundary": header["boundary"],
     }
 
 
@@ -178,19 +265,24 @@ def _check_slugs_distinct(connection: duckdb.DuckDBPyConnection, snapshot_id: st
 
 
 def _task_documents(
-    connection: duckdb.DuckDBPyConnection, header: dict[str, Any], snapshot_id: str, task: str
+    connection: duckdb.DuckDBPyConnection,
+    header: dict[str, Any],
+    snapshot_id: str,
+    task: str,
+    family: Family,
+    unit: str | None,
 ) -> tuple[dict[str, bytes], bytes]:
     key = {"snapshot_id": snapshot_id, "task": task}
     model_columns = ", ".join(f"m.{column}" for _, column in MODEL_FIELDS if column != "slug")
-    selected = ", ".join(f"c.{column}" for column in CONFIGURATION_COLUMNS)
+    selected = ", ".join(f"c.{column}" for column in family.columns)
     join = "join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id"
     configurations = _rows(
         connection,
         f"""
         select c.slug, {model_columns}, {selected}
-        from configurations as c {join}
+        from {family.configurations_view} as c {join}
         where c.snapshot_id = $snapshot_id and c.task = $task
-        order by c.slug, c.gpu, c.num_gpus, c.max_num_seqs, c.repeat
+        order by c.slug, {family.order_by}
         """,
         key,
     )
@@ -211,17 +303,20 @@ def _task_documents(
     for row in best:
         best_by_slug.setdefault(row["slug"], []).append(row)
 
+    def configuration(row: dict[str, Any]) -> dict[str, Any]:
+        return format_configuration(row, family.fields, unit)
+
     model_files = {}
     for slug, rows in by_slug.items():
         document = {
             **header,
             **format_model(rows[0]),
             "gpus": sorted({row["gpu"] for row in rows}),
-            "configurations": [format_configuration(row) for row in rows],
-            "best": {row["gpu"]: format_configuration(row) for row in best_by_slug.get(slug, [])},
+            "configurations": [configuration(row) for row in rows],
+            "best": {row["gpu"]: configuration(row) for row in best_by_slug.get(slug, [])},
         }
         model_files[slug] = _dump(document)
-    task_index = {**header, "rows": [{**format_model(row), **format_configuration(row)} for row in best]}
+    task_index = {**header, "rows": [{**format_model(row), **configuration(row)} for row in best]}
     return model_files, _dump(task_index)
 
 
@@ -242,7 +337,7 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
         tasks = _rows(
             connection,
             """
-            select t.task, t.workload_label, s.configuration_count, s.over_itl_deadline_count
+            select t.task, t.workload_label, s.family, s.configuration_count, s.over_latency_limit_count
             from task_summaries as s
             join tasks as t on t.snapshot_id = s.snapshot_id and t.task = s.task
             where s.snapshot_id = $snapshot_id
@@ -255,8 +350,14 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
         model_file_count = 0
         try:
             for task in tasks:
-                header = task_header(card, task, snapshot, deadline, as_of, retrieved)
-                model_files, task_index = _task_documents(connection, header, snapshot_id, task["task"])
+                if task["family"] == "diffusion":
+                    header = diffusion_task_header(card, task, snapshot, as_of, retrieved)
+                    unit = card["diffusion"]["units"][task["task"]]
+                else:
+                    header, unit = task_header(card, task, snapshot, deadline, as_of, retrieved), None
+                model_files, task_index = _task_documents(
+                    connection, header, snapshot_id, task["task"], FAMILIES[task["family"]], unit
+                )
                 models_dir = staging / task["task"] / "models"
                 models_dir.mkdir(parents=True)
                 for slug, data in model_files.items():

@@ -7,7 +7,7 @@ from typing import Any
 from pipeline.errors import PipelineError
 from pipeline.paths import SOURCE_CARD
 
-EXPECTED_SECTIONS = {"index", "source", "token", "workload_labels"}
+EXPECTED_SECTIONS = {"index", "source", "token", "diffusion", "workload_labels"}
 
 
 @cache

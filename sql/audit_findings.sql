@@ -1,7 +1,7 @@
 -- audit_findings: plausibility findings that do not block a build, one per rule breach.
 -- grain: one row per snapshot × rule × offending row (or configuration, for repeats)
 -- key: (snapshot_id, rule, row_key)
--- inputs: configuration_history, audit_rules, gpu_ratings
+-- inputs: configuration_history, diffusion_configuration_history, audit_rules, gpu_ratings
 -- Tolerances and reasons live in pipeline/audit_rules.toml (loaded as audit_rules).
 create or replace view audit_findings as
 
@@ -54,8 +54,29 @@ power_fraction as (
     join gpu_ratings as g on g.gpu = m.gpu
 ),
 
+diffusion_energy_identity as (
+    select
+        d.snapshot_id,
+        'diffusion_energy_vs_power_latency' as rule,
+        d.task || ':' || d.row_id || '#' || d.repeat as row_key,
+        d.joules_per_output / (d.gpu_power_watts_total * d.batch_latency_s / d.batch_size) as observed,
+    from diffusion_configuration_history as d
+),
+
+diffusion_power_fraction as (
+    select
+        d.snapshot_id,
+        'gpu_power_fraction' as rule,
+        d.task || ':' || d.row_id || '#' || d.repeat as row_key,
+        d.gpu_power_watts_total / (d.num_gpus * g.rated_board_power_w) as observed,
+    from diffusion_configuration_history as d
+    join gpu_ratings as g on g.gpu = d.gpu
+),
+
 observations as (
     select * from energy_identity
+    union all select * from diffusion_energy_identity
+    union all select * from diffusion_power_fraction
     union all select * from repeat_spread
     union all select * from itl_tail
     union all select * from power_fraction
@@ -64,18 +85,22 @@ observations as (
 judged as (
     select
         o.snapshot_id,
-        r.table_name,
+        -- gpu_power_fraction covers both families; name the table the row came from.
+        if(o.rule = 'gpu_power_fraction' and o.row_key like 'text-to-%', 'diffusion_configurations', r.table_name)
+            as table_name,
         o.row_key,
         o.rule,
         r.severity,
         o.observed,
         case o.rule
             when 'energy_per_token_vs_power_over_throughput' then o.observed not between 1 - r.tolerance and 1 + r.tolerance
+            when 'diffusion_energy_vs_power_latency' then o.observed not between 1 - r.tolerance and 1 + r.tolerance
             when 'gpu_power_fraction' then o.observed < r.tolerance
             else o.observed > r.tolerance
         end as is_breach,
         case o.rule
             when 'energy_per_token_vs_power_over_throughput' then printf('%g to %g', 1 - r.tolerance, 1 + r.tolerance)
+            when 'diffusion_energy_vs_power_latency' then printf('%g to %g', 1 - r.tolerance, 1 + r.tolerance)
             when 'gpu_power_fraction' then printf('at least %g', r.tolerance)
             else printf('at most %g', r.tolerance)
         end as expected,

@@ -1,34 +1,63 @@
 -- best_configuration_history: per snapshot, the lowest-energy configuration of each model on each GPU
--- within the ITL deadline.
--- grain: one row per snapshot × task × model × GPU that has a configuration under the deadline
+-- within the task's latency limit: median ITL for token tasks, batch latency for diffusion tasks.
+-- grain: one row per snapshot × task × model × GPU that has a configuration within the limit
 -- key: (snapshot_id, task, model_id, gpu)
--- inputs: configuration_history
--- Ties on energy go to fewer GPUs, then the smaller max_num_seqs, then the earlier repeat.
+-- inputs: configuration_history, diffusion_configuration_history
+-- Ties on energy go to fewer GPUs, then the smaller batch (max_num_seqs or batch_size), then the
+-- earlier repeat (and, for diffusion, the earlier entry in the task file).
 create or replace view best_configuration_history as
 
 with
 
-candidates as (
-    select * from configuration_history
+token_candidates as (
+    select
+        'token' as family,
+        'million output tokens' as unit_label,
+        wh_per_million_output_tokens as wh_per_unit,
+        *,
+    from configuration_history
     where under_itl_deadline
 ),
 
-ranked as (
+diffusion_candidates as (
     select
-        candidates.*,
+        'diffusion' as family,
+        unit as unit_label,
+        wh_per_output as wh_per_unit,
+        *,
+    from diffusion_configuration_history
+    where under_latency_ceiling
+),
+
+token_ranked as (
+    select
+        token_candidates.*,
         row_number() over (
             partition by snapshot_id, task, model_id, gpu
             order by joules_per_output_token, num_gpus, max_num_seqs, repeat
         ) as rank_within_gpu,
-    from candidates
+    from token_candidates
+),
+
+diffusion_ranked as (
+    select
+        diffusion_candidates.*,
+        row_number() over (
+            partition by snapshot_id, task, model_id, gpu
+            order by joules_per_output, num_gpus, batch_size, repeat, source_ordinal
+        ) as rank_within_gpu,
+    from diffusion_candidates
 ),
 
 best as (
-    select * exclude (rank_within_gpu)
-    from ranked
-    where rank_within_gpu = 1
+    select * exclude (rank_within_gpu) from token_ranked where rank_within_gpu = 1
+    union all by name
+    select * exclude (rank_within_gpu) from diffusion_ranked where rank_within_gpu = 1
 )
 
 select * from best;
 
-comment on view best_configuration_history is 'The lowest-energy configuration per snapshot × task × model × GPU whose median ITL is within the deadline; columns as in configuration_history.';
+comment on view best_configuration_history is 'Per snapshot × task × model × GPU, the lowest-energy configuration within the latency limit (token: median ITL ≤ the deadline; diffusion: batch latency ≤ the ceiling). Token columns as in configuration_history, diffusion columns as in diffusion_configuration_history.';
+comment on column best_configuration_history.family is 'token or diffusion: which columns are filled.';
+comment on column best_configuration_history.unit_label is 'What the figure is per: million output tokens, image or video.';
+comment on column best_configuration_history.wh_per_unit is 'The index figure: Wh per million output tokens, per image or per video.';

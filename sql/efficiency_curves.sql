@@ -1,13 +1,16 @@
--- efficiency_curves: how energy, throughput, latency and power move with max_num_seqs for one deployment.
--- grain: one row per point of the index snapshot: task × model × GPU × GPU count × parallelism × precision × max_num_seqs × repeat
--- key: (snapshot_id, task, model_id, gpu, num_gpus, tensor_parallel, data_parallel, expert_parallel, precision, max_num_seqs, repeat)
--- inputs: configurations
+-- efficiency_curves: how energy, throughput, latency and power move with the batch limit for one
+-- deployment of the index snapshot: max_num_seqs for token tasks, batch size for diffusion tasks.
+-- grain: one row per point: a configuration of the index snapshot
+-- key: token: (task, model_id, gpu, num_gpus, tensor_parallel, data_parallel, expert_parallel, precision, max_num_seqs, repeat);
+--      diffusion: (task, row_id, repeat)
+-- inputs: configurations, diffusion_configurations_current
 create or replace view efficiency_curves as
 
 with
 
-points as (
+token_points as (
     select
+        'token' as family,
         snapshot_id,
         task,
         model_id,
@@ -18,34 +21,91 @@ points as (
         data_parallel,
         expert_parallel,
         precision,
-        max_num_seqs,
+        max_num_seqs as batch_limit,
         repeat,
         row_id,
-        joules_per_output_token,
-        wh_per_million_output_tokens,
-        tokens_per_second,
+        joules_per_output_token as joules_per_unit,
+        wh_per_million_output_tokens as wh_per_unit,
+        tokens_per_second as units_per_second,
         median_itl_ms,
+        null::double as batch_latency_s,
         gpu_power_watts_total,
-        under_itl_deadline,
+        under_itl_deadline as is_within_latency_limit,
     from configurations
 ),
 
-curves as (
+diffusion_points as (
     select
-        points.*,
+        'diffusion' as family,
+        snapshot_id,
+        task,
+        model_id,
+        slug,
+        gpu,
+        num_gpus,
+        ulysses_degree,
+        ring_degree,
+        precision,
+        width,
+        height,
+        num_frames,
+        fps,
+        inference_steps,
+        batch_size as batch_limit,
+        repeat,
+        source_ordinal,
+        row_id,
+        joules_per_output as joules_per_unit,
+        wh_per_output as wh_per_unit,
+        outputs_per_second as units_per_second,
+        null::double as median_itl_ms,
+        batch_latency_s,
+        gpu_power_watts_total,
+        under_latency_ceiling as is_within_latency_limit,
+    from diffusion_configurations_current
+),
+
+token_curves as (
+    select
+        token_points.*,
         row_number() over curve as point_index,
-        joules_per_output_token / first_value(joules_per_output_token) over curve
-            as energy_relative_to_smallest_batch,
-    from points
+        joules_per_unit / first_value(joules_per_unit) over curve as energy_relative_to_smallest_batch,
+    from token_points
     window curve as (
         partition by snapshot_id, task, model_id, gpu, num_gpus, tensor_parallel, data_parallel, expert_parallel, precision
-        order by max_num_seqs, repeat
+        order by batch_limit, repeat
         rows between unbounded preceding and current row
     )
+),
+
+diffusion_curves as (
+    select
+        diffusion_points.* exclude (source_ordinal),
+        row_number() over curve as point_index,
+        joules_per_unit / first_value(joules_per_unit) over curve as energy_relative_to_smallest_batch,
+    from diffusion_points
+    window curve as (
+        partition by snapshot_id, task, model_id, gpu, num_gpus, ulysses_degree, ring_degree, precision,
+            width, height, num_frames, fps, inference_steps
+        order by batch_limit, repeat, source_ordinal
+        rows between unbounded preceding and current row
+    )
+),
+
+curves as (
+    select * from token_curves
+    union all by name
+    select * from diffusion_curves
 )
 
 select * from curves;
 
-comment on view efficiency_curves is 'Energy, throughput, median ITL and power against max_num_seqs, one curve per snapshot × task × model × GPU × GPU count × parallelism × precision.';
-comment on column efficiency_curves.point_index is '1-based position of the point on its curve, by max_num_seqs then repeat.';
-comment on column efficiency_curves.energy_relative_to_smallest_batch is 'joules_per_output_token ÷ that of the curve''s smallest max_num_seqs (its first repeat).';
+comment on view efficiency_curves is 'Energy, throughput, latency and power against the batch limit (max_num_seqs for token tasks, batch size for diffusion), one curve per deployment of the index snapshot.';
+comment on column efficiency_curves.family is 'token or diffusion.';
+comment on column efficiency_curves.batch_limit is 'max_num_seqs (token tasks) or batch size (diffusion): the curve''s x axis.';
+comment on column efficiency_curves.joules_per_unit is 'Joules per output token, image or video.';
+comment on column efficiency_curves.wh_per_unit is 'Wh per million output tokens, per image or per video.';
+comment on column efficiency_curves.units_per_second is 'Output tokens, images or videos per second.';
+comment on column efficiency_curves.is_within_latency_limit is 'Within the ITL deadline (token) or the batch-latency ceiling (diffusion).';
+comment on column efficiency_curves.point_index is '1-based position of the point on its curve, by batch limit then repeat.';
+comment on column efficiency_curves.energy_relative_to_smallest_batch is 'joules_per_unit ÷ that of the curve''s smallest batch limit (its first repeat).';

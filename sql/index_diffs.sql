@@ -16,7 +16,7 @@ tolerance as (
 ),
 
 best as (
-    select snapshot_id, task, model_id, slug, gpu, row_id, repeat, wh_per_million_output_tokens
+    select snapshot_id, task, model_id, slug, gpu, row_id, repeat, unit_label, wh_per_unit
     from best_configuration_history
 ),
 
@@ -45,8 +45,9 @@ compared as (
         n.row_id as new_row_id,
         o.repeat as old_repeat,
         n.repeat as new_repeat,
-        o.wh_per_million_output_tokens as old_wh_per_million_output_tokens,
-        n.wh_per_million_output_tokens as new_wh_per_million_output_tokens,
+        coalesce(o.unit_label, n.unit_label) as unit_label,
+        o.wh_per_unit as old_wh_per_unit,
+        n.wh_per_unit as new_wh_per_unit,
     from older_best as o
     full join newer_best as n
         on n.older_snapshot_id = o.older_snapshot_id
@@ -63,12 +64,11 @@ judged as (
             when old_row_id is null then 'added'
             when new_row_id is null then 'removed'
             when old_row_id != new_row_id or old_repeat != new_repeat then 'best configuration changed'
-            when abs(new_wh_per_million_output_tokens - old_wh_per_million_output_tokens)
-                > tolerance.change_relative_tolerance
-                    * greatest(old_wh_per_million_output_tokens, new_wh_per_million_output_tokens)
+            when abs(new_wh_per_unit - old_wh_per_unit)
+                > tolerance.change_relative_tolerance * greatest(old_wh_per_unit, new_wh_per_unit)
                 then 'figure changed'
         end as change,
-        new_wh_per_million_output_tokens / old_wh_per_million_output_tokens - 1 as relative_change,
+        new_wh_per_unit / old_wh_per_unit - 1 as relative_change,
     from compared
     cross join tolerance
 )
@@ -77,12 +77,13 @@ select * from judged where change is not null;
 
 comment on view index_diffs is 'For every pair of snapshots: index rows (best configuration per task × model × GPU) added, removed, with another best configuration, or with another figure.';
 comment on column index_diffs.change is 'added, removed, best configuration changed, or figure changed.';
-comment on column index_diffs.relative_change is 'new ÷ old Wh per million output tokens − 1.';
+comment on column index_diffs.relative_change is 'new ÷ old index figure − 1.';
+comment on column index_diffs.unit_label is 'What the figure is per: million output tokens, image or video.';
 comment on column index_diffs.older_snapshot_id is 'The older snapshot of the pair.';
 comment on column index_diffs.newer_snapshot_id is 'The newer snapshot of the pair.';
 comment on column index_diffs.old_row_id is 'The best configuration in the older snapshot (null: the row was added).';
 comment on column index_diffs.new_row_id is 'The best configuration in the newer snapshot (null: the row was removed).';
 comment on column index_diffs.old_repeat is 'Which measurement of old_row_id was best.';
 comment on column index_diffs.new_repeat is 'Which measurement of new_row_id was best.';
-comment on column index_diffs.old_wh_per_million_output_tokens is 'The published figure in the older snapshot.';
-comment on column index_diffs.new_wh_per_million_output_tokens is 'The published figure in the newer snapshot.';
+comment on column index_diffs.old_wh_per_unit is 'The published figure in the older snapshot, Wh per unit_label.';
+comment on column index_diffs.new_wh_per_unit is 'The published figure in the newer snapshot, Wh per unit_label.';

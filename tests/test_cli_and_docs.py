@@ -9,7 +9,7 @@ from conftest import PROJECT
 from pipeline.cli import main, make_parser
 from pipeline.paths import Paths
 
-COMMANDS = ["fetch", "ingest", "build", "export", "refresh"]
+COMMANDS = ["fetch", "ingest", "build", "export", "refresh", "history", "diff"]
 README = (PROJECT / "README.md").read_text(encoding="utf-8")
 
 
@@ -22,7 +22,7 @@ def test_every_command_has_help_for_every_option(command: str, capsys) -> None:
     subparsers = next(a for a in make_parser()._actions if a.dest == "command")
     for action in subparsers.choices[command]._actions:
         assert action.help, f"{command} {action.option_strings} has no help"
-        assert action.option_strings[-1] in text
+        assert (action.option_strings[-1] if action.option_strings else action.metavar) in text
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -81,8 +81,18 @@ def test_parallel_degrees_went_from_zero_to_one(history: Paths) -> None:
     assert transitions == {} or all("Coder" in row[0] for row in coder)
 
 
-def test_no_index_row_changes_across_the_history_at_the_default_deadline(history: Paths) -> None:
-    assert query(history, "select count(*) from index_changes") == [(0,)]
+def test_index_rows_move_only_where_new_measurements_beat_the_old_best(history: Paths) -> None:
+    changes = query(
+        history,
+        "select newer_snapshot_id, change, task, gpu, relative_change from index_changes order by all",
+    )
+    # "Update data" (2025-11-30) added 189 diffusion configurations on B200 with fewer GPUs: they became
+    # the best for ten models and brought CogVideoX-2b into the index. No token-task row ever moved.
+    assert {row[0] for row in changes} == {"2025-11-30-2689bff"}
+    assert {row[2] for row in changes} == {"text-to-image", "text-to-video"}
+    moved = [row for row in changes if row[1] == "best configuration changed"]
+    assert len(moved) == 10 and all(row[3] == "B200" and row[4] < 0 for row in moved)
+    assert [row[1:3] for row in changes if row[1] != "best configuration changed"] == [("added", "text-to-video")]
 
 
 def test_diff_output(history: Paths, capsys) -> None:
@@ -91,6 +101,8 @@ def test_diff_output(history: Paths, capsys) -> None:
     assert text.startswith("2025-12-01-f74deb8 -> 2025-12-15-e0ba9ed (floats equal within a relative 1e-09)")
     assert "  data_parallel: 822 configurations, e.g." in text
     assert "index rows changed: 0" in text
+    assert main(["diff", "2025-11-29-9fa07d1", "2025-11-30-2689bff", "--out", str(history.out)]) == 0
+    assert "best configuration changed: text-to-image black-forest-labs/FLUX.1-dev B200" in capsys.readouterr().out
     # Given newest first, the pair is still compared oldest first.
     assert main(["diff", "2026-02-13-f76e8d3", "2026-02-13-0ea52b6", "--out", str(history.out), "--format", "json"]) == 0
     document = json.loads(capsys.readouterr().out)

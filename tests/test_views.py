@@ -104,7 +104,7 @@ def test_efficiency_curves_order_points_and_relate_energy_to_the_smallest_batch(
     )
     assert fetch(
         connection,
-        "select num_gpus, max_num_seqs, point_index, energy_relative_to_smallest_batch"
+        "select num_gpus, batch_limit, point_index, energy_relative_to_smallest_batch"
         " from efficiency_curves order by num_gpus, point_index",
     ) == [(1, 8, 1, 1.0), (1, 16, 2, 0.5), (1, 32, 3, 0.25), (2, 8, 1, 1.0)]
 
@@ -113,7 +113,7 @@ def test_efficiency_curves_order_points_and_relate_energy_to_the_smallest_batch(
 def test_task_summaries_count_configurations_over_the_deadline(over: int) -> None:
     slow = {"median_itl_ms": 700.0, "p90_itl_ms": 701.0, "p95_itl_ms": 702.0, "p99_itl_ms": 703.0}
     rows = [measured(max_num_seqs=8 * (i + 1), **(slow if i < over else {})) for i in range(4)]
-    assert fetch(connect(rows), "select configuration_count, over_itl_deadline_count from task_summaries") == [(4, over)]
+    assert fetch(connect(rows), "select configuration_count, over_latency_limit_count from task_summaries") == [(4, over)]
 
 
 def test_audit_findings_flag_only_rows_beyond_their_tolerance() -> None:

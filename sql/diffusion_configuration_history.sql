@@ -1,0 +1,73 @@
+-- diffusion_configuration_history: every measured text-to-image and text-to-video configuration of
+-- every snapshot, in the index's vocabulary, with derived units.
+-- grain: one row per snapshot × diffusion task file entry
+-- key: (snapshot_id, task, row_id, repeat)
+-- inputs: diffusion_configurations, latency_ceilings
+create or replace view diffusion_configuration_history as
+
+with
+
+measured as (
+    select * from diffusion_configurations
+),
+
+ceilings as (
+    select task, batch_latency_ceiling_s from latency_ceilings
+),
+
+renamed as (
+    select
+        snapshot_id,
+        task,
+        model_id,
+        lower(regexp_extract(model_id, '[^/]*$')) as slug,
+        gpu_model as gpu,
+        num_gpus,
+        ulysses_degree,
+        ring_degree,
+        weight_precision,
+        case weight_precision when 'bfloat16' then 'BF16' else upper(weight_precision) end as precision,
+        batch_size,
+        coalesce(image_width, video_width) as width,
+        coalesce(image_height, video_height) as height,
+        num_frames,
+        fps,
+        inference_steps,
+        repeat,
+        source_ordinal,
+        if(energy_per_image_joules is not null, 'image', 'video') as unit,
+        coalesce(energy_per_image_joules, energy_per_video_joules) as joules_per_output,
+        coalesce(energy_per_image_joules, energy_per_video_joules) / 3600 as wh_per_output,
+        coalesce(throughput_images_per_sec, throughput_videos_per_sec) as outputs_per_second,
+        batch_latency_s,
+        avg_power_watts as gpu_power_watts_total,
+    from measured
+),
+
+flagged as (
+    select
+        renamed.*,
+        renamed.batch_latency_s <= ceilings.batch_latency_ceiling_s as under_latency_ceiling,
+        concat_ws(
+            '/', renamed.slug, renamed.gpu, renamed.num_gpus, renamed.batch_size,
+            renamed.width || 'x' || renamed.height, renamed.num_frames || 'f', renamed.fps || 'fps',
+            renamed.inference_steps || 'steps', 'u' || renamed.ulysses_degree || 'r' || renamed.ring_degree
+        ) as row_id,
+    from renamed
+    left join ceilings on ceilings.task = renamed.task
+)
+
+select * from flagged;
+
+comment on view diffusion_configuration_history is 'Every measured diffusion configuration of every snapshot with derived units.';
+comment on column diffusion_configuration_history.gpu is 'GPU model, e.g. B200.';
+comment on column diffusion_configuration_history.precision is 'Weight precision as the index prints it (null before 2025-12-01).';
+comment on column diffusion_configuration_history.width is 'Output width, pixels.';
+comment on column diffusion_configuration_history.height is 'Output height, pixels.';
+comment on column diffusion_configuration_history.unit is 'image or video: what one output is.';
+comment on column diffusion_configuration_history.joules_per_output is 'GPU energy per image or video, joules.';
+comment on column diffusion_configuration_history.wh_per_output is 'joules_per_output / 3600: Wh per image or video.';
+comment on column diffusion_configuration_history.outputs_per_second is 'Images or videos per second.';
+comment on column diffusion_configuration_history.gpu_power_watts_total is 'Average total power of all the GPUs, watts.';
+comment on column diffusion_configuration_history.under_latency_ceiling is 'batch_latency_s <= the task''s ceiling in latency_ceilings.';
+comment on column diffusion_configuration_history.row_id is 'slug/gpu/num_gpus/batch_size/WxH[/frames f/fps fps]/steps/u<ulysses>r<ring>; repeat tells measurements apart.';

@@ -1,0 +1,17 @@
+-- diffusion_configurations_current: the index snapshot's diffusion configurations with derived units.
+-- grain: one row per diffusion task file entry of the index snapshot
+-- key: (task, row_id, repeat)
+-- inputs: diffusion_configuration_history, index_snapshot
+create or replace view diffusion_configurations_current as
+
+with
+
+current_configurations as (
+    select history.*
+    from diffusion_configuration_history as history
+    join index_snapshot using (snapshot_id)
+)
+
+select * from current_configurations;
+
+comment on view diffusion_configurations_current is 'The index snapshot''s diffusion configurations with derived units (older snapshots: diffusion_configuration_history).';
