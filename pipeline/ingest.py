@@ -19,8 +19,17 @@ from pipeline.fetch import TASK_NAME_PATTERN, check_snapshot_id, read_manifest
 from pipeline.files import atomic_path, load_json_strict
 from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
-from pipeline.validate import arrow_schema, upstream_columns, validate_tables
-from schemas import DiffusionConfigurations, Models, Snapshots, Tasks, TokenConfigurations
+from pipeline.validate import arrow_schema, json_paths, upstream_columns, validate_tables
+from schemas import (
+    DiffusionConfigurations,
+    ModelDetailConfigurations,
+    ModelDetails,
+    Models,
+    OutputLengthHistograms,
+    Snapshots,
+    Tasks,
+    TokenConfigurations,
+)
 from schemas.diffusion_configurations import CONFIGURATION_KEY as DIFFUSION_KEY
 from schemas.token_configurations import CONFIGURATION_KEY as TOKEN_KEY
 
@@ -50,6 +59,11 @@ class _Problems:
             raise PipelineError(f"{headline}: {len(self.items)} problem(s)", self.items[:200])
 
 
+def _key_part(value: Any) -> Any:
+    """A JSON value as a hashable key part; a mistyped list or object stays hashable until its type error is reported."""
+    return value if value is None or isinstance(value, (str, int, float)) else json.dumps(value, sort_keys=True)
+
+
 def _typed_value(value: Any, arrow_type: pyarrow.DataType) -> tuple[Any, str | None]:
     """Return (value, None) when `value` is of the declared JSON type, else (None, why not)."""
     if value is None:
@@ -66,6 +80,10 @@ def _typed_value(value: Any, arrow_type: pyarrow.DataType) -> tuple[Any, str | N
         if isinstance(value, int) and abs(value) > 2**53:
             return None, f"integer {value} cannot be held exactly as a 64-bit float"
         return float(value), None
+    if pyarrow.types.is_boolean(arrow_type):
+        if not isinstance(value, bool):
+            return None, f"expected true or false, got {json.dumps(value)[:60]}"
+        return value, None
     if pyarrow.types.is_string(arrow_type):
         if not isinstance(value, str):
             return None, f"expected a string, got {json.dumps(value)[:60]}"
@@ -73,31 +91,64 @@ def _typed_value(value: Any, arrow_type: pyarrow.DataType) -> tuple[Any, str | N
     raise TypeError(f"no JSON reading declared for {arrow_type}")
 
 
+def _dig(obj: dict[str, Any], path: tuple[str, ...]) -> tuple[bool, Any]:
+    """(present, value) of the nested key `path` in `obj`."""
+    if len(path) == 1:
+        return path[0] in obj, obj.get(path[0])
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return False, None
+        obj = obj[key]
+    return True, obj
+
+
+def _leftovers(obj: Any, consumed: set[tuple[str, ...]], prefix: tuple[str, ...] = ()) -> Any:
+    """What of `obj` no declared path consumed: unknown keys, kept so nothing is lost."""
+    if not isinstance(obj, dict):
+        return obj
+    rest = {}
+    for key, value in obj.items():
+        path = (*prefix, key)
+        if path in consumed:
+            continue
+        if isinstance(value, dict) and any(c[: len(path)] == path for c in consumed):
+            nested = _leftovers(value, consumed, path)
+            if nested:
+                rest[key] = nested
+        else:
+            rest[key] = value
+    return rest
+
+
 def _flatten_objects(
     objects: list[tuple[str, dict[str, Any]]],
     model: type,
     added: dict[str, list[Any]],
     problems: _Problems,
+    handled: frozenset[str] = frozenset(),
 ) -> pyarrow.Table:
     """One row per (where, object): upstream columns by declared type, unknown keys kept in extra_fields.
 
     `added` holds the pipeline's own columns, one list per column, aligned with `objects`; a column
-    the schema does not declare is ignored.
+    the schema does not declare is ignored. Keys in `handled` are read elsewhere (into another table).
     """
     schema = arrow_schema(model)
     upstream = upstream_columns(model)
+    paths = json_paths(model)
+    consumed = set(paths.values()) | {(key,) for key in handled}
     columns: dict[str, list[Any]] = {name: [] for name in upstream}
     extras: list[str | None] = []
     missing: Counter[tuple[str, str]] = Counter()
     for where, obj in objects:
         for name, presence in upstream.items():
-            if name not in obj and presence == "required":
-                missing[(where.split(":")[0], name)] += 1
-            value, why_not = _typed_value(obj.get(name), schema.field(name).type)
+            present, raw = _dig(obj, paths[name])
+            if not present and presence == "required":
+                missing[(where.split(":")[0], ".".join(paths[name]))] += 1
+            value, why_not = _typed_value(raw, schema.field(name).type)
             if why_not:
-                problems.add(f"{where}: field '{name}': {why_not}")
+                problems.add(f"{where}: field '{'.'.join(paths[name])}': {why_not}")
             columns[name].append(value)
-        unknown = {key: value for key, value in obj.items() if key not in upstream}
+        unknown = _leftovers(obj, consumed)
         extras.append(json.dumps(unknown, sort_keys=True, ensure_ascii=False) if unknown else None)
     for (file_name, name), count in sorted(missing.items()):
         problems.add(f"{file_name}: missing required field '{name}' in {count} entr{'y' if count == 1 else 'ies'}")
@@ -184,8 +235,7 @@ def _configurations_table(
     seen: Counter[tuple[Any, ...]] = Counter()
     for task, document in task_documents.items():
         for ordinal, row in enumerate(document["configurations"]):
-            # json.dumps keeps a mistyped key value (a list, say) hashable until its type error is reported.
-            key = tuple(task if column == "task" else json.dumps(row.get(column)) for column in configuration_key)
+            key = tuple(task if column == "task" else _key_part(row.get(column)) for column in configuration_key)
             seen[key] += 1
             objects.append((f"tasks/{task}.json: configurations[{ordinal}] (model_id={row.get('model_id')})", row))
             tasks.append(task)
@@ -210,6 +260,96 @@ def _derive_avg_output_len(table: pyarrow.Table) -> pyarrow.Table:
     return table.set_column(table.schema.get_field_index("avg_output_len"), "avg_output_len", filled)
 
 
+def _histogram_rows(
+    where: str, distribution: Any, identity: dict[str, Any], problems: _Problems
+) -> list[dict[str, Any]]:
+    """One row per bin of an output_length_distribution {bins: [n + 1 edges], counts: [n]}."""
+    bins = distribution.get("bins") if isinstance(distribution, dict) else None
+    counts = distribution.get("counts") if isinstance(distribution, dict) else None
+    numbers_ok = isinstance(bins, list) and all(
+        isinstance(edge, (int, float)) and not isinstance(edge, bool) for edge in bins
+    )
+    counts_ok = isinstance(counts, list) and all(
+        isinstance(count, int) and not isinstance(count, bool) and 0 <= count <= INT64_RANGE[1] for count in counts
+    )
+    extra = sorted(set(distribution) - {"bins", "counts"}) if isinstance(distribution, dict) else []
+    if not (numbers_ok and counts_ok) or len(bins) != len(counts) + 1 or extra:
+        problems.add(
+            f"{where}: output_length_distribution must be {{bins: numbers, counts: counts}} with one more bin "
+            "edge than counts"
+        )
+        return []
+    return [
+        {**identity, "bin_index": i, "lower_edge": float(bins[i]), "upper_edge": float(bins[i + 1]), "count": count}
+        for i, count in enumerate(counts)
+    ]
+
+
+def _detail_tables(
+    snapshot_id: str, snapshot_dir: Path, families: dict[str, str], problems: _Problems
+) -> dict[str, tuple[type, pyarrow.Table]]:
+    """The per-model detail files: model-level rows, their configurations and their histograms."""
+    model_objects, file_names, configuration_counts = [], [], []
+    configuration_objects, configuration_added = [], {"task": [], "model_id": [], "detail_ordinal": [], "repeat": []}
+    histograms: list[dict[str, Any]] = []
+    detail_paths = json_paths(ModelDetailConfigurations)
+    for path in sorted((snapshot_dir / "models").glob("*.json")):
+        name = f"models/{path.name}"
+        document = load_json_strict(path, name)
+        _expect(isinstance(document, dict), f"{name}: must be a JSON object")
+        rows = document.get("configurations")
+        _expect(isinstance(rows, list), f"{name}: missing required field 'configurations' (a list)")
+        task, model_id = document.get("task"), document.get("model_id")
+        if task not in families:
+            problems.add(f"{name}: task {task!r} is not a task index.json lists")
+            continue
+        model_objects.append((name, document))
+        file_names.append(path.name)
+        configuration_counts.append(len(rows))
+        if "output_length_distribution" in document:
+            histograms += _histogram_rows(
+                name, document["output_length_distribution"],
+                {"snapshot_id": snapshot_id, "task": task, "model_id": model_id, "scope": "model", "detail_ordinal": None},
+                problems,
+            )
+        key_columns = TOKEN_KEY if families[task] in TOKEN_FAMILIES else DIFFUSION_KEY
+        seen: Counter[tuple[Any, ...]] = Counter()
+        for ordinal, row in enumerate(rows):
+            where = f"{name}: configurations[{ordinal}]"
+            if not isinstance(row, dict):
+                problems.add(f"{where}: must be a JSON object")
+                continue
+            key = tuple(_key_part(_dig(row, detail_paths[column])[1]) for column in key_columns if column in detail_paths)
+            seen[key] += 1
+            configuration_objects.append((where, row))
+            for column, value in (("task", task), ("model_id", model_id), ("detail_ordinal", ordinal), ("repeat", seen[key])):
+                configuration_added[column].append(value)
+            if "output_length_distribution" in row:
+                histograms += _histogram_rows(
+                    where, row["output_length_distribution"],
+                    {"snapshot_id": snapshot_id, "task": task, "model_id": model_id, "scope": "configuration",
+                     "detail_ordinal": ordinal},
+                    problems,
+                )
+    details = _flatten_objects(
+        model_objects, ModelDetails,
+        {"snapshot_id": [snapshot_id] * len(model_objects), "file_name": file_names,
+         "configuration_count": configuration_counts},
+        problems, handled=frozenset({"configurations", "output_length_distribution"}),
+    )
+    configurations = _flatten_objects(
+        configuration_objects, ModelDetailConfigurations,
+        {"snapshot_id": [snapshot_id] * len(configuration_objects), **configuration_added},
+        problems, handled=frozenset({"output_length_distribution"}),
+    )
+    histogram_table = pyarrow.Table.from_pylist(histograms, schema=arrow_schema(OutputLengthHistograms))
+    return {
+        "model_details": (ModelDetails, details),
+        "model_detail_configurations": (ModelDetailConfigurations, configurations),
+        "output_length_histograms": (OutputLengthHistograms, histogram_table),
+    }
+
+
 def flatten_snapshot(paths: Paths, snapshot_id: str) -> tuple[dict[str, tuple[type, pyarrow.Table]], list[str]]:
     """Read a fetched snapshot into the four tables, unvalidated. Returns the tables and notices."""
     snapshot_dir = paths.raw_snapshot(check_snapshot_id(snapshot_id))
@@ -226,7 +366,14 @@ def flatten_snapshot(paths: Paths, snapshot_id: str) -> tuple[dict[str, tuple[ty
         _expect(isinstance(task, str) and task in families, f"index.json: task {task!r} has no family in architectures")
         task_documents[task] = _read_task_file(snapshot_dir, task)
     task_rows = []
-    for task, document in task_documents.items():
+    known_task_keys = {"task", "task_display_name", "architecture", "configurations"}
+    for position, (task, document) in enumerate(task_documents.items()):
+        if document.get("task", task) != task:
+            problems.add(f"tasks/{task}.json: its task field says {document['task']!r}")
+        architecture = document.get("architecture")
+        if architecture is not None and not isinstance(architecture, str):
+            problems.add(f"tasks/{task}.json: field 'architecture' must be a string")
+        unknown = {key: value for key, value in document.items() if key not in known_task_keys}
         if task not in labels:
             notices.append(f"task {task}: no workload label in the source card; using its display name")
         task_rows.append(
@@ -236,6 +383,9 @@ def flatten_snapshot(paths: Paths, snapshot_id: str) -> tuple[dict[str, tuple[ty
                 "display_name": document["task_display_name"],
                 "workload_label": labels.get(task, document["task_display_name"]),
                 "family": families[task],
+                "index_position": position,
+                "file_architecture": architecture if isinstance(architecture, str) else None,
+                "file_extra_fields": json.dumps(unknown, sort_keys=True, ensure_ascii=False) if unknown else None,
             }
         )
 
@@ -255,6 +405,7 @@ def flatten_snapshot(paths: Paths, snapshot_id: str) -> tuple[dict[str, tuple[ty
     diffusion = _configurations_table(
         snapshot_id, diffusion_documents, DiffusionConfigurations, DIFFUSION_KEY, problems
     )
+    details = _detail_tables(snapshot_id, snapshot_dir, families, problems)
     problems.raise_if_any(f"snapshot {snapshot_id} has input problems")
 
     tables = {
@@ -263,6 +414,7 @@ def flatten_snapshot(paths: Paths, snapshot_id: str) -> tuple[dict[str, tuple[ty
         "models": (Models, models),
         "token_configurations": (TokenConfigurations, _derive_avg_output_len(token)),
         "diffusion_configurations": (DiffusionConfigurations, diffusion),
+        **details,
     }
     return tables, notices
 

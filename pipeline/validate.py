@@ -24,7 +24,7 @@ def _arrow_type(dtype: Any) -> pyarrow.DataType:
         return pyarrow.int64()
     if name.startswith("float"):
         return pyarrow.float64()
-    if name in ("bool", "boolean"):
+    if name in ("bool", "boolean") or "bool" in name:
         return pyarrow.bool_()
     if name.startswith("str") or name == "object":
         return pyarrow.string()
@@ -43,6 +43,16 @@ def upstream_columns(model: type[pa.DataFrameModel]) -> dict[str, str]:
     """Columns copied from upstream keys, each 'required' or 'optional'."""
     return {
         name: column.metadata["upstream"]
+        for name, column in model.to_schema().columns.items()
+        if column.metadata and "upstream" in column.metadata
+    }
+
+
+def json_paths(model: type[pa.DataFrameModel]) -> dict[str, tuple[str, ...]]:
+    """Where each upstream column sits in its JSON object: the key of the same name, or a nested path
+    declared as metadata json_path ("parallelization.tensor_parallel")."""
+    return {
+        name: tuple(column.metadata.get("json_path", name).split("."))
         for name, column in model.to_schema().columns.items()
         if column.metadata and "upstream" in column.metadata
     }

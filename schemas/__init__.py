@@ -17,6 +17,9 @@ TABLE_MODULES = {
     "models": ("schemas.models", "Models"),
     "token_configurations": ("schemas.token_configurations", "TokenConfigurations"),
     "diffusion_configurations": ("schemas.diffusion_configurations", "DiffusionConfigurations"),
+    "model_details": ("schemas.model_details", "ModelDetails"),
+    "model_detail_configurations": ("schemas.model_detail_configurations", "ModelDetailConfigurations"),
+    "output_length_histograms": ("schemas.output_length_histograms", "OutputLengthHistograms"),
 }
 
 

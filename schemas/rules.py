@@ -25,7 +25,8 @@ def model_id_is_safe(model_id: pd.Series) -> pd.Series:
 
 def power_within_rating(df: pd.DataFrame) -> pd.Series:
     rated = df.gpu_model.map(RATED_BOARD_POWER_W).astype("float64")
-    return (rated.isna() | (df.avg_power_watts <= df.num_gpus * rated)).astype(bool)
+    unknown = rated.isna() | df.avg_power_watts.isna()
+    return (unknown | (df.avg_power_watts <= df.num_gpus * rated)).fillna(True).astype(bool)
 
 
 def gpu_power_rating_known(df: pd.DataFrame) -> pd.Series:

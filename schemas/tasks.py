@@ -1,5 +1,6 @@
 """tasks: one row per snapshot × upstream task, from index.json, the task files and the source card."""
 
+import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
@@ -17,6 +18,13 @@ class Tasks(pa.DataFrameModel):
     )
     family: Series[str] = pa.Field(
         isin=FAMILIES, description="Model family from index.json's architectures map: llm, mllm or diffusion."
+    )
+    index_position: Series[pd.Int64Dtype] = pa.Field(ge=0, description="0-based position in index.json's tasks list.")
+    file_architecture: Series[str] = pa.Field(
+        nullable=True, description="The task file's own top-level architecture field (diffusion files carry one)."
+    )
+    file_extra_fields: Series[str] = pa.Field(
+        nullable=True, description="JSON object of the task file's unknown top-level keys, kept so nothing is lost."
     )
 
     class Config:

@@ -1,7 +1,7 @@
 -- audit_findings: plausibility findings that do not block a build, one per rule breach.
 -- grain: one row per snapshot × rule × offending row (or configuration, for repeats)
 -- key: (snapshot_id, rule, row_key)
--- inputs: configuration_history, diffusion_configuration_history, audit_rules, gpu_ratings
+-- inputs: configuration_history, diffusion_configuration_history, model_detail_matches, audit_rules, gpu_ratings
 -- Tolerances and reasons live in pipeline/audit_rules.toml (loaded as audit_rules).
 create or replace view audit_findings as
 
@@ -73,6 +73,17 @@ diffusion_power_fraction as (
     join gpu_ratings as g on g.gpu = d.gpu
 ),
 
+unmatched_details as (
+    select
+        m.snapshot_id,
+        'detail_row_unmatched' as rule,
+        m.task || ':' || m.model_id || ':' || m.configuration || '#' || m.repeat || ' (' || m.match_status || ')'
+            as row_key,
+        1.0 as observed,
+    from model_detail_matches as m
+    where m.match_status != 'matched'
+),
+
 observations as (
     select * from energy_identity
     union all select * from diffusion_energy_identity
@@ -80,13 +91,19 @@ observations as (
     union all select * from repeat_spread
     union all select * from itl_tail
     union all select * from power_fraction
+    union all select * from unmatched_details
 ),
 
 judged as (
     select
         o.snapshot_id,
         -- gpu_power_fraction covers both families; name the table the row came from.
-        if(o.rule = 'gpu_power_fraction' and o.row_key like 'text-to-%', 'diffusion_configurations', r.table_name)
+        case
+            when o.rule = 'gpu_power_fraction' and o.row_key like 'text-to-%' then 'diffusion_configurations'
+            when o.rule = 'detail_row_unmatched' and o.row_key like '%(task file only)'
+                then if(o.row_key like 'text-to-%', 'diffusion_configurations', 'token_configurations')
+            else r.table_name
+        end
             as table_name,
         o.row_key,
         o.rule,

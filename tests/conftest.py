@@ -82,3 +82,11 @@ def source_copy(tmp_path: Path) -> Path:
         path.chmod(0o755 if path.is_dir() else 0o644)
     copy.chmod(0o755)
     return copy
+
+
+@pytest.fixture(scope="session", params=SNAPSHOTS, ids=lambda path: path.name)
+def snapshot_build(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Paths]:
+    """A refresh of each shared snapshot, built once per test session."""
+    out = tmp_path_factory.mktemp(request.param.name) / "out"
+    assert main(refresh_args(request.param, out)) == 0
+    return request.param, Paths(out)

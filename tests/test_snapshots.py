@@ -21,13 +21,6 @@ def test_all_eleven_snapshots_are_present() -> None:
     assert len(SNAPSHOTS) == 11
 
 
-@pytest.fixture(scope="module", params=SNAPSHOTS, ids=lambda path: path.name)
-def snapshot_build(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Paths]:
-    out = tmp_path_factory.mktemp(request.param.name) / "out"
-    assert main(refresh_args(request.param, out)) == 0
-    return request.param, Paths(out)
-
-
 def test_snapshot_builds_with_every_configuration_kept(snapshot_build: tuple[Path, Paths]) -> None:
     snapshot, paths = snapshot_build
     with duckdb.connect(str(paths.database), read_only=True) as connection:
