@@ -53,11 +53,11 @@ history: $(INSTALLED) ## ingest every snapshot under HISTORY into one database (
 	$(CLI) history --source '$(HISTORY)' --out '$(OUT)' --itl-deadline-ms '$(ITL_DEADLINE_MS)' \
 		$(if $(AS_OF),--as-of '$(AS_OF)') $(if $(RETRIEVED),--retrieved '$(RETRIEVED)')
 
-test: $(INSTALLED) ## the test suite (slow scale tests excluded)
-	$(VENV)/bin/python -m pytest -q
+test: $(INSTALLED) ## the test suite on both cores (slow scale tests excluded)
+	$(VENV)/bin/python -m pytest -q -n 2
 
 test-all: $(INSTALLED) ## the test suite with the slow scale tests
-	$(VENV)/bin/python -m pytest -q -m ''
+	$(VENV)/bin/python -m pytest -q -n 2 -m ''
 
 bench: $(INSTALLED) ## time a full and a no-op refresh against DuckDB alone
 	$(VENV)/bin/python -m pipeline.bench --out '$(OUT)/bench'

@@ -71,9 +71,12 @@ def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
             {"files": [str(f) for f in files]},
         )
         doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else table
-        connection.execute(f"comment on table {table} is {_sql_literal(doc)}")
-        for column, description in column_descriptions(model).items():
-            connection.execute(f"comment on column {table}.{column} is {_sql_literal(description)}")
+        comments = [f"comment on table {table} is {_sql_literal(doc)};"]
+        comments += [
+            f"comment on column {table}.{column} is {_sql_literal(description)};"
+            for column, description in column_descriptions(model).items()
+        ]
+        connection.execute("\n".join(comments))
 
 
 def load_audit_rules() -> list[dict[str, object]]:
@@ -127,23 +130,25 @@ def create_views(connection: duckdb.DuckDBPyConnection) -> list[str]:
 def _inherit_column_comments(connection: duckdb.DuckDBPyConnection, views: list[str]) -> None:
     """A view column passed through unchanged keeps the description of the same-named column it came from.
 
-    Only columns a view computes need their own comment in its sql/ file.
+    Only columns a view computes need their own comment in its sql/ file. Views are visited in
+    dependency order, so a view inherits what the views it reads inherited.
     """
+    described: dict[str, str] = {}
+    columns_by_view: dict[str, list[str]] = {}
+    for table, column, comment in connection.execute(
+        "select table_name, column_name, comment from duckdb_columns() order by table_name, column_index"
+    ).fetchall():
+        if comment is not None:
+            described.setdefault(column, comment)
+        elif table in views:
+            columns_by_view.setdefault(table, []).append(column)
+    statements = []
     for view in views:
-        missing = connection.execute(
-            """
-            select v.column_name, min(source.comment)
-            from duckdb_columns() as v
-            join duckdb_columns() as source
-              on source.column_name = v.column_name and source.table_name <> v.table_name
-             and source.comment is not null
-            where v.table_name = $view and v.comment is null
-            group by v.column_name
-            """,
-            {"view": view},
-        ).fetchall()
-        for column, comment in missing:
-            connection.execute(f"comment on column {view}.{column} is {_sql_literal(comment)}")
+        for column in columns_by_view.get(view, []):
+            if column in described:
+                statements.append(f"comment on column {view}.{column} is {_sql_literal(described[column])};")
+    if statements:
+        connection.execute("\n".join(statements))
 
 
 def build(paths: Paths, itl_deadline_ms: float, snapshot_id: str | None = None) -> BuildResult:

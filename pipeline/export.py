@@ -264,38 +264,49 @@ def _check_slugs_distinct(connection: duckdb.DuckDBPyConnection, snapshot_id: st
         )
 
 
-def _task_documents(
-    connection: duckdb.DuckDBPyConnection,
-    header: dict[str, Any],
-    snapshot_id: str,
-    task: str,
-    family: Family,
-    unit: str | None,
-) -> tuple[dict[str, bytes], bytes]:
-    key = {"snapshot_id": snapshot_id, "task": task}
+def _family_rows(
+    connection: duckdb.DuckDBPyConnection, snapshot_id: str, family: Family
+) -> dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+    """Per task of one family: its configurations and its best configurations, each with the model's fields."""
     model_columns = ", ".join(f"m.{column}" for _, column in MODEL_FIELDS if column != "slug")
     selected = ", ".join(f"c.{column}" for column in family.columns)
     join = "join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id"
+    key = {"snapshot_id": snapshot_id}
     configurations = _rows(
         connection,
         f"""
-        select c.slug, {model_columns}, {selected}
+        select c.task, c.slug, {model_columns}, {selected}
         from {family.configurations_view} as c {join}
-        where c.snapshot_id = $snapshot_id and c.task = $task
-        order by c.slug, {family.order_by}
+        where c.snapshot_id = $snapshot_id
+        order by c.task, c.slug, {family.order_by}
         """,
         key,
     )
     best = _rows(
         connection,
         f"""
-        select c.slug, {model_columns}, {selected}
+        select c.task, c.slug, {model_columns}, {selected}
         from best_configurations as c {join}
-        where c.snapshot_id = $snapshot_id and c.task = $task
-        order by c.slug, c.gpu
+        where c.snapshot_id = $snapshot_id and c.task in (select distinct task from {family.configurations_view})
+        order by c.task, c.slug, c.gpu
         """,
         key,
     )
+    by_task: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    for row in configurations:
+        by_task.setdefault(row["task"], ([], []))[0].append(row)
+    for row in best:
+        by_task.setdefault(row["task"], ([], []))[1].append(row)
+    return by_task
+
+
+def _task_documents(
+    header: dict[str, Any],
+    configurations: list[dict[str, Any]],
+    best: list[dict[str, Any]],
+    family: Family,
+    unit: str | None,
+) -> tuple[dict[str, bytes], bytes]:
     by_slug: dict[str, list[dict[str, Any]]] = {}
     for row in configurations:
         by_slug.setdefault(row["slug"], []).append(row)
@@ -349,14 +360,16 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
         shutil.rmtree(staging, ignore_errors=True)
         model_file_count = 0
         try:
+            rows_by_family = {name: _family_rows(connection, snapshot_id, family) for name, family in FAMILIES.items()}
             for task in tasks:
                 if task["family"] == "diffusion":
                     header = diffusion_task_header(card, task, snapshot, as_of, retrieved)
                     unit = card["diffusion"]["units"][task["task"]]
                 else:
                     header, unit = task_header(card, task, snapshot, deadline, as_of, retrieved), None
+                configurations, best = rows_by_family[task["family"]].get(task["task"], ([], []))
                 model_files, task_index = _task_documents(
-                    connection, header, snapshot_id, task["task"], FAMILIES[task["family"]], unit
+                    header, configurations, best, FAMILIES[task["family"]], unit
                 )
                 models_dir = staging / task["task"] / "models"
                 models_dir.mkdir(parents=True)

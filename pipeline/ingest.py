@@ -136,19 +136,33 @@ def _flatten_objects(
     upstream = upstream_columns(model)
     paths = json_paths(model)
     consumed = set(paths.values()) | {(key,) for key in handled}
+    # Keys read whole at the top level; a key with nested declared paths needs _leftovers.
+    flat_keys = {path[0] for path in consumed if len(path) == 1}
+    nested_keys = {path[0] for path in consumed if len(path) > 1}
+    plan = [(name, paths[name], presence == "required", schema.field(name).type) for name, presence in upstream.items()]
     columns: dict[str, list[Any]] = {name: [] for name in upstream}
     extras: list[str | None] = []
     missing: Counter[tuple[str, str]] = Counter()
     for where, obj in objects:
-        for name, presence in upstream.items():
-            present, raw = _dig(obj, paths[name])
-            if not present and presence == "required":
-                missing[(where.split(":")[0], ".".join(paths[name]))] += 1
-            value, why_not = _typed_value(raw, schema.field(name).type)
+        for name, path, required, arrow_type in plan:
+            if len(path) == 1:
+                present, raw = path[0] in obj, obj.get(path[0])
+            else:
+                present, raw = _dig(obj, path)
+            if not present and required:
+                missing[(where.split(":")[0], ".".join(path))] += 1
+            if raw is None:
+                columns[name].append(None)
+                continue
+            value, why_not = _typed_value(raw, arrow_type)
             if why_not:
-                problems.add(f"{where}: field '{'.'.join(paths[name])}': {why_not}")
+                problems.add(f"{where}: field '{'.'.join(path)}': {why_not}")
             columns[name].append(value)
-        unknown = _leftovers(obj, consumed)
+        unknown = {key: value for key, value in obj.items() if key not in flat_keys and key not in nested_keys}
+        for key in nested_keys & obj.keys():
+            rest = _leftovers(obj[key], consumed, (key,))
+            if rest:
+                unknown[key] = rest
         extras.append(json.dumps(unknown, sort_keys=True, ensure_ascii=False) if unknown else None)
     for (file_name, name), count in sorted(missing.items()):
         problems.add(f"{file_name}: missing required field '{name}' in {count} entr{'y' if count == 1 else 'ies'}")

@@ -39,8 +39,8 @@ def _rows(source: Path, name: str) -> tuple[Path, dict[str, Any]]:
 def mutations(draw: st.DrawFn) -> tuple[str, Any]:
     kind = draw(
         st.sampled_from(
-            ["truncate", "bom", "bad_utf8", "odd_value", "string_for_number", "duplicate_key", "empty_configurations",
-             "no_configurations", "delete_file", "extra_file", "deep_nesting", "size_cap", "hostile_model_id",
+            ["truncate", "bom", "bad_utf8", "odd_value", "string_for_number", "duplicate_key", "number_for_string",
+             "empty_configurations", "no_configurations", "delete_file", "extra_file", "deep_nesting", "size_cap", "hostile_model_id",
              "link_outside", "new_field"]
         )
     )
@@ -60,7 +60,7 @@ def _apply(kind: str, data: st.DataObject, source: Path, outside: Path) -> list[
         raw = path.read_bytes()
         at = data.draw(st.integers(0, len(raw)))
         path.write_bytes(raw[:at] + b"\xc3\x28" + raw[at:])
-    elif kind in ("odd_value", "string_for_number", "hostile_model_id", "new_field", "duplicate_key"):
+    elif kind in ("odd_value", "string_for_number", "number_for_string", "hostile_model_id", "new_field", "duplicate_key"):
         path, document = _rows(source, data.draw(st.sampled_from(TASK_FILES)))
         row = data.draw(st.sampled_from(document["configurations"]))
         if kind == "odd_value":
@@ -74,6 +74,8 @@ def _apply(kind: str, data: st.DataObject, source: Path, outside: Path) -> list[
         if kind == "string_for_number":
             field = data.draw(st.sampled_from(NUMERIC_FIELDS))
             row[field] = str(row.get(field))
+        elif kind == "number_for_string":
+            row[data.draw(st.sampled_from(["model_id", "gpu_model", "nickname", "weight_precision"]))] = 12
         elif kind == "hostile_model_id":
             row["model_id"] = data.draw(st.sampled_from(HOSTILE_MODEL_IDS))
         elif kind == "new_field":
