@@ -20,14 +20,16 @@ from pipeline.paths import PROJECT_ROOT
 
 DEFAULT_SOURCE = PROJECT_ROOT.parent / "shared" / "upstream" / "ml-energy-leaderboard" / "2026-02-16-7885788"
 
-# DuckDB alone: each task file's configurations array to Parquet, nothing else.
+# DuckDB alone: each task and model file's configurations array to Parquet, nothing else; the same
+# JSON the pipeline reads, with DuckDB's own type detection.
 DUCKDB_ALONE = """
-import sys, duckdb
+import glob, sys, duckdb
 source, out = sys.argv[1], sys.argv[2]
 connection = duckdb.connect()
-for i, path in enumerate(sorted(__import__("glob").glob(source + "/tasks/*.json"))):
+files = sorted(glob.glob(source + "/tasks/*.json") + glob.glob(source + "/models/*.json"))
+for i, path in enumerate(files):
     connection.execute(
-        "copy (select unnest(configurations, recursive := true) from read_json(?, maximum_object_size := 1073741824))"
+        "copy (select unnest(configurations, max_depth := 2) from read_json(?, maximum_object_size := 1073741824))"
         f" to '{out}/t{i}.parquet' (format parquet)", [path])
 """
 
