@@ -8,7 +8,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from schemas import rules
+from schemas.task_file_entries import TaskFileEntry
 
 # Everything that defines what was measured; rows sharing all of it are repeats.
 CONFIGURATION_KEY = [
@@ -20,32 +20,10 @@ CONFIGURATION_KEY = [
 ENERGY_IDENTITY_TOLERANCE = 0.25
 
 
-class DiffusionConfigurations(pa.DataFrameModel):
-    snapshot_id: Series[str] = pa.Field(description="Snapshot the row was read from.")
-    task: Series[str] = pa.Field(description="Upstream task identifier (a task of the diffusion family).")
-    source_ordinal: Series[pd.Int64Dtype] = pa.Field(
-        ge=0, description="0-based position of the entry in its task file's configurations array."
-    )
-    repeat: Series[pd.Int64Dtype] = pa.Field(
-        ge=1, description="1-based ordinal, in file order, among entries sharing the whole configuration key."
-    )
-    model_id: Series[str] = pa.Field(metadata={"upstream": "required"}, description="Hugging Face model id.")
-    nickname: Series[str] = pa.Field(metadata={"upstream": "required"}, description="Display name.")
-    total_params_billions: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Total parameters, billions."
-    )
-    activated_params_billions: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Parameters active per step, billions."
-    )
+class DiffusionConfigurations(TaskFileEntry):
     weight_precision: Series[str] = pa.Field(
         nullable=True, metadata={"upstream": "optional"},
         description="Weight precision; absent from the diffusion task files before 2025-12-01.",
-    )
-    gpu_model: Series[str] = pa.Field(
-        str_length={"min_value": 1}, metadata={"upstream": "required"}, description="GPU model, e.g. B200."
-    )
-    num_gpus: Series[pd.Int64Dtype] = pa.Field(
-        ge=1, le=1024, metadata={"upstream": "required"}, description="GPUs serving the model."
     )
     ulysses_degree: Series[pd.Int64Dtype] = pa.Field(
         ge=1, metadata={"upstream": "required"}, description="xDiT Ulysses sequence-parallel degree."
@@ -77,9 +55,6 @@ class DiffusionConfigurations(pa.DataFrameModel):
     fps: Series[pd.Int64Dtype] = pa.Field(
         nullable=True, ge=1, metadata={"upstream": "optional"}, description="Frames per second (text-to-video)."
     )
-    avg_power_watts: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Average total GPU power, watts."
-    )
     batch_latency_s: Series[float] = pa.Field(
         gt=0, metadata={"upstream": "required"}, description="Time to generate one batch, seconds."
     )
@@ -95,19 +70,11 @@ class DiffusionConfigurations(pa.DataFrameModel):
     throughput_videos_per_sec: Series[float] = pa.Field(
         nullable=True, gt=0, metadata={"upstream": "optional"}, description="Videos per second."
     )
-    extra_fields: Series[str] = pa.Field(
-        nullable=True,
-        description="JSON object of upstream keys this schema does not know yet (sorted), kept so nothing is lost.",
-    )
 
     class Config:
         strict = True
         coerce = True
         unique = ["snapshot_id", "task", "source_ordinal"]
-
-    @pa.check("model_id", error=rules.MODEL_ID_ERROR)
-    def model_id_is_safe(cls, model_id: Series[str]) -> Series[bool]:
-        return rules.model_id_is_safe(model_id)
 
     @pa.dataframe_check(error="exactly one of energy_per_image_joules, energy_per_video_joules")
     def one_energy_per_output(cls, df: pd.DataFrame) -> Series[bool]:
@@ -121,14 +88,6 @@ class DiffusionConfigurations(pa.DataFrameModel):
         energy = df.energy_per_image_joules.fillna(df.energy_per_video_joules)
         implied = df.avg_power_watts * df.batch_latency_s / df.batch_size
         return ((energy / implied - 1).abs() <= ENERGY_IDENTITY_TOLERANCE).fillna(True).astype(bool)
-
-    @pa.dataframe_check(error=rules.POWER_ERROR)
-    def power_within_rating(cls, df: pd.DataFrame) -> Series[bool]:
-        return rules.power_within_rating(df)
-
-    @pa.dataframe_check(raise_warning=True, error=rules.GPU_KNOWN_ERROR)
-    def gpu_power_rating_known(cls, df: pd.DataFrame) -> Series[bool]:
-        return rules.gpu_power_rating_known(df)
 
     @pa.dataframe_check(error="num_gpus divisible by ulysses_degree × ring_degree")
     def gpus_cover_parallelism(cls, df: pd.DataFrame) -> Series[bool]:

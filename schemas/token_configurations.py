@@ -8,7 +8,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from schemas import rules
+from schemas.task_file_entries import TaskFileEntry
 
 
 KEY = ["snapshot_id", "task", "model_id", "gpu_model", "num_gpus", "max_num_seqs", "repeat"]
@@ -21,36 +21,12 @@ def _parallel_degree(degree: pd.Series) -> pd.Series:
     return degree.where(degree != 0, 1)
 
 
-class TokenConfigurations(pa.DataFrameModel):
-    snapshot_id: Series[str] = pa.Field(description="Snapshot the row was read from.")
-    task: Series[str] = pa.Field(description="Upstream task identifier (a task of the llm or mllm family).")
-    source_ordinal: Series[pd.Int64Dtype] = pa.Field(
-        ge=0, description="0-based position of the entry in its task file's configurations array."
-    )
-    repeat: Series[pd.Int64Dtype] = pa.Field(
-        ge=1,
-        description="1-based ordinal, in file order, among entries sharing task, model_id, gpu_model, "
-        "num_gpus and max_num_seqs: tells two measurements of one configuration apart.",
-    )
-    model_id: Series[str] = pa.Field(metadata={"upstream": "required"}, description="Hugging Face model id.")
-    nickname: Series[str] = pa.Field(metadata={"upstream": "required"}, description="Display name.")
+class TokenConfigurations(TaskFileEntry):
     architecture: Series[str] = pa.Field(
         nullable=True, metadata={"upstream": "optional"}, description="Architecture, e.g. MoE."
     )
-    total_params_billions: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Total parameters, billions."
-    )
-    activated_params_billions: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Parameters active per token, billions."
-    )
     weight_precision: Series[str] = pa.Field(
         str_length={"min_value": 1}, metadata={"upstream": "required"}, description="bfloat16, fp8, mxfp4, ..."
-    )
-    gpu_model: Series[str] = pa.Field(
-        str_length={"min_value": 1}, metadata={"upstream": "required"}, description="GPU model, e.g. H100."
-    )
-    num_gpus: Series[pd.Int64Dtype] = pa.Field(
-        ge=1, le=1024, metadata={"upstream": "required"}, description="GPUs serving the model."
     )
     tensor_parallel: Series[pd.Int64Dtype] = pa.Field(
         ge=0, metadata={"upstream": "required"}, description="Tensor-parallel degree (0 = not set, before 2025-12-15)."
@@ -82,9 +58,6 @@ class TokenConfigurations(pa.DataFrameModel):
         description="True where avg_output_len is energy_per_request_joules / energy_per_token_joules "
         "because the snapshot predates the upstream's avg_output_len (2025-12-17).",
     )
-    avg_power_watts: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Average total GPU power, watts."
-    )
     energy_per_token_joules: Series[float] = pa.Field(
         gt=0, metadata={"upstream": "required"}, description="Steady-state GPU energy per output token, joules."
     )
@@ -100,19 +73,11 @@ class TokenConfigurations(pa.DataFrameModel):
     output_throughput_tokens_per_sec: Series[float] = pa.Field(
         gt=0, metadata={"upstream": "required"}, description="Steady-state output throughput, tokens/s."
     )
-    extra_fields: Series[str] = pa.Field(
-        nullable=True,
-        description="JSON object of upstream keys this schema does not know yet (sorted), kept so nothing is lost.",
-    )
 
     class Config:
         strict = True
         coerce = True
         unique = KEY
-
-    @pa.check("model_id", error=rules.MODEL_ID_ERROR)
-    def model_id_is_safe(cls, model_id: Series[str]) -> Series[bool]:
-        return rules.model_id_is_safe(model_id)
 
     @pa.dataframe_check(error="median_itl_ms <= p90_itl_ms <= p95_itl_ms <= p99_itl_ms")
     def itl_percentiles_ordered(cls, df: pd.DataFrame) -> Series[bool]:
@@ -123,14 +88,6 @@ class TokenConfigurations(pa.DataFrameModel):
     @pa.dataframe_check(error="avg_batch_size <= max_num_seqs")
     def batch_within_cap(cls, df: pd.DataFrame) -> Series[bool]:
         return df.avg_batch_size <= df.max_num_seqs
-
-    @pa.dataframe_check(error=rules.POWER_ERROR)
-    def power_within_rating(cls, df: pd.DataFrame) -> Series[bool]:
-        return rules.power_within_rating(df)
-
-    @pa.dataframe_check(raise_warning=True, error=rules.GPU_KNOWN_ERROR)
-    def gpu_power_rating_known(cls, df: pd.DataFrame) -> Series[bool]:
-        return rules.gpu_power_rating_known(df)
 
     @pa.dataframe_check(error="num_gpus divisible by tensor_parallel × data_parallel")
     def gpus_cover_parallelism(cls, df: pd.DataFrame) -> Series[bool]:
