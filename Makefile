@@ -59,8 +59,9 @@ test: $(INSTALLED) ## the test suite on both cores (slow scale tests excluded)
 test-all: $(INSTALLED) ## the test suite with the slow scale tests
 	$(VENV)/bin/python -m pytest -q -n 2 -m ''
 
-bench: $(INSTALLED) ## time a full and a no-op refresh against DuckDB alone
-	$(VENV)/bin/python -m pipeline.bench --out '$(OUT)/bench'
+BENCH_SCALES ?= 1
+bench: $(INSTALLED) ## time full and no-op refreshes against DuckDB alone and pandas (BENCH_SCALES=1,10,100)
+	$(VENV)/bin/python -m pipeline.bench --scales '$(BENCH_SCALES)' --out '$(OUT)/bench'
 
 clean: ## remove the outputs (not the virtual environment)
 	rm -rf '$(OUT)'

@@ -1,7 +1,8 @@
-"""make bench: time a full refresh and a no-op refresh beside DuckDB alone reading the same JSON.
+"""make bench: time full and no-op refreshes beside DuckDB alone and a pandas baseline, per scale.
 
-Every figure is a whole process (interpreter start included), measured in one run so ratios are fair.
-Usage: python -m pipeline.bench [--source DIR] [--runs N] [--out DIR]
+Every figure is a whole process (interpreter start included), measured in one run so that ratios are
+fair; peak RSS is the process's own (wait4). Scales above 1 are synthetic snapshots (energy-index synth).
+Usage: python -m pipeline.bench [--source DIR] [--scales 1,100] [--runs N] [--out DIR]
 """
 
 import argparse
@@ -33,49 +34,83 @@ for i, path in enumerate(files):
         f" to '{out}/t{i}.parquet' (format parquet)", [path])
 """
 
+# What a user might write instead: json.load, pandas.json_normalize, to_parquet.
+PANDAS_BASELINE = """
+import glob, json, sys
+import pandas as pd
+source, out = sys.argv[1], sys.argv[2]
+files = sorted(glob.glob(source + "/tasks/*.json") + glob.glob(source + "/models/*.json"))
+for i, path in enumerate(files):
+    with open(path) as handle:
+        document = json.load(handle)
+    frame = pd.json_normalize(document["configurations"])
+    frame = frame.drop(columns=[c for c in frame.columns if c.startswith("output_length_distribution")])
+    frame.to_parquet(f"{out}/t{i}.parquet")
+"""
 
-def _time(command: list[str], **kwargs: object) -> float:
+
+def _measure(command: list[str], **kwargs: object) -> tuple[float, int]:
+    """Wall seconds and peak RSS (MB) of one process."""
     started = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs)
-    return time.perf_counter() - started
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs)
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"bench: {' '.join(command)} failed")
+    return elapsed, usage.ru_maxrss // 1024
+
+
+def _bench_scale(source: Path, runs: int, work: Path) -> dict[str, dict[str, float]]:
+    cli = str(Path(sys.executable).with_name("energy-index"))
+    samples: dict[str, list[tuple[float, int]]] = {"full_refresh": [], "noop_refresh_make": [],
+                                                   "duckdb_alone_json_to_parquet": [], "pandas_baseline": []}
+    make = ["make", "-s", f"SOURCE={source}", f"OUT={work / 'make'}"]
+    _measure(make, cwd=PROJECT_ROOT)
+    for run in range(runs):
+        samples["full_refresh"].append(_measure([cli, "refresh", "--source", str(source), "--out", str(work / f"r{run}")]))
+        shutil.rmtree(work / f"r{run}")
+        samples["noop_refresh_make"].append(_measure(make, cwd=PROJECT_ROOT))
+        for name, script in (("duckdb_alone_json_to_parquet", DUCKDB_ALONE), ("pandas_baseline", PANDAS_BASELINE)):
+            target = work / f"{name}-{run}"
+            target.mkdir()
+            samples[name].append(_measure([sys.executable, "-c", script, str(source), str(target)]))
+            shutil.rmtree(target)
+    return {
+        name: {"median_seconds": statistics.median(s for s, _ in values), "peak_rss_mb": max(m for _, m in values)}
+        for name, values in samples.items()
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="snapshot folder (default: newest shared)")
+    parser.add_argument("--scales", default="1", help="comma-separated scales, e.g. 1,100 (default: 1)")
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement; medians are reported (default: 5)")
     parser.add_argument("--out", type=Path, default=Path("build/bench"), help="where bench.json goes")
     args = parser.parse_args(argv)
-    cli = str(Path(sys.executable).with_name("energy-index"))
+    scales = [int(scale) for scale in args.scales.split(",")]
     work = Path(tempfile.mkdtemp(prefix="energy-index-bench-"))
+    results: dict[str, object] = {"source": str(args.source), "runs": args.runs, "cpu_count": os.cpu_count(), "scales": {}}
     try:
-        full, noop, alone = [], [], []
-        for run in range(args.runs):
-            out = work / f"refresh-{run}"
-            full.append(_time([cli, "refresh", "--source", str(args.source), "--out", str(out)]))
-            make = ["make", "-s", f"SOURCE={args.source}", f"OUT={work / 'make'}"]
-            if run == 0:
-                _time(make, cwd=PROJECT_ROOT)
-            noop.append(_time(make, cwd=PROJECT_ROOT))
-            parquet = work / f"alone-{run}"
-            parquet.mkdir()
-            alone.append(_time([sys.executable, "-c", DUCKDB_ALONE, str(args.source), str(parquet)]))
+        for scale in scales:
+            source = args.source
+            if scale != 1:
+                from pipeline.synth import synthesize
+
+                source = work / f"synth-{scale}"
+                synthesize(args.source, source, scale)
+            measured = _bench_scale(source, args.runs, work / f"scale-{scale}")
+            results["scales"][str(scale)] = measured
+            floor = measured["duckdb_alone_json_to_parquet"]["median_seconds"]
+            print(f"scale {scale}x (median of {args.runs})")
+            print(f"  {'measurement':<32}{'seconds':>9}{'x DuckDB alone':>16}{'peak RSS MB':>13}")
+            for name, figures in measured.items():
+                seconds = figures["median_seconds"]
+                print(f"  {name:<32}{seconds:>9.3f}{seconds / floor:>16.2f}{figures['peak_rss_mb']:>13}")
+            if scale != 1:
+                shutil.rmtree(source)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    results = {
-        "source": str(args.source),
-        "runs": args.runs,
-        "cpu_count": os.cpu_count(),
-        "median_seconds": {
-            "full_refresh": statistics.median(full),
-            "noop_refresh_make": statistics.median(noop),
-            "duckdb_alone_json_to_parquet": statistics.median(alone),
-        },
-    }
-    medians = results["median_seconds"]
-    print(f"{'measurement (median of ' + str(args.runs) + ')':<44}{'seconds':>9}{'x DuckDB alone':>16}")
-    for name, seconds in medians.items():
-        print(f"{name:<44}{seconds:>9.3f}{seconds / medians['duckdb_alone_json_to_parquet']:>16.2f}")
     write_bytes_atomic(args.out / "bench.json", (json.dumps(results, indent=2) + "\n").encode())
     print(f"written: {args.out / 'bench.json'}")
     return 0

@@ -163,6 +163,17 @@ def _run_diff(args: argparse.Namespace, paths: Paths) -> None:
     print(format_json(diff) if args.format == "json" else format_text(diff, args.limit))
 
 
+def _run_synth(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.synth import synthesize
+
+    started = time.perf_counter()
+    counts = synthesize(Path(args.source), Path(args.target), args.scale, args.seed)
+    _say(
+        f"synth: {counts['configurations']} configurations, {counts['model_files']} model files, "
+        f"{counts['bytes'] / 1e6:.1f} MB -> {args.target} ({time.perf_counter() - started:.2f} s)"
+    )
+
+
 def _report_published(paths: Paths) -> None:
     from pipeline.audit import audit_summary
 
@@ -245,6 +256,15 @@ def _add_diff_options(parser: argparse.ArgumentParser) -> None:
                         help="in text, list at most N configurations and index rows per group (default: 20)")
 
 
+def _add_synth_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scale", type=_positive_int, required=True, metavar="N",
+                        help="how many times the source's configurations to write (1 copies it)")
+    parser.add_argument("--source", required=True, metavar="DIR", help="a local snapshot folder to replicate")
+    parser.add_argument("--target", required=True, metavar="DIR",
+                        help="folder to write the synthetic snapshot into (replaced if it exists)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the value perturbations (default: 0)")
+
+
 def make_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -308,6 +328,13 @@ def make_parser() -> argparse.ArgumentParser:
             "configuration changed, from the published database's configuration_diffs and index_diffs views.",
             [_add_diff_options], _run_diff,
         ),
+        (
+            "synth", "write a synthetic snapshot N times a real one, for benchmarks",
+            "Write a snapshot with the upstream's layout and fields, N times the source's configurations: "
+            "every model replicated under new ids with energy and power scaled by a seeded factor in "
+            "[0.98, 1], so every row stays valid. Deterministic for a given seed.",
+            [_add_synth_options], _run_synth,
+        ),
     ]
     for name, summary, description, option_groups, handler in steps:
         command = commands.add_parser(name, parents=[common], help=summary, description=description)
@@ -321,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     paths = Paths(args.out)
     try:
-        if args.handler is _run_diff:
+        if args.handler in (_run_diff, _run_synth):
             args.handler(args, paths)
             return 0
         with _exclusive_lock(paths):

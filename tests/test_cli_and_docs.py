@@ -9,7 +9,7 @@ from conftest import PROJECT
 from pipeline.cli import main, make_parser
 from pipeline.paths import Paths
 
-COMMANDS = ["fetch", "ingest", "build", "export", "refresh", "history", "diff"]
+COMMANDS = ["fetch", "ingest", "build", "export", "refresh", "history", "diff", "synth"]
 README = (PROJECT / "README.md").read_text(encoding="utf-8")
 
 
