@@ -6,14 +6,9 @@ from typing import Any
 
 import duckdb
 
+from pipeline.database import fetch_dicts
 from pipeline.errors import PipelineError
 from pipeline.paths import Paths
-
-
-def _rows(connection: duckdb.DuckDBPyConnection, sql: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
-    cursor = connection.execute(sql, parameters)
-    names = [column[0] for column in cursor.description]
-    return [dict(zip(names, values)) for values in cursor.fetchall()]
 
 
 def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
@@ -31,7 +26,7 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
             raise PipelineError("OLD and NEW are the same snapshot")
         older, newer = sorted((old, new), key=positions.__getitem__)
         pair = {"older": older, "newer": newer}
-        configurations = _rows(
+        configurations = fetch_dicts(
             connection,
             """
             select change, task, model_id, configuration, repeat, field, old_value, new_value, relative_change
@@ -41,7 +36,7 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
             """,
             pair,
         )
-        index = _rows(
+        index = fetch_dicts(
             connection,
             """
             select change, task, model_id, gpu, old_row_id, new_row_id, old_repeat, new_repeat,

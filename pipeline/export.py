@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline.database import fetch_dicts
 from pipeline.errors import PipelineError
 from pipeline.files import replace_directory
 from pipeline.paths import Paths
@@ -149,31 +150,37 @@ def _compiled_evidence(card: dict[str, Any], compiled: str, tasks_last_commit_da
     return template.format(compiled=compiled, tasks_last_commit_date=tasks_last_commit_date)
 
 
-def _selection(card: dict[str, Any], deadline: float, over_deadline: int) -> str:
+def _exceeding(card: dict[str, Any], over_limit: int) -> str:
     token = card["token"]
-    if over_deadline == 0:
-        exceeding = token["exceeding_none"]
-    elif over_deadline == 1:
-        exceeding = token["exceeding_one"]
-    else:
-        exceeding = token["exceeding_many"].format(count=over_deadline)
-    default = token["default_itl_deadline_ms"]
-    template = token["selection_default_deadline" if deadline == default else "selection_other_deadline"]
-    return template.format(deadline=f"{_number(deadline)}", default_deadline=default, exceeding=exceeding)
+    if over_limit == 0:
+        return token["exceeding_none"]
+    if over_limit == 1:
+        return token["exceeding_one"]
+    return token["exceeding_many"].format(count=over_limit)
 
 
-def task_header(
-    card: dict[str, Any], task: dict[str, Any], snapshot: dict[str, Any], deadline: float, as_of: str, retrieved: str
+def _header(
+    card: dict[str, Any],
+    task: dict[str, Any],
+    snapshot: dict[str, Any],
+    as_of: str,
+    retrieved: str,
+    unit: str,
+    limit: tuple[str, int | float],
+    method: str,
+    selection: str,
+    used_for: str,
 ) -> dict[str, Any]:
-    """The keys every file of one task shares, up to and including 'boundary'."""
+    """The keys every file of one task shares, up to and including 'boundary', in the seed's order."""
     source = card["source"]
     compiled = snapshot["last_updated"]
+    limit_key, limit_value = limit
     return {
         "version": card["index"]["format_version"],
         "updated": as_of,
         "data_version": as_of,
-        "unit": card["token"]["unit"],
-        "itl_deadline_ms": _number(deadline),
+        "unit": unit,
+        limit_key: limit_value,
         "source": {
             "name": source["name"],
             "publisher": source["publisher"],
@@ -187,11 +194,11 @@ def task_header(
             "licence": source["licence"],
             "licence_evidence": list(source["licence_evidence"]),
             "workload": source["workload"].format(workload_label=task["workload_label"], task=task["task"]),
-            "method": card["token"]["method"],
-            "selection": _selection(card, deadline, task["over_latency_limit_count"]),
+            "method": method,
+            "selection": selection,
             "cite": source["cite"],
             "cite_url": source["cite_url"],
-            "used_for": card["token"]["used_for"],
+            "used_for": used_for,
             "configurations": source["configurations"].format(count=task["configuration_count"]),
         },
         "caveat": card["index"]["caveat"],
@@ -199,43 +206,37 @@ def task_header(
     }
 
 
+def task_header(
+    card: dict[str, Any], task: dict[str, Any], snapshot: dict[str, Any], deadline: float, as_of: str, retrieved: str
+) -> dict[str, Any]:
+    """The header of a token task's files: per million output tokens, under a median-ITL deadline."""
+    token = card["token"]
+    default = token["default_itl_deadline_ms"]
+    template = token["selection_default_deadline" if deadline == default else "selection_other_deadline"]
+    selection = template.format(
+        deadline=f"{_number(deadline)}", default_deadline=default,
+        exceeding=_exceeding(card, task["over_latency_limit_count"]),
+    )
+    return _header(
+        card, task, snapshot, as_of, retrieved, token["unit"], ("itl_deadline_ms", _number(deadline)),
+        token["method"], selection, token["used_for"],
+    )
+
+
 def diffusion_task_header(
     card: dict[str, Any], task: dict[str, Any], snapshot: dict[str, Any], as_of: str, retrieved: str
 ) -> dict[str, Any]:
-    """As task_header, for text-to-image and text-to-video: per image or video, under a batch-latency ceiling."""
+    """The header of a text-to-image or text-to-video task's files: per image or video, under a batch-latency ceiling."""
     diffusion = card["diffusion"]
     unit = diffusion["units"][task["task"]]
-    ceiling = diffusion["default_batch_latency_ceiling_s"][task["task"]]
-    header = task_header(card, task, snapshot, float(card["token"]["default_itl_deadline_ms"]), as_of, retrieved)
-    over = task["over_latency_limit_count"]
-    token = card["token"]
-    exceeding = (
-        token["exceeding_none"] if over == 0
-        else token["exceeding_one"] if over == 1
-        else token["exceeding_many"].format(count=over)
+    ceiling = _number(diffusion["default_batch_latency_ceiling_s"][task["task"]])
+    selection = diffusion["selection"].format(
+        ceiling=ceiling, exceeding=_exceeding(card, task["over_latency_limit_count"])
     )
-    source = {
-        **header["source"],
-        "method": diffusion["method"].format(unit=unit),
-        "selection": diffusion["selection"].format(ceiling=_number(ceiling), exceeding=exceeding),
-        "used_for": diffusion["used_for"],
-    }
-    return {
-        "version": header["version"],
-        "updated": header["updated"],
-        "data_version": header["data_version"],
-        "unit": diffusion["unit"].format(unit=unit),
-        "batch_latency_ceiling_s": _number(ceiling),
-        "source": source,
-        "caveat": header["caveat"],
-        "boundary": header["boundary"],
-    }
-
-
-def _rows(connection: duckdb.DuckDBPyConnection, sql: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
-    cursor = connection.execute(sql, parameters)
-    names = [column[0] for column in cursor.description]
-    return [dict(zip(names, values)) for values in cursor.fetchall()]
+    return _header(
+        card, task, snapshot, as_of, retrieved, diffusion["unit"].format(unit=unit),
+        ("batch_latency_ceiling_s", ceiling), diffusion["method"].format(unit=unit), selection, diffusion["used_for"],
+    )
 
 
 def _check_date(name: str, value: str) -> str:
@@ -245,7 +246,7 @@ def _check_date(name: str, value: str) -> str:
 
 
 def _check_slugs_distinct(connection: duckdb.DuckDBPyConnection, snapshot_id: str) -> None:
-    clashes = _rows(
+    clashes = fetch_dicts(
         connection,
         """
         select task, slug, list(distinct model_id order by model_id) as model_ids
@@ -264,7 +265,7 @@ def _check_slugs_distinct(connection: duckdb.DuckDBPyConnection, snapshot_id: st
         )
 
 
-def _family_rows(
+def _familyfetch_dicts(
     connection: duckdb.DuckDBPyConnection, snapshot_id: str, family: Family
 ) -> dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
     """Per task of one family: its configurations and its best configurations, each with the model's fields."""
@@ -272,7 +273,7 @@ def _family_rows(
     selected = ", ".join(f"c.{column}" for column in family.columns)
     join = "join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id"
     key = {"snapshot_id": snapshot_id}
-    configurations = _rows(
+    configurations = fetch_dicts(
         connection,
         f"""
         select c.task, c.slug, {model_columns}, {selected}
@@ -282,7 +283,7 @@ def _family_rows(
         """,
         key,
     )
-    best = _rows(
+    best = fetch_dicts(
         connection,
         f"""
         select c.task, c.slug, {model_columns}, {selected}
@@ -337,15 +338,15 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
     card = load_source_card()
     connection = duckdb.connect(str(paths.database), read_only=True)
     try:
-        parameters = _rows(
+        parameters = fetch_dicts(
             connection, "select i.snapshot_id, b.itl_deadline_ms from index_snapshot as i cross join build_parameters as b", {}
         )[0]
         snapshot_id, deadline = parameters["snapshot_id"], parameters["itl_deadline_ms"]
-        snapshot = _rows(connection, "select * from snapshots where snapshot_id = $id", {"id": snapshot_id})[0]
+        snapshot = fetch_dicts(connection, "select * from snapshots where snapshot_id = $id", {"id": snapshot_id})[0]
         as_of = _check_date("AS_OF", as_of or snapshot["retrieved"])
         retrieved = _check_date("RETRIEVED", retrieved or snapshot["retrieved"])
         _check_slugs_distinct(connection, snapshot_id)
-        tasks = _rows(
+        tasks = fetch_dicts(
             connection,
             """
             select t.task, t.workload_label, s.family, s.configuration_count, s.over_latency_limit_count
@@ -360,7 +361,7 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
         shutil.rmtree(staging, ignore_errors=True)
         model_file_count = 0
         try:
-            rows_by_family = {name: _family_rows(connection, snapshot_id, family) for name, family in FAMILIES.items()}
+            rows_by_family = {name: _familyfetch_dicts(connection, snapshot_id, family) for name, family in FAMILIES.items()}
             for task in tasks:
                 if task["family"] == "diffusion":
                     header = diffusion_task_header(card, task, snapshot, as_of, retrieved)

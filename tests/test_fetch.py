@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from conftest import NEWEST, read_json, refresh_args
 
-from pipeline.cli import main
 from pipeline.paths import Paths
 
 COMMIT = "7885788e837b80ad172e02e6e8c47e8d0b85520e"

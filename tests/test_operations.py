@@ -3,7 +3,6 @@ refresh killed at any point leaves the last good build intact."""
 
 import fcntl
 import json
-import os
 import signal
 import subprocess
 import sys

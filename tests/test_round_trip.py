@@ -8,7 +8,6 @@ from typing import Any
 
 import duckdb
 import pyarrow.parquet as pq
-import pytest
 from conftest import SNAPSHOTS, refresh_args
 
 import schemas
