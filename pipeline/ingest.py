@@ -365,7 +365,7 @@ def _detail_tables(
 
 
 def flatten_snapshot(paths: Paths, snapshot_id: str) -> tuple[dict[str, tuple[type, pyarrow.Table]], list[str]]:
-    """Read a fetched snapshot into the four tables, unvalidated. Returns the tables and notices."""
+    """Read a fetched snapshot into the tables of schemas/, unvalidated. Returns the tables and notices."""
     snapshot_dir = paths.raw_snapshot(check_snapshot_id(snapshot_id))
     manifest = read_manifest(snapshot_dir)
     _verify_files(snapshot_dir, manifest)
