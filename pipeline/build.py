@@ -96,7 +96,7 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection) -> None:
     """Facts declared in code that the views need: GPU ratings, latency ceilings and audit rules."""
     connection.execute("create table gpu_ratings (gpu varchar primary key, rated_board_power_w double not null)")
     connection.executemany("insert into gpu_ratings values (?, ?)", sorted(RATED_BOARD_POWER_W.items()))
-    connection.execute("comment on table gpu_ratings is 'Rated board power per GPU model, watts (schemas/token_configurations.py).'")
+    connection.execute("comment on table gpu_ratings is 'Rated board power per GPU model, watts (schemas/rules.py).'")
     connection.execute(
         "create table audit_rules (rule varchar primary key, table_name varchar not null, severity varchar not null,"
         " tolerance double not null, why varchar not null)"
