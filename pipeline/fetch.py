@@ -96,7 +96,7 @@ class _HttpReader:
             raise PipelineError(f"{url}: HTTP {error.code} {error.reason}") from None
         except (urllib.error.URLError, TimeoutError, OSError) as error:
             reason = getattr(error, "reason", error)
-            raise PipelineError(f"{url}: {reason}") from None
+            raise PipelineError(f"{url}: {reason} (offline? a local copy works too: --source <folder>)") from None
 
 
 def _parse_fetched(name: str, data: bytes, staging: Path) -> Any:
