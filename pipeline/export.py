@@ -4,15 +4,21 @@ Views compute; this module only selects rows, rounds them and lays them out in t
 OUT/index/<task>/models/<slug>.json per model and OUT/index/<task>/index.json per task.
 """
 
+import codecs
+import functools
+import itertools
 import json
+import multiprocessing
 import os
 import re
 import shutil
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import duckdb
+import orjson
 
 from pipeline.database import fetch_dicts
 from pipeline.errors import PipelineError
@@ -114,27 +120,77 @@ class ExportResult:
     model_file_count: int
 
 
-def _rounded(value: Any, digits: int | None) -> Any:
-    if digits is None or value is None:
-        return value
-    return round(value) if digits == 0 else round(value, digits)
+def configuration_formatter(
+    fields: list[tuple[str, str, int | None]] = CONFIGURATION_FIELDS, unit: str | None = None
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A function from a view row to an exported configuration: keys in order, values rounded.
+
+    It runs for every configuration of every exported file, so it is compiled once per task as one
+    dict display (about twice as fast as a loop over the fields); keys and columns are our constants.
+    """
+    entries = []
+    for key, column, digits in fields:
+        if unit == "image" and key in VIDEO_ONLY_KEYS:
+            continue
+        value = f"row[{column!r}]"
+        if digits is not None:
+            rounded = "round(v)" if digits == 0 else f"round(v, {digits})"
+            value = f"(None if (v := {value}) is None else {rounded})"
+        entries.append(f"{key.format(unit=unit)!r}: {value}")
+    return eval(f"lambda row: {{{', '.join(entries)}}}", {"__builtins__": {"round": round}})
 
 
 def format_configuration(row: dict[str, Any], fields: list[tuple[str, str, int | None]] = CONFIGURATION_FIELDS,
                          unit: str | None = None) -> dict[str, Any]:
-    formatted = {}
-    for key, column, digits in fields:
-        if unit == "image" and key in VIDEO_ONLY_KEYS:
-            continue
-        formatted[key.format(unit=unit)] = _rounded(row[column], digits)
-    return formatted
+    return configuration_formatter(fields, unit)(row)
 
 
 def format_model(row: dict[str, Any]) -> dict[str, Any]:
     return {key: row[column] for key, column in MODEL_FIELDS}
 
 
-def _dump(document: dict[str, Any]) -> bytes:
+# Where orjson and json.dumps format a float differently: below 1e-4 orjson writes 0.0000…, and in
+# exponent form it writes 1e-7 or 1e16 where json.dumps writes 1e-07 or 1e+16. A value in the
+# indented layout follows ': ' or a line's indentation.
+_FLOAT_FORMATS_DIFFER = re.compile(rb"(?:: |\n *)-?(?:0\.0000|[0-9.]+e)")
+
+
+def _json_ascii_escape(error: UnicodeEncodeError) -> tuple[str, int]:
+    """Escape what ASCII cannot hold as json.dumps does: \\u and four lower-case hex digits, astral
+    characters as a surrogate pair."""
+    escaped = []
+    for character in error.object[error.start:error.end]:
+        code = ord(character)
+        if code > 0xFFFF:
+            code -= 0x10000
+            escaped.append(f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}")
+        else:
+            escaped.append(f"\\u{code:04x}")
+    return "".join(escaped), error.end
+
+
+codecs.register_error("json_ascii_escape", _json_ascii_escape)
+
+
+def dump_json(document: dict[str, Any], floats_vetted: bool = False) -> bytes:
+    """json.dumps(document, indent=2) as ASCII bytes, byte for byte, at orjson's speed.
+
+    orjson writes UTF-8 (escaped here afterwards: in JSON text anything beyond ASCII, and DEL, sits
+    inside strings) and its own short float forms; a document where those show is formatted by the
+    standard library instead, as is one orjson refuses (a lone surrogate, a non-string key).
+    `floats_vetted` says the caller knows every float to lie in PLAIN_FLOAT_RANGE or be zero, which
+    spares the search. Callers make sure no float is NaN or infinite (orjson writes null).
+    """
+    try:
+        data = orjson.dumps(document, option=orjson.OPT_INDENT_2)
+    except TypeError:
+        return json.dumps(document, indent=2, allow_nan=False).encode("ascii")
+    if not data.isascii():
+        data = data.decode("utf-8").encode("ascii", errors="json_ascii_escape")
+    if b"\x7f" in data:
+        data = data.replace(b"\x7f", b"\\u007f")
+    if floats_vetted or not _FLOAT_FORMATS_DIFFER.search(data):
+        return data
     return json.dumps(document, indent=2, allow_nan=False).encode("ascii")
 
 
@@ -265,74 +321,158 @@ def _check_slugs_distinct(connection: duckdb.DuckDBPyConnection, snapshot_id: st
         )
 
 
-def _familyfetch_dicts(
-    connection: duckdb.DuckDBPyConnection, snapshot_id: str, family: Family
-) -> dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
-    """Per task of one family: its configurations and its best configurations, each with the model's fields."""
-    model_columns = ", ".join(f"m.{column}" for _, column in MODEL_FIELDS if column != "slug")
-    selected = ", ".join(f"c.{column}" for column in family.columns)
-    join = "join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id"
-    key = {"snapshot_id": snapshot_id}
-    configurations = fetch_dicts(
+_MODELS_JOIN = "join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id"
+# Floats in this range, and zero, print alike in orjson and json.dumps (see dump_json).
+PLAIN_FLOAT_RANGE = (1e-4, 1e15)
+
+
+@dataclass(frozen=True)
+class ExportSelect:
+    """The columns an export query selects from a view joined to models, and which of them are floats."""
+
+    columns: list[str]
+    floats: list[str]
+
+    @classmethod
+    def of(cls, connection: duckdb.DuckDBPyConnection, family: Family, view: str) -> "ExportSelect":
+        columns = [f"m.{c}" for _, c in MODEL_FIELDS if c != "slug"] + [f"c.{c}" for c in family.columns]
+        relation = connection.sql(f"select {', '.join(columns)} from {view} as c {_MODELS_JOIN} limit 0")
+        return cls(columns, [c for c, dtype in zip(columns, relation.dtypes) if str(dtype) == "DOUBLE"])
+
+    def sql(self) -> str:
+        """The select list, with plain_floats: true where every float of the row prints alike in orjson."""
+        low, high = PLAIN_FLOAT_RANGE
+        plain = " and ".join(f"coalesce({c} = 0 or abs({c}) >= {low!r} and abs({c}) < {high!r}, true)" for c in self.floats)
+        return f"c.task, c.slug, {', '.join(self.columns)}, {plain or 'true'} as plain_floats"
+
+
+def _export_rows(
+    connection: duckdb.DuckDBPyConnection, family: Family, view: str, order_by: str, where: str, parameters: dict[str, Any]
+) -> list[dict[str, Any]]:
+    return fetch_dicts(
         connection,
         f"""
-        select c.task, c.slug, {model_columns}, {selected}
-        from {family.configurations_view} as c {join}
-        where c.snapshot_id = $snapshot_id
-        order by c.task, c.slug, {family.order_by}
+        select {ExportSelect.of(connection, family, view).sql()}
+        from {view} as c {_MODELS_JOIN}
+        where c.snapshot_id = $snapshot_id and {where}
+        order by c.task, c.slug, {order_by}
         """,
-        key,
+        parameters,
     )
-    best = fetch_dicts(
-        connection,
-        f"""
-        select c.task, c.slug, {model_columns}, {selected}
-        from best_configurations as c {join}
-        where c.snapshot_id = $snapshot_id and c.task in (select distinct task from {family.configurations_view})
-        order by c.task, c.slug, c.gpu
-        """,
-        key,
+
+
+def _best_rows(connection: duckdb.DuckDBPyConnection, snapshot_id: str, family: Family, where: str = "true",
+               parameters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Best configurations of one family's tasks, with the model's fields, in file order."""
+    return _export_rows(
+        connection, family, "best_configurations", "c.gpu",
+        f"c.task in (select distinct task from {family.configurations_view}) and {where}",
+        {"snapshot_id": snapshot_id, **(parameters or {})},
     )
-    by_task: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
-    for row in configurations:
-        by_task.setdefault(row["task"], ([], []))[0].append(row)
-    for row in best:
-        by_task.setdefault(row["task"], ([], []))[1].append(row)
-    return by_task
 
 
-def _task_documents(
-    header: dict[str, Any],
-    configurations: list[dict[str, Any]],
-    best: list[dict[str, Any]],
-    family: Family,
-    unit: str | None,
-) -> tuple[dict[str, bytes], bytes]:
-    by_slug: dict[str, list[dict[str, Any]]] = {}
-    for row in configurations:
-        by_slug.setdefault(row["slug"], []).append(row)
-    best_by_slug: dict[str, list[dict[str, Any]]] = {}
-    for row in best:
-        best_by_slug.setdefault(row["slug"], []).append(row)
-
-    def configuration(row: dict[str, Any]) -> dict[str, Any]:
-        return format_configuration(row, family.fields, unit)
-
-    model_files = {}
-    for slug, rows in by_slug.items():
-        document = {
-            **header,
-            **format_model(rows[0]),
-            "gpus": sorted({row["gpu"] for row in rows}),
-            "configurations": [configuration(row) for row in rows],
-            "best": {row["gpu"]: configuration(row) for row in best_by_slug.get(slug, [])},
-        }
-        model_files[slug] = _dump(document)
-    task_index = {**header, "rows": [{**format_model(row), **configuration(row)} for row in best]}
-    return model_files, _dump(task_index)
+def _check_finite(connection: duckdb.DuckDBPyConnection, snapshot_id: str) -> None:
+    """The index format has no NaN or infinity (orjson would write them as null)."""
+    problems = []
+    for family in FAMILIES.values():
+        view = family.configurations_view
+        floats = ExportSelect.of(connection, family, view).floats
+        condition = " or ".join(f"not isfinite({column})" for column in floats) or "false"
+        count = connection.execute(
+            f"select count(*) from {view} as c {_MODELS_JOIN} where c.snapshot_id = $id and ({condition})",
+            {"id": snapshot_id},
+        ).fetchone()[0]
+        if count:
+            problems.append(f"{view}: {count} row(s) with a NaN or infinite value")
+    if problems:
+        raise PipelineError("values the index format cannot hold", problems)
 
 
-def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = None) -> ExportResult:
+@dataclass(frozen=True)
+class TaskPlan:
+    """What every file of one task shares: its header, its family and its unit (image, video or none)."""
+
+    task: str
+    header: dict[str, Any]
+    family: str
+    unit: str | None
+
+    @functools.cached_property
+    def header_prints_alike(self) -> bool:
+        """Whether the header's floats print alike in orjson (checked once, not once per file)."""
+        return dump_json(self.header) == json.dumps(self.header, indent=2).encode()
+
+
+def _model_document(
+    plan: TaskPlan, rows: list[dict[str, Any]], best: list[dict[str, Any]], formatted: Callable[..., dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        **plan.header,
+        **format_model(rows[0]),
+        "gpus": sorted({row["gpu"] for row in rows}),
+        "configurations": [formatted(row) for row in rows],
+        "best": {row["gpu"]: formatted(row) for row in best},
+    }
+
+
+def write_model_files(
+    database: str, snapshot_id: str, plans: list[TaskPlan], staging: str, share: int = 0, shares: int = 1
+) -> int:
+    """Write one share of the per-model files (the models whose slug hashes to `share`) into staging.
+
+    Runs in a worker process when the export is split; each opens the database read-only itself.
+    """
+    connection = duckdb.connect(database, read_only=True)
+    try:
+        written = 0
+        by_task = {plan.task: plan for plan in plans}
+        for family_name, family in FAMILIES.items():
+            tasks = [plan.task for plan in plans if plan.family == family_name]
+            if not tasks:
+                continue
+            share_filter = "list_contains($tasks, c.task) and hash(c.slug) % $shares = $share"
+            parameters = {"snapshot_id": snapshot_id, "tasks": tasks, "share": share, "shares": shares}
+            rows = _export_rows(connection, family, family.configurations_view, family.order_by, share_filter, parameters)
+            best = _best_rows(connection, snapshot_id, family, share_filter, parameters)
+            best_by_file: dict[tuple[str, str], list[dict[str, Any]]] = {}
+            for row in best:
+                best_by_file.setdefault((row["task"], row["slug"]), []).append(row)
+            formatters: dict[str, Callable[..., dict[str, Any]]] = {}
+            for (task, slug), group in itertools.groupby(rows, key=lambda row: (row["task"], row["slug"])):
+                plan = by_task[task]
+                if task not in formatters:
+                    formatters[task] = configuration_formatter(family.fields, plan.unit)
+                rows_of_file, best_of_file = list(group), best_by_file.get((task, slug), [])
+                document = _model_document(plan, rows_of_file, best_of_file, formatters[task])
+                floats_vetted = plan.header_prints_alike and all(row["plain_floats"] for row in rows_of_file + best_of_file)
+                Path(staging, task, "models", f"{slug}.json").write_bytes(dump_json(document, floats_vetted))
+                written += 1
+        return written
+    finally:
+        connection.close()
+
+
+# Below this many configurations a second process costs more to start than it saves.
+PARALLEL_EXPORT_MIN_CONFIGURATIONS = 20_000
+
+
+def _default_processes(connection: duckdb.DuckDBPyConnection, snapshot_id: str) -> int:
+    configurations = sum(
+        connection.execute(
+            f"select count(*) from {family.configurations_view} where snapshot_id = $id", {"id": snapshot_id}
+        ).fetchone()[0]
+        for family in FAMILIES.values()
+    )
+    if configurations < PARALLEL_EXPORT_MIN_CONFIGURATIONS:
+        return 1
+    return max(1, min(len(os.sched_getaffinity(0)), 8))
+
+
+def export(
+    paths: Paths, *, as_of: str | None = None, retrieved: str | None = None, processes: int | None = None
+) -> ExportResult:
+    """Write OUT/index from the database. `processes` splits the model files (default: one per core
+    for a large index, else one); the files are the same whatever it is."""
     if not paths.database.is_file():
         raise PipelineError(f"{paths.database}: missing; run 'energy-index build' first")
     card = load_source_card()
@@ -346,6 +486,7 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
         as_of = _check_date("AS_OF", as_of or snapshot["retrieved"])
         retrieved = _check_date("RETRIEVED", retrieved or snapshot["retrieved"])
         _check_slugs_distinct(connection, snapshot_id)
+        _check_finite(connection, snapshot_id)
         tasks = fetch_dicts(
             connection,
             """
@@ -357,30 +498,41 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
             """,
             {"snapshot_id": snapshot_id},
         )
-        staging = paths.build_root / f".index-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        model_file_count = 0
-        try:
-            rows_by_family = {name: _familyfetch_dicts(connection, snapshot_id, family) for name, family in FAMILIES.items()}
-            for task in tasks:
-                if task["family"] == "diffusion":
-                    header = diffusion_task_header(card, task, snapshot, as_of, retrieved)
-                    unit = card["diffusion"]["units"][task["task"]]
-                else:
-                    header, unit = task_header(card, task, snapshot, deadline, as_of, retrieved), None
-                configurations, best = rows_by_family[task["family"]].get(task["task"], ([], []))
-                model_files, task_index = _task_documents(
-                    header, configurations, best, FAMILIES[task["family"]], unit
-                )
-                models_dir = staging / task["task"] / "models"
-                models_dir.mkdir(parents=True)
-                for slug, data in model_files.items():
-                    (models_dir / f"{slug}.json").write_bytes(data)
-                (staging / task["task"] / "index.json").write_bytes(task_index)
-                model_file_count += len(model_files)
-            replace_directory(staging, paths.index_dir)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        plans = []
+        for task in tasks:
+            if task["family"] == "diffusion":
+                header = diffusion_task_header(card, task, snapshot, as_of, retrieved)
+                unit = card["diffusion"]["units"][task["task"]]
+            else:
+                header, unit = task_header(card, task, snapshot, deadline, as_of, retrieved), None
+            plans.append(TaskPlan(task["task"], header, task["family"], unit))
+        best_by_task: dict[str, list[dict[str, Any]]] = {}
+        for family in FAMILIES.values():
+            for row in _best_rows(connection, snapshot_id, family):
+                best_by_task.setdefault(row["task"], []).append(row)
+        shares = processes or _default_processes(connection, snapshot_id)
     finally:
         connection.close()
+
+    staging = paths.build_root / f".index-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        for plan in plans:
+            (staging / plan.task / "models").mkdir(parents=True)
+            formatted = configuration_formatter(FAMILIES[plan.family].fields, plan.unit)
+            rows = [{**format_model(row), **formatted(row)} for row in best_by_task.get(plan.task, [])]
+            (staging / plan.task / "index.json").write_bytes(dump_json({**plan.header, "rows": rows}))
+        arguments = (str(paths.database), snapshot_id, plans, str(staging))
+        if shares == 1:
+            model_file_count = write_model_files(*arguments)
+        else:
+            # The files are independent: each process writes the models whose slug hashes to its share.
+            # Spawned, not forked: a forked child would inherit DuckDB's threads mid-flight.
+            with ProcessPoolExecutor(shares - 1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                others = [pool.submit(write_model_files, *arguments, share, shares) for share in range(1, shares)]
+                model_file_count = write_model_files(*arguments, 0, shares)
+                model_file_count += sum(future.result() for future in others)
+        replace_directory(staging, paths.index_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return ExportResult(paths.index_dir, len(tasks), model_file_count)

@@ -1,0 +1,54 @@
+"""The export's fast writer: orjson where it prints exactly what json.dumps(indent=2) prints, and
+split across processes; neither may change a byte of the index."""
+
+import json
+import math
+import shutil
+
+import hypothesis.strategies as st
+import orjson
+from conftest import SEED_AS_OF, SEED_RETRIEVED, tree_digest
+from hypothesis import given, settings
+
+from pipeline.export import PLAIN_FLOAT_RANGE, dump_json, export
+from pipeline.paths import Paths
+
+finite_floats = st.floats(allow_nan=False, allow_infinity=False)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | finite_floats | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=6))
+def test_dump_json_is_json_dumps_byte_for_byte(document):
+    assert dump_json(document) == json.dumps(document, indent=2).encode("ascii")
+
+
+def test_dump_json_escapes_what_ascii_cannot_hold():
+    document = {"é": "× ÷ \x7f \u2028 😀 \ud800", "k": [1e-05, 1e16, 0.0001, 123.5, 2**64]}
+    assert dump_json(document) == json.dumps(document, indent=2).encode("ascii")
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.floats(min_value=PLAIN_FLOAT_RANGE[0], max_value=PLAIN_FLOAT_RANGE[1], exclude_max=True), st.booleans())
+def test_floats_in_the_plain_range_print_alike(value, negative):
+    value = -value if negative else value
+    assert orjson.dumps(value) == json.dumps(value).encode()
+    assert dump_json({"v": [value]}, floats_vetted=True) == json.dumps({"v": [value]}, indent=2).encode()
+
+
+def test_plain_range_bounds_are_where_the_formats_part():
+    low, high = PLAIN_FLOAT_RANGE
+    below = math.nextafter(low, 0)
+    assert orjson.dumps(below) != json.dumps(below).encode()  # 9.999999999999999e-05 vs 0.0000999…
+    assert json.dumps(float(high)) == "1000000000000000.0"
+
+
+def test_export_split_across_processes_writes_the_same_files(newest_build: Paths, tmp_path):
+    split = Paths(tmp_path / "out")
+    shutil.copytree(newest_build.out, split.out, symlinks=True)
+    export(split, as_of=SEED_AS_OF, retrieved=SEED_RETRIEVED, processes=3)
+    assert tree_digest(split.out, "index") == tree_digest(newest_build.out, "index")
