@@ -8,6 +8,10 @@ class PipelineError(Exception):
         super().__init__(message)
         self.details = details or []
 
+    def __reduce__(self) -> tuple[type, tuple[str, list[str]]]:
+        # Raised in worker processes too: the details must survive the trip back.
+        return type(self), (self.args[0], self.details)
+
     def __str__(self) -> str:
         lines = [self.args[0], *(f"  - {detail}" for detail in self.details)]
         return "\n".join(lines)

@@ -1,15 +1,29 @@
 """Ingest: flatten one fetched snapshot into Parquet tables, each validated by its schema in schemas/.
 
 Nothing is written unless every table passes; a failed ingest leaves the previous tables in place.
+
+Two readings give the same tables. The fast one (orjson, then whole columns into Arrow) takes files of
+the regular shape: declared keys only, values of the declared JSON types, no key given twice. Any file
+it is not sure of goes to the strict one (the standard library's parser and a row-by-row flattening),
+which decides, and words every problem. Detail files are read in chunks, split across processes when
+there are many.
 """
 
 import hashlib
+import itertools
 import json
+import multiprocessing
+import os
 from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy
+import orjson
 import pyarrow
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -19,7 +33,7 @@ from pipeline.fetch import TASK_NAME_PATTERN, check_snapshot_id, read_manifest
 from pipeline.files import atomic_path, load_json_strict
 from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
-from pipeline.validate import arrow_schema, json_paths, upstream_columns, validate_tables
+from pipeline.validate import arrow_schema, json_paths, raise_failures, table_failures, upstream_columns
 from schemas import (
     DiffusionConfigurations,
     ModelDetailConfigurations,
@@ -35,6 +49,10 @@ from schemas.token_configurations import CONFIGURATION_KEY as TOKEN_KEY
 
 TOKEN_FAMILIES = ("llm", "mllm")
 DIFFUSION_FAMILY = "diffusion"
+TABLE_ORDER = (
+    "snapshots", "tasks", "models", "token_configurations", "diffusion_configurations", "model_details",
+    "model_detail_configurations", "output_length_histograms",
+)
 INT64_RANGE = (-(2**63), 2**63 - 1)
 
 
@@ -43,6 +61,8 @@ class IngestResult:
     snapshot_id: str
     row_counts: dict[str, int]
     notices: list[str] = field(default_factory=list)
+    # Files the fast reading left to the strict one (irregular shape: unknown keys, a repeated key, ...).
+    strictly_read: list[str] = field(default_factory=list)
 
 
 class _Problems:
@@ -175,15 +195,232 @@ def _expect(condition: bool, message: str) -> None:
         raise PipelineError(message)
 
 
-def _verify_files(snapshot_dir: Path, manifest: dict[str, Any]) -> None:
-    for entry in manifest.get("files", []):
-        path = snapshot_dir / entry["path"]
-        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != entry["sha256"]:
-            raise PipelineError(f"{path}: missing or changed since it was fetched; fetch the snapshot again")
+# ---------------------------------------------------------------------------------------------------
+# Reading files: every byte read is checked against the manifest's sha256, so each file is read once.
 
 
-def _read_index(snapshot_dir: Path) -> dict[str, Any]:
-    index = load_json_strict(snapshot_dir / "index.json", "index.json")
+class _Irregular(Exception):
+    """The fast reading is not sure of this input; the strict reading decides and words any problem."""
+
+
+class _VerifiedFiles:
+    """The fetched files, each checked against the manifest as it is read."""
+
+    def __init__(self, snapshot_dir: Path, manifest: dict[str, Any]) -> None:
+        self.snapshot_dir = snapshot_dir
+        self.digests = {entry["path"]: entry["sha256"] for entry in manifest.get("files", [])}
+
+    def check_present(self) -> None:
+        for relative in self.digests:
+            if not (self.snapshot_dir / relative).is_file():
+                raise self._changed(relative)
+
+    def _changed(self, relative: str) -> PipelineError:
+        return PipelineError(
+            f"{self.snapshot_dir / relative}: missing or changed since it was fetched; fetch the snapshot again"
+        )
+
+    def read(self, relative: str) -> bytes:
+        data = (self.snapshot_dir / relative).read_bytes()
+        if hashlib.sha256(data).hexdigest() != self.digests.get(relative):
+            raise self._changed(relative)
+        return data
+
+    def load_strict(self, relative: str) -> Any:
+        self.read(relative)
+        return load_json_strict(self.snapshot_dir / relative, relative)
+
+    def verify_rest(self, read: set[str]) -> None:
+        for relative in sorted(self.digests.keys() - read):
+            self.read(relative)
+
+
+def _key_count(value: Any) -> int:
+    """Keys in every object of a parsed JSON value."""
+    if type(value) is dict:
+        nested = [item for item in value.values() if type(item) is dict or type(item) is list]
+        return len(value) + (sum(map(_key_count, nested)) if nested else 0)
+    if type(value) is list:
+        nested = [item for item in value if type(item) is dict or type(item) is list]
+        return sum(map(_key_count, nested)) if nested else 0
+    return 0
+
+
+def _parse_fast(data: bytes) -> Any:
+    """orjson's reading of a file when it is sure to equal the strict one; else raise _Irregular.
+
+    Outside strings a colon only ever follows a key, so as many colons as keys parsed means that no
+    key was given twice (orjson keeps the last silently) and that no string holds a colon.
+    """
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise _Irregular from None
+    if data.count(b":") != _key_count(document):
+        raise _Irregular
+    return document
+
+
+# ---------------------------------------------------------------------------------------------------
+# The fast flattening: whole columns at once, exactly what _flatten_objects gives for regular rows.
+
+_NONE = type(None)
+
+
+def _json_kinds(arrow_type: pyarrow.DataType) -> set[type]:
+    """The Python types of parsed JSON values _typed_value accepts for a column type."""
+    if pyarrow.types.is_integer(arrow_type):
+        return {int, _NONE}
+    if pyarrow.types.is_floating(arrow_type):
+        return {int, float, _NONE}
+    if pyarrow.types.is_boolean(arrow_type):
+        return {bool, _NONE}
+    return {str, _NONE}
+
+
+def _column(values: list[Any], arrow_type: pyarrow.DataType) -> pyarrow.Array:
+    if not set(map(type, values)) <= _json_kinds(arrow_type):
+        raise _Irregular
+    try:
+        array = pyarrow.array(values, type=arrow_type)
+    except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError, OverflowError):
+        raise _Irregular from None  # out of range: the strict reading says which value and why
+    # orjson reads an integer beyond 64 bits as a float; the strict reading refuses it.
+    if pyarrow.types.is_floating(arrow_type) and len(array) and (pc.max(pc.abs(array)).as_py() or 0) >= 2**63:
+        raise _Irregular
+    return array
+
+
+def _fast_flatten(
+    rows: list[Any], model: type, added: dict[str, Any], handled: frozenset[str] = frozenset()
+) -> pyarrow.Table:
+    """_flatten_objects for rows with declared keys only and values of the declared types; raises
+    _Irregular for anything else (unknown keys, a mistyped value, a required key missing)."""
+    if not set(map(type, rows)) <= {dict}:
+        raise _Irregular
+    schema = arrow_schema(model)
+    upstream = upstream_columns(model)
+    paths = json_paths(model)
+    count = len(rows)
+    present = set().union(*rows) if rows else set()
+    if not present <= {path[0] for path in paths.values()} | handled:
+        raise _Irregular  # unknown keys belong in extra_fields, which the strict reading fills
+    parents: dict[str, list[Any]] = {}
+    for root in {path[0] for path in paths.values() if len(path) == 2}:
+        values = list(map(dict.get, rows, itertools.repeat(root)))
+        children = [value for value in values if value is not None]
+        if not set(map(type, children)) <= {dict}:
+            raise _Irregular
+        if children and not set().union(*children) <= {path[1] for path in paths.values() if path[0] == root}:
+            raise _Irregular
+        parents[root] = values
+    columns = {}
+    for name, presence in upstream.items():
+        path = paths[name]
+        if len(path) == 1:
+            values = list(map(dict.get, rows, itertools.repeat(path[0])))
+            carried = sum(map(dict.__contains__, rows, itertools.repeat(path[0])))
+        elif len(path) == 2:
+            values = [None if parent is None else parent.get(path[1]) for parent in parents[path[0]]]
+            carried = sum(1 for parent in parents[path[0]] if parent is not None and path[1] in parent)
+        else:
+            raise _Irregular
+        if presence == "required" and carried != count:
+            raise _Irregular
+        columns[name] = _column(values, schema.field(name).type)
+    data = {**added, **columns, "extra_fields": pyarrow.nulls(count, pyarrow.string())}
+    return pyarrow.table({name: data[name] for name in schema.names}, schema=schema)
+
+
+def _repeats(key_columns: list[list[Any]]) -> list[int]:
+    """1-based ordinal of each row among the rows before it with the same key."""
+    seen: Counter[tuple[Any, ...]] = Counter()
+    repeats = []
+    for key in zip(*key_columns):
+        seen[key] += 1
+        repeats.append(seen[key])
+    return repeats
+
+
+def _with_column(table: pyarrow.Table, name: str, values: Any) -> pyarrow.Table:
+    index = table.schema.get_field_index(name)
+    return table.set_column(index, table.schema.field(index), pyarrow.array(values, table.schema.field(index).type))
+
+
+def _fast_configurations(
+    snapshot_id: str, task: str, rows: list[Any], model: type, configuration_key: list[str]
+) -> pyarrow.Table:
+    """_configurations_table for one regular task file."""
+    count = len(rows)
+    schema = arrow_schema(model)
+    added: dict[str, Any] = {
+        "snapshot_id": pyarrow.array([snapshot_id] * count, pyarrow.string()),
+        "task": pyarrow.array([task] * count, pyarrow.string()),
+        "source_ordinal": pyarrow.array(range(count), pyarrow.int64()),
+        "repeat": pyarrow.nulls(count, pyarrow.int64()),
+        "is_avg_output_len_derived": pyarrow.nulls(count, pyarrow.bool_()),
+    }
+    table = _fast_flatten(rows, model, added)
+    keys = [table[column].to_pylist() for column in configuration_key]
+    table = _with_column(table, "repeat", _repeats(keys))
+    if "is_avg_output_len_derived" in schema.names:
+        table = _with_column(table, "is_avg_output_len_derived", pc.is_null(table["avg_output_len"]))
+    return table
+
+
+def _fast_histograms(
+    snapshot_id: str, distributions: list[Any], identity: dict[str, list[Any]], scope: str
+) -> tuple[pyarrow.Table, numpy.ndarray]:
+    """_histogram_rows for many regular distributions at once: one row per bin. Also returns, per
+    row, the position of its distribution in `distributions`."""
+    if not set(map(type, distributions)) <= {dict} or not set(map(len, distributions)) <= {2}:
+        raise _Irregular
+    if distributions and set().union(*distributions) != {"bins", "counts"}:
+        raise _Irregular
+    bins = list(map(dict.get, distributions, itertools.repeat("bins")))
+    counts = list(map(dict.get, distributions, itertools.repeat("counts")))
+    if not set(map(type, bins)) | set(map(type, counts)) <= {list}:
+        raise _Irregular
+    if not set(map(type, itertools.chain.from_iterable(bins))) <= {int, float}:
+        raise _Irregular
+    if not set(map(type, itertools.chain.from_iterable(counts))) <= {int}:
+        raise _Irregular
+    try:
+        bins_array = pyarrow.array(bins, pyarrow.list_(pyarrow.float64()))
+        counts_array = pyarrow.array(counts, pyarrow.list_(pyarrow.int64()))
+    except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError, OverflowError):
+        raise _Irregular from None
+    bin_counts = pc.list_value_length(counts_array).to_numpy(zero_copy_only=False)
+    if not numpy.array_equal(pc.list_value_length(bins_array).to_numpy(zero_copy_only=False), bin_counts + 1):
+        raise _Irregular
+    flat_counts = counts_array.flatten()
+    if len(flat_counts) and pc.min(flat_counts).as_py() < 0:
+        raise _Irregular
+    parent = numpy.repeat(numpy.arange(len(distributions)), bin_counts)
+    starts = numpy.asarray(counts_array.offsets)[:-1]
+    bin_index = numpy.arange(len(flat_counts)) - starts[parent]
+    lower = numpy.asarray(bins_array.offsets)[:-1][parent] + bin_index
+    edges = bins_array.flatten().to_numpy(zero_copy_only=False)
+    schema = arrow_schema(OutputLengthHistograms)
+    rows = len(flat_counts)
+    columns = {
+        "snapshot_id": pyarrow.array([snapshot_id] * rows, pyarrow.string()),
+        **{name: pyarrow.array(values, schema.field(name).type).take(parent) for name, values in identity.items()},
+        "scope": pyarrow.array([scope] * rows, pyarrow.string()),
+        "bin_index": bin_index.astype(numpy.int64),
+        "lower_edge": edges[lower],
+        "upper_edge": edges[lower + 1],
+        "count": flat_counts,
+    }
+    return pyarrow.table({name: columns[name] for name in schema.names}, schema=schema), parent
+
+
+# ---------------------------------------------------------------------------------------------------
+# Task files and index.json.
+
+
+def _read_index(files: _VerifiedFiles) -> dict[str, Any]:
+    index = files.load_strict("index.json")
     _expect(isinstance(index, dict), "index.json: must be a JSON object")
     for name, kind in (("models", dict), ("tasks", list), ("architectures", dict), ("last_updated", str)):
         _expect(name in index, f"index.json: missing required field '{name}'")
@@ -205,10 +442,7 @@ def _task_families(index: dict[str, Any]) -> dict[str, str]:
     return families
 
 
-def _read_task_file(snapshot_dir: Path, task: str) -> dict[str, Any]:
-    name = f"tasks/{task}.json"
-    _expect((snapshot_dir / name).is_file(), f"{name}: missing, though index.json lists task '{task}'")
-    document = load_json_strict(snapshot_dir / name, name)
+def _check_task_document(name: str, document: Any) -> None:
     _expect(isinstance(document, dict), f"{name}: must be a JSON object")
     _expect("configurations" in document, f"{name}: missing required field 'configurations'")
     rows = document["configurations"]
@@ -216,7 +450,33 @@ def _read_task_file(snapshot_dir: Path, task: str) -> dict[str, Any]:
     for ordinal, row in enumerate(rows):
         _expect(isinstance(row, dict), f"{name}: configurations[{ordinal}] must be a JSON object")
     _expect(isinstance(document.get("task_display_name"), str), f"{name}: missing required field 'task_display_name'")
-    return document
+
+
+KNOWN_TASK_KEYS = {"task", "task_display_name", "architecture", "configurations"}
+
+
+def _read_task_file(
+    snapshot_id: str, files: _VerifiedFiles, task: str, model: type, configuration_key: list[str], problems: _Problems
+) -> tuple[dict[str, Any], pyarrow.Table, bool]:
+    """One task file: its document less the configurations, its configurations as a table, and
+    whether the strict reading was needed."""
+    name = f"tasks/{task}.json"
+    _expect((files.snapshot_dir / name).is_file(), f"{name}: missing, though index.json lists task '{task}'")
+    data = files.read(name)
+    try:
+        document = _parse_fast(data)
+        del data
+        if not isinstance(document, dict) or set(document) - KNOWN_TASK_KEYS:
+            raise _Irregular  # file_extra_fields keeps unknown keys as the strict reading parsed them
+        _check_task_document(name, document)
+        table = _fast_configurations(snapshot_id, task, document["configurations"], model, configuration_key)
+        strict = False
+    except _Irregular:
+        document = load_json_strict(files.snapshot_dir / name, name)
+        _check_task_document(name, document)
+        table = _configurations_table(snapshot_id, {task: document}, model, configuration_key, problems)
+        strict = True
+    return {key: value for key, value in document.items() if key != "configurations"}, table, strict
 
 
 def _snapshots_table(snapshot_id: str, manifest: dict[str, Any], index: dict[str, Any]) -> pyarrow.Table:
@@ -274,6 +534,10 @@ def _derive_avg_output_len(table: pyarrow.Table) -> pyarrow.Table:
     return table.set_column(table.schema.get_field_index("avg_output_len"), "avg_output_len", filled)
 
 
+# ---------------------------------------------------------------------------------------------------
+# Detail files (models/*.json): read in chunks, in worker processes when there are many.
+
+
 def _histogram_rows(
     where: str, distribution: Any, identity: dict[str, Any], problems: _Problems
 ) -> list[dict[str, Any]]:
@@ -299,95 +563,285 @@ def _histogram_rows(
     ]
 
 
-def _detail_tables(
-    snapshot_id: str, snapshot_dir: Path, families: dict[str, str], problems: _Problems
-) -> dict[str, tuple[type, pyarrow.Table]]:
-    """The per-model detail files: model-level rows, their configurations and their histograms."""
-    model_objects, file_names, configuration_counts = [], [], []
-    configuration_objects, configuration_added = [], {"task": [], "model_id": [], "detail_ordinal": [], "repeat": []}
+DetailTables = tuple[pyarrow.Table, pyarrow.Table, pyarrow.Table]
+
+
+def _strict_detail_tables(
+    snapshot_id: str, name: str, document: Any, families: dict[str, str], problems: _Problems
+) -> DetailTables | None:
+    """One detail file, row by row: its model row, its configurations and its histograms."""
+    _expect(isinstance(document, dict), f"{name}: must be a JSON object")
+    rows = document.get("configurations")
+    _expect(isinstance(rows, list), f"{name}: missing required field 'configurations' (a list)")
+    task, model_id = document.get("task"), document.get("model_id")
+    if task not in families:
+        problems.add(f"{name}: task {task!r} is not a task index.json lists")
+        return None
     histograms: list[dict[str, Any]] = []
+    if "output_length_distribution" in document:
+        histograms += _histogram_rows(
+            name, document["output_length_distribution"],
+            {"snapshot_id": snapshot_id, "task": task, "model_id": model_id, "scope": "model", "detail_ordinal": None},
+            problems,
+        )
     detail_paths = json_paths(ModelDetailConfigurations)
-    for path in sorted((snapshot_dir / "models").glob("*.json")):
-        name = f"models/{path.name}"
-        document = load_json_strict(path, name)
-        _expect(isinstance(document, dict), f"{name}: must be a JSON object")
-        rows = document.get("configurations")
-        _expect(isinstance(rows, list), f"{name}: missing required field 'configurations' (a list)")
-        task, model_id = document.get("task"), document.get("model_id")
-        if task not in families:
-            problems.add(f"{name}: task {task!r} is not a task index.json lists")
+    key_columns = TOKEN_KEY if families[task] in TOKEN_FAMILIES else DIFFUSION_KEY
+    seen: Counter[tuple[Any, ...]] = Counter()
+    configuration_objects = []
+    added: dict[str, list[Any]] = {"task": [], "model_id": [], "detail_ordinal": [], "repeat": []}
+    for ordinal, row in enumerate(rows):
+        where = f"{name}: configurations[{ordinal}]"
+        if not isinstance(row, dict):
+            problems.add(f"{where}: must be a JSON object")
             continue
-        model_objects.append((name, document))
-        file_names.append(path.name)
-        configuration_counts.append(len(rows))
-        if "output_length_distribution" in document:
+        key = tuple(_key_part(_dig(row, detail_paths[column])[1]) for column in key_columns if column in detail_paths)
+        seen[key] += 1
+        configuration_objects.append((where, row))
+        for column, value in (("task", task), ("model_id", model_id), ("detail_ordinal", ordinal), ("repeat", seen[key])):
+            added[column].append(value)
+        if "output_length_distribution" in row:
             histograms += _histogram_rows(
-                name, document["output_length_distribution"],
-                {"snapshot_id": snapshot_id, "task": task, "model_id": model_id, "scope": "model", "detail_ordinal": None},
+                where, row["output_length_distribution"],
+                {"snapshot_id": snapshot_id, "task": task, "model_id": model_id, "scope": "configuration",
+                 "detail_ordinal": ordinal},
                 problems,
             )
-        key_columns = TOKEN_KEY if families[task] in TOKEN_FAMILIES else DIFFUSION_KEY
-        seen: Counter[tuple[Any, ...]] = Counter()
-        for ordinal, row in enumerate(rows):
-            where = f"{name}: configurations[{ordinal}]"
-            if not isinstance(row, dict):
-                problems.add(f"{where}: must be a JSON object")
-                continue
-            key = tuple(_key_part(_dig(row, detail_paths[column])[1]) for column in key_columns if column in detail_paths)
-            seen[key] += 1
-            configuration_objects.append((where, row))
-            for column, value in (("task", task), ("model_id", model_id), ("detail_ordinal", ordinal), ("repeat", seen[key])):
-                configuration_added[column].append(value)
-            if "output_length_distribution" in row:
-                histograms += _histogram_rows(
-                    where, row["output_length_distribution"],
-                    {"snapshot_id": snapshot_id, "task": task, "model_id": model_id, "scope": "configuration",
-                     "detail_ordinal": ordinal},
-                    problems,
-                )
     details = _flatten_objects(
-        model_objects, ModelDetails,
-        {"snapshot_id": [snapshot_id] * len(model_objects), "file_name": file_names,
-         "configuration_count": configuration_counts},
+        [(name, document)], ModelDetails,
+        {"snapshot_id": [snapshot_id], "file_name": [name.removeprefix("models/")], "configuration_count": [len(rows)]},
         problems, handled=frozenset({"configurations", "output_length_distribution"}),
     )
     configurations = _flatten_objects(
         configuration_objects, ModelDetailConfigurations,
-        {"snapshot_id": [snapshot_id] * len(configuration_objects), **configuration_added},
+        {"snapshot_id": [snapshot_id] * len(configuration_objects), **added},
         problems, handled=frozenset({"output_length_distribution"}),
     )
-    histogram_table = pyarrow.Table.from_pylist(histograms, schema=arrow_schema(OutputLengthHistograms))
-    return {
-        "model_details": (ModelDetails, details),
-        "model_detail_configurations": (ModelDetailConfigurations, configurations),
-        "output_length_histograms": (OutputLengthHistograms, histogram_table),
+    return details, configurations, pyarrow.Table.from_pylist(histograms, schema=arrow_schema(OutputLengthHistograms))
+
+
+def _fast_detail_tables(
+    snapshot_id: str, documents: list[tuple[str, Any]], families: dict[str, str]
+) -> DetailTables:
+    """_strict_detail_tables for many regular detail files at once; raises _Irregular otherwise."""
+    for _, document in documents:
+        if not isinstance(document, dict) or not isinstance(document.get("configurations"), list):
+            raise _Irregular
+        if document.get("task") not in families or not isinstance(document.get("model_id"), str):
+            raise _Irregular
+    models = [document for _, document in documents]
+    row_lists = [document["configurations"] for document in models]
+    details = _fast_flatten(
+        models, ModelDetails,
+        {"snapshot_id": [snapshot_id] * len(models), "file_name": [name.removeprefix("models/") for name, _ in documents],
+         "configuration_count": list(map(len, row_lists))},
+        frozenset({"configurations", "output_length_distribution"}),
+    )
+    rows = list(itertools.chain.from_iterable(row_lists))
+    file_of_row = numpy.repeat(numpy.arange(len(models)), list(map(len, row_lists))).tolist()
+    tasks = [models[i]["task"] for i in file_of_row]
+    model_ids = [models[i]["model_id"] for i in file_of_row]
+    ordinals = list(itertools.chain.from_iterable(map(range, map(len, row_lists))))
+    count = len(rows)
+    configurations = _fast_flatten(
+        rows, ModelDetailConfigurations,
+        {"snapshot_id": [snapshot_id] * count, "task": tasks, "model_id": model_ids, "detail_ordinal": ordinals,
+         "repeat": pyarrow.nulls(count, pyarrow.int64())},
+        frozenset({"output_length_distribution"}),
+    )
+    detail_paths = json_paths(ModelDetailConfigurations)
+    repeats = []
+    for index, row_list in enumerate(row_lists):
+        start = len(repeats)
+        columns = TOKEN_KEY if families[models[index]["task"]] in TOKEN_FAMILIES else DIFFUSION_KEY
+        keys = [configurations[c].slice(start, len(row_list)).to_pylist() for c in columns if c in detail_paths]
+        repeats += _repeats(keys)
+    configurations = _with_column(configurations, "repeat", repeats)
+
+    with_model_histogram = [i for i, document in enumerate(models) if "output_length_distribution" in document]
+    with_row_histogram = [i for i, row in enumerate(rows) if "output_length_distribution" in row]
+    model_histograms, model_parent = _fast_histograms(
+        snapshot_id, [models[i]["output_length_distribution"] for i in with_model_histogram],
+        {"task": [models[i]["task"] for i in with_model_histogram],
+         "model_id": [models[i]["model_id"] for i in with_model_histogram],
+         "detail_ordinal": [None] * len(with_model_histogram)},
+        "model",
+    )
+    row_histograms, row_parent = _fast_histograms(
+        snapshot_id, [rows[i]["output_length_distribution"] for i in with_row_histogram],
+        {"task": [tasks[i] for i in with_row_histogram], "model_id": [model_ids[i] for i in with_row_histogram],
+         "detail_ordinal": [ordinals[i] for i in with_row_histogram]},
+        "configuration",
+    )
+    # The strict reading's order: file by file, the model's histogram first, then each configuration's.
+    histograms = pyarrow.concat_tables([model_histograms, row_histograms])
+    file_order = numpy.concatenate([
+        numpy.asarray(with_model_histogram, dtype=numpy.int64)[model_parent],
+        numpy.asarray(file_of_row, dtype=numpy.int64)[numpy.asarray(with_row_histogram, dtype=numpy.int64)][row_parent],
+    ])
+    ordinal_order = pc.fill_null(histograms["detail_ordinal"], -1).to_numpy(zero_copy_only=False)
+    order = numpy.lexsort((histograms["bin_index"].to_numpy(), ordinal_order, file_order))
+    return details, configurations, histograms.take(order)
+
+
+@dataclass
+class _ChunkResult:
+    tables: dict[str, pyarrow.Table]
+    problems: list[str]
+    failures: list[str]
+    notices: list[str]
+    strictly_read: list[str]
+
+
+def _read_detail_chunk(
+    snapshot_id: str, snapshot_dir: str, manifest: dict[str, Any], names: list[str], families: dict[str, str]
+) -> _ChunkResult:
+    """Read, flatten and validate a chunk of detail files. Runs in a worker process when split."""
+    files = _VerifiedFiles(Path(snapshot_dir), manifest)
+    problems = _Problems()
+    documents: list[tuple[str, Any]] = []
+    for name in names:
+        try:
+            documents.append((name, _parse_fast(files.read(name))))
+        except _Irregular:
+            documents.append((name, None))
+    pieces: list[DetailTables] = []
+    strictly_read: list[str] = []
+    try:
+        if any(document is None for _, document in documents):
+            raise _Irregular
+        pieces.append(_fast_detail_tables(snapshot_id, documents, families))
+    except _Irregular:
+        for name, document in documents:  # file by file: fast where it can, strict where it must
+            try:
+                if document is None:
+                    raise _Irregular
+                pieces.append(_fast_detail_tables(snapshot_id, [(name, document)], families))
+            except _Irregular:
+                strictly_read.append(name)
+                strict = _strict_detail_tables(
+                    snapshot_id, name, load_json_strict(files.snapshot_dir / name, name), families, problems
+                )
+                if strict is not None:
+                    pieces.append(strict)
+    names_of_tables = ("model_details", "model_detail_configurations", "output_length_histograms")
+    models = (ModelDetails, ModelDetailConfigurations, OutputLengthHistograms)
+    tables = {
+        table: pyarrow.concat_tables([piece[i] for piece in pieces]) if pieces else arrow_schema(model).empty_table()
+        for i, (table, model) in enumerate(zip(names_of_tables, models))
     }
+    failures: list[str] = []
+    notices: list[str] = []
+    if not problems.items:
+        # model_details is validated whole by the caller: its key spans every chunk.
+        failures, notices = table_failures(
+            {name: (model, tables[name]) for name, model in zip(names_of_tables[1:], models[1:])}
+        )
+    return _ChunkResult(tables, problems.items, failures, notices, strictly_read)
 
 
-def flatten_snapshot(paths: Paths, snapshot_id: str) -> tuple[dict[str, tuple[type, pyarrow.Table]], list[str]]:
-    """Read a fetched snapshot into the tables of schemas/, unvalidated. Returns the tables and notices."""
+class _InlineExecutor(Executor):
+    """Runs each job at once in this process: a small snapshot is not worth a worker's start-up."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as error:  # handed to whoever asks for the result, as a pool would
+            future.set_exception(error)
+        return future
+
+
+# A worker process costs about a second to start (pandera's import); below this many detail files
+# the whole snapshot takes less.
+PARALLEL_MIN_DETAIL_FILES = 2000
+DETAIL_CHUNK_FILES = 1000
+
+
+def _chunks(names: list[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(names), size):
+        yield names[start:start + size]
+
+
+class _TableWriters:
+    """One Parquet file per table, written batch by batch beside its final place and moved there only
+    when every table is complete (ExitStack unwinding on an error removes them all)."""
+
+    def __init__(self, stack: ExitStack, paths: Paths, snapshot_id: str) -> None:
+        self._stack, self._paths, self._snapshot_id = stack, paths, snapshot_id
+        self._writers: dict[str, pq.ParquetWriter] = {}
+        self.row_counts: dict[str, int] = {}
+
+    def write(self, name: str, table: pyarrow.Table) -> None:
+        if name not in self._writers:
+            tmp = self._stack.enter_context(atomic_path(self._paths.parquet_path(name, self._snapshot_id)))
+            self._writers[name] = self._stack.enter_context(pq.ParquetWriter(tmp, table.schema, compression="zstd"))
+            self.row_counts[name] = 0
+        self._writers[name].write_table(table)
+        self.row_counts[name] += table.num_rows
+
+
+def _check_models_listed(models: pyarrow.Table, configurations: list[pyarrow.Table]) -> None:
+    listed = set(models["model_id"].to_pylist())
+    named = set()
+    for table in configurations:
+        named.update(pc.unique(table["model_id"]).to_pylist())
+    unlisted = sorted(named - listed)
+    if unlisted:
+        raise PipelineError(
+            "task files name models that index.json does not list", [f"model_id {m}" for m in unlisted]
+        )
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> IngestResult:
+    """Flatten a fetched snapshot into its Parquet tables, each validated by its schema.
+
+    `processes` splits the detail files (default: one per core when there are many, else one).
+    """
     snapshot_dir = paths.raw_snapshot(check_snapshot_id(snapshot_id))
     manifest = read_manifest(snapshot_dir)
-    _verify_files(snapshot_dir, manifest)
-    index = _read_index(snapshot_dir)
+    files = _VerifiedFiles(snapshot_dir, manifest)
+    files.check_present()
+    index = _read_index(files)
     families = _task_families(index)
     labels = load_source_card()["workload_labels"]
     notices: list[str] = []
     problems = _Problems()
-
-    task_documents = {}
     for task in index["tasks"]:
-        _expect(isinstance(task, str) and task in families, f"index.json: task {task!r} has no family in architectures")
-        task_documents[task] = _read_task_file(snapshot_dir, task)
+        _expect(task in families, f"index.json: task {task!r} has no family in architectures")
+    detail_names = sorted(f"models/{path.name}" for path in (snapshot_dir / "models").glob("*.json"))
+    read = {"index.json", *(f"tasks/{task}.json" for task in index["tasks"]), *detail_names}
+
+    model_objects = []
+    for model_id, metadata in index["models"].items():
+        _expect(isinstance(metadata, dict), f"index.json: models.{model_id} must be a JSON object")
+        model_objects.append((f"index.json: models[{model_id!r}]", metadata))
+    models = _flatten_objects(
+        model_objects, Models,
+        {"snapshot_id": [snapshot_id] * len(model_objects), "model_id": list(index["models"])},
+        problems,
+    )
+
+    # Task files first, one at a time, in this process: the largest parsed file is the peak of memory.
     task_rows = []
-    known_task_keys = {"task", "task_display_name", "architecture", "configurations"}
-    for position, (task, document) in enumerate(task_documents.items()):
+    strictly_read: list[str] = []
+    family_tables: dict[str, list[pyarrow.Table]] = {"token": [], "diffusion": []}
+    for position, task in enumerate(index["tasks"]):
+        token = families[task] in TOKEN_FAMILIES
+        model, key = (TokenConfigurations, TOKEN_KEY) if token else (DiffusionConfigurations, DIFFUSION_KEY)
+        document, table, strict = _read_task_file(snapshot_id, files, task, model, key, problems)
+        if strict:
+            strictly_read.append(f"tasks/{task}.json")
+        family_tables["token" if token else "diffusion"].append(table)
         if document.get("task", task) != task:
             problems.add(f"tasks/{task}.json: its task field says {document['task']!r}")
         architecture = document.get("architecture")
         if architecture is not None and not isinstance(architecture, str):
             problems.add(f"tasks/{task}.json: field 'architecture' must be a string")
-        unknown = {key: value for key, value in document.items() if key not in known_task_keys}
+        unknown = {key: value for key, value in document.items() if key not in KNOWN_TASK_KEYS}
         if task not in labels:
             notices.append(f"task {task}: no workload label in the source card; using its display name")
         task_rows.append(
@@ -402,56 +856,64 @@ def flatten_snapshot(paths: Paths, snapshot_id: str) -> tuple[dict[str, tuple[ty
                 "file_extra_fields": json.dumps(unknown, sort_keys=True, ensure_ascii=False) if unknown else None,
             }
         )
-
-    model_objects = []
-    for model_id, metadata in index["models"].items():
-        _expect(isinstance(metadata, dict), f"index.json: models.{model_id} must be a JSON object")
-        model_objects.append((f"index.json: models[{model_id!r}]", metadata))
-    models = _flatten_objects(
-        model_objects,
-        Models,
-        {"snapshot_id": [snapshot_id] * len(model_objects), "model_id": list(index["models"])},
-        problems,
-    )
-    token_documents = {t: d for t, d in task_documents.items() if families[t] in TOKEN_FAMILIES}
-    diffusion_documents = {t: d for t, d in task_documents.items() if families[t] == DIFFUSION_FAMILY}
-    token = _configurations_table(snapshot_id, token_documents, TokenConfigurations, TOKEN_KEY, problems)
-    diffusion = _configurations_table(
-        snapshot_id, diffusion_documents, DiffusionConfigurations, DIFFUSION_KEY, problems
-    )
-    details = _detail_tables(snapshot_id, snapshot_dir, families, problems)
-    problems.raise_if_any(f"snapshot {snapshot_id} has input problems")
-
-    tables = {
+    token_table = pyarrow.concat_tables(family_tables["token"]) if family_tables["token"] else (
+        arrow_schema(TokenConfigurations).empty_table())
+    diffusion_table = pyarrow.concat_tables(family_tables["diffusion"]) if family_tables["diffusion"] else (
+        arrow_schema(DiffusionConfigurations).empty_table())
+    small_tables = {
         "snapshots": (Snapshots, _snapshots_table(snapshot_id, manifest, index)),
         "tasks": (Tasks, pyarrow.Table.from_pylist(task_rows, schema=arrow_schema(Tasks))),
         "models": (Models, models),
-        "token_configurations": (TokenConfigurations, _derive_avg_output_len(token)),
-        "diffusion_configurations": (DiffusionConfigurations, diffusion),
-        **details,
+        "token_configurations": (TokenConfigurations, _derive_avg_output_len(token_table)),
+        "diffusion_configurations": (DiffusionConfigurations, diffusion_table),
     }
-    return tables, notices
+    failures: list[str] = []
+    if not problems.items:
+        failures, small_notices = table_failures(small_tables)
+        notices += small_notices
 
-
-def _check_models_listed(tables: dict[str, tuple[type, pyarrow.Table]]) -> None:
-    listed = set(tables["models"][1]["model_id"].to_pylist())
-    named = set()
-    for table in ("token_configurations", "diffusion_configurations"):
-        named.update(tables[table][1]["model_id"].to_pylist())
-    unlisted = sorted(named - listed)
-    if unlisted:
-        raise PipelineError(
-            "task files name models that index.json does not list", [f"model_id {m}" for m in unlisted]
+    processes = processes or (
+        max(1, len(os.sched_getaffinity(0))) if len(detail_names) >= PARALLEL_MIN_DETAIL_FILES else 1
+    )
+    chunk_size = min(DETAIL_CHUNK_FILES, max(1, -(-len(detail_names) // processes)))
+    with ExitStack() as stack:
+        writers = _TableWriters(stack, paths, snapshot_id)
+        # Spawned, not forked: a fork would copy this process's memory and any library threads.
+        pool = stack.enter_context(
+            ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+            if processes > 1 else _InlineExecutor()
         )
-
-
-def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
-    tables, notices = flatten_snapshot(paths, snapshot_id)
-    notices += validate_tables(tables)
-    _check_models_listed(tables)
-    for stale in paths.parquet_dir.glob("*.parquet"):
-        stale.unlink()  # the one-file-per-table layout before snapshots were kept side by side
-    for name, (_, table) in tables.items():
-        with atomic_path(paths.parquet_path(name, snapshot_id)) as tmp:
-            pq.write_table(table, tmp, compression="zstd")
-    return IngestResult(snapshot_id, {name: table.num_rows for name, (_, table) in tables.items()}, notices)
+        futures = [
+            pool.submit(_read_detail_chunk, snapshot_id, str(snapshot_dir), manifest, names, families)
+            for names in _chunks(detail_names, chunk_size)
+        ]
+        details = []
+        for future in futures:  # in submission order, so the files are the same whatever the split
+            result = future.result()
+            problems.items += result.problems
+            failures += result.failures
+            notices += result.notices
+            strictly_read += result.strictly_read
+            details.append(result.tables["model_details"])
+            if not problems.items:  # else nothing will be written, and the tables may hold holes
+                for name in ("model_detail_configurations", "output_length_histograms"):
+                    writers.write(name, result.tables[name])
+        if not futures:
+            for name, model in (("model_detail_configurations", ModelDetailConfigurations),
+                                ("output_length_histograms", OutputLengthHistograms)):
+                writers.write(name, arrow_schema(model).empty_table())
+        model_details = pyarrow.concat_tables(details) if details else arrow_schema(ModelDetails).empty_table()
+        problems.raise_if_any(f"snapshot {snapshot_id} has input problems")
+        if not failures:
+            failures, detail_notices = table_failures({"model_details": (ModelDetails, model_details)})
+            notices += detail_notices
+        raise_failures(failures)
+        _check_models_listed(models, [token_table, diffusion_table])
+        files.verify_rest(read)
+        for name, (_, table) in small_tables.items():
+            writers.write(name, table)
+        writers.write("model_details", model_details)
+        for stale in paths.parquet_dir.glob("*.parquet"):
+            stale.unlink()  # the one-file-per-table layout before snapshots were kept side by side
+    counts = {name: writers.row_counts[name] for name in TABLE_ORDER}
+    return IngestResult(snapshot_id, counts, _unique(notices), strictly_read)

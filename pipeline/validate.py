@@ -4,6 +4,8 @@ Also derives from those schemas what other steps need: each table's Arrow schema
 columns, and its column descriptions.
 """
 
+import copy
+import functools
 import re
 import warnings
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 import pandas as pd
 import pandera.pandas as pa
 import pyarrow
+import pyarrow.compute as pc
 
 from pipeline.errors import PipelineError
 
@@ -98,22 +101,69 @@ def _format_failures(table_name: str, frame: pd.DataFrame, error: pa.errors.Sche
     return lines
 
 
-def validate_tables(tables: dict[str, tuple[type[pa.DataFrameModel], pyarrow.Table]]) -> list[str]:
-    """Validate every table lazily; raise one PipelineError listing all failures, else return warnings."""
+def _duplicate_keys(table_name: str, table: pyarrow.Table, key: list[str]) -> list[str]:
+    """The table's key (Config.unique), checked by DuckDB: on millions of rows it is twice as fast as
+    pandas' duplicated(), which pandera uses, and five times as fast as an Arrow group-by."""
+    if not key or table.num_rows < 2:
+        return []
+    import duckdb
+
+    columns = ", ".join(f'"{column}"' for column in key)
+    connection = duckdb.connect()
+    try:
+        connection.register("checked", table.select(key))
+        duplicates = connection.execute(
+            f"select {columns}, count(*) as n from checked group by all having count(*) > 1 order by all limit 1000"
+        ).fetchall()
+    finally:
+        connection.close()
+    return [
+        f"{table_name} [{', '.join(f'{c}={v}' for c, v in zip(key, row) if c != 'snapshot_id')}] column "
+        f"{', '.join(key)}: {row[-1]} rows share this key; fails check unique"
+        for row in duplicates
+    ]
+
+
+@functools.cache
+def _schema_without_key(model: type[pa.DataFrameModel]) -> pa.DataFrameSchema:
+    """The model's schema less Config.unique, which _duplicate_keys checks instead (on a copy: pandera
+    caches the schema a model returns)."""
+    schema = copy.deepcopy(model.to_schema())
+    schema.unique = None
+    return schema
+
+
+def table_failures(
+    tables: dict[str, tuple[type[pa.DataFrameModel], pyarrow.Table]],
+) -> tuple[list[str], list[str]]:
+    """Validate every table lazily. Returns (failures, warnings), each a list of one-line messages."""
     failures: list[str] = []
     notices: list[str] = []
     for name, (model, table) in tables.items():
+        key = table_key(model)
+        schema = _schema_without_key(model)
         frame = _to_pandas(table)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                model.validate(frame, lazy=True)
+                schema.validate(frame, lazy=True)
             except pa.errors.SchemaErrors as error:
-                failures.extend(_format_failures(name, frame, error, table_key(model)))
+                failures.extend(_format_failures(name, frame, error, key))
+        failures.extend(_duplicate_keys(name, table, key))
         notices.extend(f"{name}: {w.message}" for w in caught if issubclass(w.category, pa.errors.SchemaWarning))
+    return failures, notices
+
+
+def raise_failures(failures: list[str]) -> None:
     if failures:
         shown = failures[:MAX_REPORTED_FAILURES]
         if len(failures) > len(shown):
             shown.append(f"... and {len(failures) - len(shown)} more")
         raise PipelineError(f"validation failed: {len(failures)} failure(s)", shown)
+
+
+def validate_tables(tables: dict[str, tuple[type[pa.DataFrameModel], pyarrow.Table]]) -> list[str]:
+    """Validate every table lazily; raise one PipelineError listing all failures, else return warnings."""
+    failures, notices = table_failures(tables)
+    raise_failures(failures)
     return notices
