@@ -24,8 +24,9 @@ DEFAULT_SOURCE = (
     "https://raw.githubusercontent.com/ml-energy/leaderboard/7885788e837b80ad172e02e6e8c47e8d0b85520e/public/data"
 )
 DEFAULT_TIMEOUT_S = 30.0
-# The largest upstream file today is 0.4 MB; 256 MiB leaves room for 500x growth and stops an endless body.
-DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024
+# The largest upstream file today is 0.4 MB, and 406 MB at the benchmark's 1000x scale; 1 GiB leaves
+# room for that and still stops an endless body.
+DEFAULT_MAX_FILE_BYTES = 1024 * 1024 * 1024
 MANIFEST = "manifest.json"
 # snapshot.json is written beside the shared snapshots (not by the upstream) with the commit facts.
 COMMIT_FACTS = "snapshot.json"
@@ -136,24 +137,51 @@ def _local_files(root: Path) -> list[str]:
     resolved_root = root.resolve()
     names = []
     for pattern in ("index.json", "tasks/*.json", "models/*.json"):
+        folder_is_link = (root / pattern).parent.is_symlink()
         for path in sorted(root.glob(pattern)):
-            target = path.resolve()
-            if not target.is_relative_to(resolved_root):
-                raise PipelineError(f"{path}: a link to {target}, outside the source directory; refused")
-            if target.is_file():
+            # Only a link can lead outside; resolving every file would cost a second per 6,000 files.
+            if folder_is_link or path.is_symlink():
+                target = path.resolve()
+                if not target.is_relative_to(resolved_root):
+                    raise PipelineError(f"{path}: a link to {target}, outside the source directory; refused")
+            if path.is_file():
                 names.append(path.relative_to(root).as_posix())
     return names
 
 
-def _fetch_local(source: str, staging: Path, max_file_bytes: int) -> dict[str, Any]:
+def _copy_described(source: Path, target: Path, name: str) -> dict[str, Any]:
+    """Copy one file, hashing the bytes on their way through (one read, not two)."""
+    with open(source, "rb") as handle:
+        data = handle.read()
+    # os-level writes: on many small files, twice as fast as Path.write_bytes here.
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view):]
+    finally:
+        os.close(descriptor)
+    return {"path": name, "sha256": _sha256(data), "size": len(data)}
+
+
+def _fetch_local(source: str, staging: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Copy a local snapshot into staging. Returns the commit facts and the files' descriptions."""
     root = Path(source)
     if not (root / "index.json").is_file():
         raise PipelineError(f"{source}: not a snapshot directory (no index.json); expected the upstream public/data layout")
-    for name in _local_files(root):
+    names = _local_files(root)
+    for name in names:
         if (root / name).stat().st_size > max_file_bytes:
             raise PipelineError(f"{root / name}: larger than the size cap of {max_file_bytes} bytes")
-        (staging / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(root / name, staging / name)
+    for folder in sorted({(staging / name).parent for name in names}):
+        folder.mkdir(parents=True, exist_ok=True)
+    # One thread: more only contend for the file system here (measured: 0.7 s alone, 1.0 s in four).
+    files = [_copy_described(root / name, staging / name, name) for name in names]
+    files.sort(key=lambda entry: entry["path"])
+    return _local_commit_facts(root), files
+
+
+def _local_commit_facts(root: Path) -> dict[str, Any]:
     facts_path = root / COMMIT_FACTS
     if not facts_path.is_file():
         return {}
@@ -222,10 +250,10 @@ def fetch(
         if _is_url(source):
             upstream = _fetch_url(source, staging, timeout_s, max_file_bytes)
             recorded_source = source
+            files = _describe_files(staging)
         else:
-            upstream = _fetch_local(source, staging, max_file_bytes)
+            upstream, files = _fetch_local(source, staging, max_file_bytes)
             recorded_source = str(Path(source).resolve())
-        files = _describe_files(staging)
         snapshot_id = _snapshot_id(upstream, files)
         target = paths.raw_snapshot(snapshot_id)
         previous = read_manifest(target) if (target / MANIFEST).is_file() else None

@@ -235,30 +235,34 @@ class _VerifiedFiles:
             self.read(relative)
 
 
-def _key_count(value: Any) -> int:
-    """Keys in every object of a parsed JSON value."""
-    if type(value) is dict:
-        nested = [item for item in value.values() if type(item) is dict or type(item) is list]
-        return len(value) + (sum(map(_key_count, nested)) if nested else 0)
-    if type(value) is list:
-        nested = [item for item in value if type(item) is dict or type(item) is list]
-        return sum(map(_key_count, nested)) if nested else 0
-    return 0
+@dataclass
+class _Parsed:
+    document: Any
+    colons: int
 
 
-def _parse_fast(data: bytes) -> Any:
-    """orjson's reading of a file when it is sure to equal the strict one; else raise _Irregular.
-
-    Outside strings a colon only ever follows a key, so as many colons as keys parsed means that no
-    key was given twice (orjson keeps the last silently) and that no string holds a colon.
-    """
+def _parse_fast(data: bytes) -> _Parsed:
+    """orjson's reading of a file, and its colons; raises _Irregular where orjson refuses the file."""
     try:
-        document = orjson.loads(data)
+        return _Parsed(orjson.loads(data), data.count(b":"))
     except orjson.JSONDecodeError:
         raise _Irregular from None
-    if data.count(b":") != _key_count(document):
+
+
+def _keys_of(objects: list[dict[str, Any]], nested: Any = ()) -> int:
+    """Keys of `objects`, and of the objects they hold under the `nested` keys."""
+    total = sum(map(len, objects))
+    for key in nested:
+        total += sum(map(len, filter(None, map(dict.get, objects, itertools.repeat(key)))))
+    return total
+
+
+def _check_no_repeated_key(colons: int, keys: int) -> None:
+    """Outside strings a colon only ever follows a key. The fast reading accepts a document only when
+    it has counted every object in it, so as many colons as keys parsed means that no key was given
+    twice (orjson keeps the last silently) and that no string holds a colon."""
+    if colons != keys:
         raise _Irregular
-    return document
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -267,26 +271,30 @@ def _parse_fast(data: bytes) -> Any:
 _NONE = type(None)
 
 
-def _json_kinds(arrow_type: pyarrow.DataType) -> set[type]:
-    """The Python types of parsed JSON values _typed_value accepts for a column type."""
-    if pyarrow.types.is_integer(arrow_type):
-        return {int, _NONE}
-    if pyarrow.types.is_floating(arrow_type):
-        return {int, float, _NONE}
-    if pyarrow.types.is_boolean(arrow_type):
-        return {bool, _NONE}
-    return {str, _NONE}
-
-
-def _column(values: list[Any], arrow_type: pyarrow.DataType) -> pyarrow.Array:
-    if not set(map(type, values)) <= _json_kinds(arrow_type):
-        raise _Irregular
+def _column(values: list[Any], arrow_type: pyarrow.DataType, required: bool) -> pyarrow.Array:
+    """A column of parsed JSON values as _typed_value reads it; raises _Irregular where it would
+    object, or where a required value is missing."""
     try:
-        array = pyarrow.array(values, type=arrow_type)
+        array = pyarrow.array(values)  # JSON types inferred in one pass: mixed ones fail here
     except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError, OverflowError):
-        raise _Irregular from None  # out of range: the strict reading says which value and why
-    # orjson reads an integer beyond 64 bits as a float; the strict reading refuses it.
-    if pyarrow.types.is_floating(arrow_type) and len(array) and (pc.max(pc.abs(array)).as_py() or 0) >= 2**63:
+        raise _Irregular from None
+    inferred = array.type
+    if pyarrow.types.is_null(inferred):
+        array = pyarrow.nulls(len(values), arrow_type)
+    elif pyarrow.types.is_floating(arrow_type) and inferred in (pyarrow.float64(), pyarrow.int64()):
+        # Inference reads true as 1.0 among floats; only a column holding 0 or 1 can hide one.
+        if pc.any(pc.is_in(array, pyarrow.array([0, 1], inferred))).as_py() and bool in set(map(type, values)):
+            raise _Irregular
+        # orjson reads an integer beyond 64 bits as a float; the strict reading refuses it.
+        if inferred == pyarrow.float64() and (pc.max(pc.abs(array)).as_py() or 0) >= 2**63:
+            raise _Irregular
+        try:
+            array = array.cast(arrow_type)  # a safe cast: an integer no double holds exactly raises
+        except pyarrow.ArrowInvalid:
+            raise _Irregular from None
+    elif inferred != arrow_type:
+        raise _Irregular
+    if required and array.null_count:
         raise _Irregular
     return array
 
@@ -319,17 +327,18 @@ def _fast_flatten(
         path = paths[name]
         if len(path) == 1:
             values = list(map(dict.get, rows, itertools.repeat(path[0])))
-            carried = sum(map(dict.__contains__, rows, itertools.repeat(path[0])))
         elif len(path) == 2:
             values = [None if parent is None else parent.get(path[1]) for parent in parents[path[0]]]
-            carried = sum(1 for parent in parents[path[0]] if parent is not None and path[1] in parent)
         else:
             raise _Irregular
-        if presence == "required" and carried != count:
-            raise _Irregular
-        columns[name] = _column(values, schema.field(name).type)
+        # A required value missing or null is an error either way; the strict reading says which.
+        columns[name] = _column(values, schema.field(name).type, presence == "required")
     data = {**added, **columns, "extra_fields": pyarrow.nulls(count, pyarrow.string())}
     return pyarrow.table({name: data[name] for name in schema.names}, schema=schema)
+
+
+def _nested_roots(model: type) -> set[str]:
+    return {path[0] for path in json_paths(model).values() if len(path) > 1}
 
 
 def _repeats(key_columns: list[list[Any]]) -> list[int]:
@@ -368,11 +377,11 @@ def _fast_configurations(
     return table
 
 
-def _fast_histograms(
-    snapshot_id: str, distributions: list[Any], identity: dict[str, list[Any]], scope: str
-) -> tuple[pyarrow.Table, numpy.ndarray]:
-    """_histogram_rows for many regular distributions at once: one row per bin. Also returns, per
-    row, the position of its distribution in `distributions`."""
+def _fast_histograms(snapshot_id: str, distributions: list[Any], identity: dict[str, list[Any]]) -> pyarrow.Table:
+    """_histogram_rows for many regular distributions at once: one row per bin, in their order.
+    `identity` holds the task, model_id, scope and detail_ordinal of each distribution."""
+    if not distributions:
+        return arrow_schema(OutputLengthHistograms).empty_table()
     if not set(map(type, distributions)) <= {dict} or not set(map(len, distributions)) <= {2}:
         raise _Irregular
     if distributions and set().union(*distributions) != {"bins", "counts"}:
@@ -383,36 +392,35 @@ def _fast_histograms(
         raise _Irregular
     if not set(map(type, itertools.chain.from_iterable(bins))) <= {int, float}:
         raise _Irregular
-    if not set(map(type, itertools.chain.from_iterable(counts))) <= {int}:
-        raise _Irregular
     try:
         bins_array = pyarrow.array(bins, pyarrow.list_(pyarrow.float64()))
-        counts_array = pyarrow.array(counts, pyarrow.list_(pyarrow.int64()))
+        counts_array = pyarrow.array(counts)  # inferred: a bool or a float among the counts fails or shows
     except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError, OverflowError):
         raise _Irregular from None
-    bin_counts = pc.list_value_length(counts_array).to_numpy(zero_copy_only=False)
-    if not numpy.array_equal(pc.list_value_length(bins_array).to_numpy(zero_copy_only=False), bin_counts + 1):
+    if counts_array.type != pyarrow.list_(pyarrow.int64()):
+        if counts_array.type != pyarrow.list_(pyarrow.null()):
+            raise _Irregular
+        counts_array = counts_array.cast(pyarrow.list_(pyarrow.int64()))
+    bin_counts = numpy.diff(numpy.asarray(counts_array.offsets))
+    if not numpy.array_equal(numpy.diff(numpy.asarray(bins_array.offsets)), bin_counts + 1):
         raise _Irregular
     flat_counts = counts_array.flatten()
     if len(flat_counts) and pc.min(flat_counts).as_py() < 0:
         raise _Irregular
     parent = numpy.repeat(numpy.arange(len(distributions)), bin_counts)
-    starts = numpy.asarray(counts_array.offsets)[:-1]
-    bin_index = numpy.arange(len(flat_counts)) - starts[parent]
+    bin_index = numpy.arange(len(flat_counts)) - numpy.asarray(counts_array.offsets)[:-1][parent]
     lower = numpy.asarray(bins_array.offsets)[:-1][parent] + bin_index
     edges = bins_array.flatten().to_numpy(zero_copy_only=False)
     schema = arrow_schema(OutputLengthHistograms)
-    rows = len(flat_counts)
     columns = {
-        "snapshot_id": pyarrow.array([snapshot_id] * rows, pyarrow.string()),
+        "snapshot_id": pyarrow.array([snapshot_id] * len(flat_counts), pyarrow.string()),
         **{name: pyarrow.array(values, schema.field(name).type).take(parent) for name, values in identity.items()},
-        "scope": pyarrow.array([scope] * rows, pyarrow.string()),
         "bin_index": bin_index.astype(numpy.int64),
         "lower_edge": edges[lower],
         "upper_edge": edges[lower + 1],
         "count": flat_counts,
     }
-    return pyarrow.table({name: columns[name] for name in schema.names}, schema=schema), parent
+    return pyarrow.table({name: columns[name] for name in schema.names}, schema=schema)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -462,14 +470,20 @@ def _read_task_file(
     whether the strict reading was needed."""
     name = f"tasks/{task}.json"
     _expect((files.snapshot_dir / name).is_file(), f"{name}: missing, though index.json lists task '{task}'")
-    data = files.read(name)
     try:
-        document = _parse_fast(data)
-        del data
+        parsed = _parse_fast(files.read(name))
+        document = parsed.document
         if not isinstance(document, dict) or set(document) - KNOWN_TASK_KEYS:
             raise _Irregular  # file_extra_fields keeps unknown keys as the strict reading parsed them
-        _check_task_document(name, document)
-        table = _fast_configurations(snapshot_id, task, document["configurations"], model, configuration_key)
+        if not all(isinstance(document.get(key, ""), str) for key in ("task", "task_display_name", "architecture")):
+            raise _Irregular
+        try:
+            _check_task_document(name, document)
+        except PipelineError:
+            raise _Irregular from None  # the strict reading words it, after its own checks
+        rows = document["configurations"]
+        table = _fast_configurations(snapshot_id, task, rows, model, configuration_key)
+        _check_no_repeated_key(parsed.colons, len(document) + _keys_of(rows, _nested_roots(model)))
         strict = False
     except _Irregular:
         document = load_json_strict(files.snapshot_dir / name, name)
@@ -620,21 +634,26 @@ def _strict_detail_tables(
 
 
 def _fast_detail_tables(
-    snapshot_id: str, documents: list[tuple[str, Any]], families: dict[str, str]
+    snapshot_id: str, documents: list[tuple[str, _Parsed | None]], families: dict[str, str]
 ) -> DetailTables:
     """_strict_detail_tables for many regular detail files at once; raises _Irregular otherwise."""
-    for _, document in documents:
+    models = []
+    for _, parsed in documents:
+        if parsed is None:
+            raise _Irregular
+        document = parsed.document
         if not isinstance(document, dict) or not isinstance(document.get("configurations"), list):
             raise _Irregular
         if document.get("task") not in families or not isinstance(document.get("model_id"), str):
             raise _Irregular
-    models = [document for _, document in documents]
+        models.append(document)
+    histogram_key = "output_length_distribution"
     row_lists = [document["configurations"] for document in models]
     details = _fast_flatten(
         models, ModelDetails,
         {"snapshot_id": [snapshot_id] * len(models), "file_name": [name.removeprefix("models/") for name, _ in documents],
          "configuration_count": list(map(len, row_lists))},
-        frozenset({"configurations", "output_length_distribution"}),
+        frozenset({"configurations", histogram_key}),
     )
     rows = list(itertools.chain.from_iterable(row_lists))
     file_of_row = numpy.repeat(numpy.arange(len(models)), list(map(len, row_lists))).tolist()
@@ -646,41 +665,33 @@ def _fast_detail_tables(
         rows, ModelDetailConfigurations,
         {"snapshot_id": [snapshot_id] * count, "task": tasks, "model_id": model_ids, "detail_ordinal": ordinals,
          "repeat": pyarrow.nulls(count, pyarrow.int64())},
-        frozenset({"output_length_distribution"}),
+        frozenset({histogram_key}),
     )
     detail_paths = json_paths(ModelDetailConfigurations)
-    repeats = []
-    for index, row_list in enumerate(row_lists):
+    repeats: list[int] = []
+    for document, row_list in zip(models, row_lists):
         start = len(repeats)
-        columns = TOKEN_KEY if families[models[index]["task"]] in TOKEN_FAMILIES else DIFFUSION_KEY
+        columns = TOKEN_KEY if families[document["task"]] in TOKEN_FAMILIES else DIFFUSION_KEY
         keys = [configurations[c].slice(start, len(row_list)).to_pylist() for c in columns if c in detail_paths]
         repeats += _repeats(keys)
     configurations = _with_column(configurations, "repeat", repeats)
 
-    with_model_histogram = [i for i, document in enumerate(models) if "output_length_distribution" in document]
-    with_row_histogram = [i for i, row in enumerate(rows) if "output_length_distribution" in row]
-    model_histograms, model_parent = _fast_histograms(
-        snapshot_id, [models[i]["output_length_distribution"] for i in with_model_histogram],
-        {"task": [models[i]["task"] for i in with_model_histogram],
-         "model_id": [models[i]["model_id"] for i in with_model_histogram],
-         "detail_ordinal": [None] * len(with_model_histogram)},
-        "model",
-    )
-    row_histograms, row_parent = _fast_histograms(
-        snapshot_id, [rows[i]["output_length_distribution"] for i in with_row_histogram],
-        {"task": [tasks[i] for i in with_row_histogram], "model_id": [model_ids[i] for i in with_row_histogram],
-         "detail_ordinal": [ordinals[i] for i in with_row_histogram]},
-        "configuration",
-    )
-    # The strict reading's order: file by file, the model's histogram first, then each configuration's.
-    histograms = pyarrow.concat_tables([model_histograms, row_histograms])
-    file_order = numpy.concatenate([
-        numpy.asarray(with_model_histogram, dtype=numpy.int64)[model_parent],
-        numpy.asarray(file_of_row, dtype=numpy.int64)[numpy.asarray(with_row_histogram, dtype=numpy.int64)][row_parent],
-    ])
-    ordinal_order = pc.fill_null(histograms["detail_ordinal"], -1).to_numpy(zero_copy_only=False)
-    order = numpy.lexsort((histograms["bin_index"].to_numpy(), ordinal_order, file_order))
-    return details, configurations, histograms.take(order)
+    # In the strict reading's order: file by file, the model's histogram first, then each configuration's.
+    distributions, identity = [], {"task": [], "model_id": [], "scope": [], "detail_ordinal": []}
+    for document, row_list in zip(models, row_lists):
+        with_histogram = [(None, document)] if histogram_key in document else []
+        with_histogram += [(ordinal, row) for ordinal, row in enumerate(row_list) if histogram_key in row]
+        for ordinal, holder in with_histogram:
+            distributions.append(holder[histogram_key])
+            identity["task"].append(document["task"])
+            identity["model_id"].append(document["model_id"])
+            identity["scope"].append("model" if ordinal is None else "configuration")
+            identity["detail_ordinal"].append(ordinal)
+    histograms = _fast_histograms(snapshot_id, distributions, identity)
+    colons = sum(parsed.colons for _, parsed in documents)
+    keys = _keys_of(models, _nested_roots(ModelDetails) | {histogram_key})
+    _check_no_repeated_key(colons, keys + _keys_of(rows, _nested_roots(ModelDetailConfigurations) | {histogram_key}))
+    return details, configurations, histograms
 
 
 @dataclass
@@ -698,7 +709,7 @@ def _read_detail_chunk(
     """Read, flatten and validate a chunk of detail files. Runs in a worker process when split."""
     files = _VerifiedFiles(Path(snapshot_dir), manifest)
     problems = _Problems()
-    documents: list[tuple[str, Any]] = []
+    documents: list[tuple[str, _Parsed | None]] = []
     for name in names:
         try:
             documents.append((name, _parse_fast(files.read(name))))
@@ -707,14 +718,10 @@ def _read_detail_chunk(
     pieces: list[DetailTables] = []
     strictly_read: list[str] = []
     try:
-        if any(document is None for _, document in documents):
-            raise _Irregular
         pieces.append(_fast_detail_tables(snapshot_id, documents, families))
     except _Irregular:
         for name, document in documents:  # file by file: fast where it can, strict where it must
             try:
-                if document is None:
-                    raise _Irregular
                 pieces.append(_fast_detail_tables(snapshot_id, [(name, document)], families))
             except _Irregular:
                 strictly_read.append(name)

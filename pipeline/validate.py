@@ -102,8 +102,8 @@ def _format_failures(table_name: str, frame: pd.DataFrame, error: pa.errors.Sche
 
 
 def _duplicate_keys(table_name: str, table: pyarrow.Table, key: list[str]) -> list[str]:
-    """The table's key (Config.unique), checked by DuckDB: on millions of rows it is twice as fast as
-    pandas' duplicated(), which pandera uses, and five times as fast as an Arrow group-by."""
+    """The table's key (Config.unique), checked by DuckDB: on millions of rows it is several times as
+    fast as pandas' duplicated(), which pandera uses, or an Arrow group-by."""
     if not key or table.num_rows < 2:
         return []
     import duckdb
@@ -112,6 +112,10 @@ def _duplicate_keys(table_name: str, table: pyarrow.Table, key: list[str]) -> li
     connection = duckdb.connect()
     try:
         connection.register("checked", table.select(key))
+        # Distinct hashes are distinct keys; only a shortfall (a duplicate or a collision) needs grouping.
+        shortfall = connection.execute(f"select count(*) - count(distinct hash({columns})) from checked").fetchone()[0]
+        if not shortfall:
+            return []
         duplicates = connection.execute(
             f"select {columns}, count(*) as n from checked group by all having count(*) > 1 order by all limit 1000"
         ).fetchall()
