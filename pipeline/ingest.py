@@ -803,38 +803,23 @@ def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> IngestResult:
-    """Flatten a fetched snapshot into its Parquet tables, each validated by its schema.
+@dataclass
+class _TaskFiles:
+    """What the task files give: the tasks table's rows and the two configuration tables."""
 
-    `processes` splits the detail files (default: one per core when there are many, else one).
-    """
-    snapshot_dir = paths.raw_snapshot(check_snapshot_id(snapshot_id))
-    manifest = read_manifest(snapshot_dir)
-    files = _VerifiedFiles(snapshot_dir, manifest)
-    files.check_present()
-    index = _read_index(files)
-    families = _task_families(index)
-    labels = load_source_card()["workload_labels"]
-    notices: list[str] = []
-    problems = _Problems()
-    for task in index["tasks"]:
-        _expect(task in families, f"index.json: task {task!r} has no family in architectures")
-    detail_names = sorted(f"models/{path.name}" for path in (snapshot_dir / "models").glob("*.json"))
-    read = {"index.json", *(f"tasks/{task}.json" for task in index["tasks"]), *detail_names}
+    rows: list[dict[str, Any]]
+    token: pyarrow.Table
+    diffusion: pyarrow.Table
+    strictly_read: list[str]
 
-    model_objects = []
-    for model_id, metadata in index["models"].items():
-        _expect(isinstance(metadata, dict), f"index.json: models.{model_id} must be a JSON object")
-        model_objects.append((f"index.json: models[{model_id!r}]", metadata))
-    models = _flatten_objects(
-        model_objects, Models,
-        {"snapshot_id": [snapshot_id] * len(model_objects), "model_id": list(index["models"])},
-        problems,
-    )
 
-    # Task files first, one at a time, in this process: the largest parsed file is the peak of memory.
+def _read_task_files(
+    snapshot_id: str, files: _VerifiedFiles, index: dict[str, Any], families: dict[str, str],
+    labels: dict[str, str], problems: _Problems, notices: list[str],
+) -> _TaskFiles:
+    """The task files, one at a time: the largest parsed file is the ingest's peak of memory."""
     task_rows = []
-    strictly_read: list[str] = []
+    strictly_read = []
     family_tables: dict[str, list[pyarrow.Table]] = {"token": [], "diffusion": []}
     for position, task in enumerate(index["tasks"]):
         token = families[task] in TOKEN_FAMILIES
@@ -863,37 +848,79 @@ def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> Inge
                 "file_extra_fields": json.dumps(unknown, sort_keys=True, ensure_ascii=False) if unknown else None,
             }
         )
-    token_table = pyarrow.concat_tables(family_tables["token"]) if family_tables["token"] else (
-        arrow_schema(TokenConfigurations).empty_table())
-    diffusion_table = pyarrow.concat_tables(family_tables["diffusion"]) if family_tables["diffusion"] else (
-        arrow_schema(DiffusionConfigurations).empty_table())
-    small_tables = {
-        "snapshots": (Snapshots, _snapshots_table(snapshot_id, manifest, index)),
-        "tasks": (Tasks, pyarrow.Table.from_pylist(task_rows, schema=arrow_schema(Tasks))),
-        "models": (Models, models),
-        "token_configurations": (TokenConfigurations, _derive_avg_output_len(token_table)),
-        "diffusion_configurations": (DiffusionConfigurations, diffusion_table),
-    }
-    failures: list[str] = []
-    if not problems.items:
-        failures, small_notices = table_failures(small_tables)
-        notices += small_notices
 
+    def combined(tables: list[pyarrow.Table], model: type) -> pyarrow.Table:
+        return pyarrow.concat_tables(tables) if tables else arrow_schema(model).empty_table()
+
+    token_table = _derive_avg_output_len(combined(family_tables["token"], TokenConfigurations))
+    return _TaskFiles(task_rows, token_table, combined(family_tables["diffusion"], DiffusionConfigurations), strictly_read)
+
+
+def _ready() -> None:
+    """A first job for each worker: importing this module (pandera included) is its start-up cost."""
+
+
+def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> IngestResult:
+    """Flatten a fetched snapshot into its Parquet tables, each validated by its schema.
+
+    `processes` splits the detail files (default: one per core when there are many, else one).
+    """
+    snapshot_dir = paths.raw_snapshot(check_snapshot_id(snapshot_id))
+    manifest = read_manifest(snapshot_dir)
+    files = _VerifiedFiles(snapshot_dir, manifest)
+    files.check_present()
+    index = _read_index(files)
+    families = _task_families(index)
+    labels = load_source_card()["workload_labels"]
+    notices: list[str] = []
+    problems = _Problems()
+    for task in index["tasks"]:
+        _expect(task in families, f"index.json: task {task!r} has no family in architectures")
+    detail_names = sorted(f"models/{path.name}" for path in (snapshot_dir / "models").glob("*.json"))
+    read = {"index.json", *(f"tasks/{task}.json" for task in index["tasks"]), *detail_names}
     processes = processes or (
         max(1, len(os.sched_getaffinity(0))) if len(detail_names) >= PARALLEL_MIN_DETAIL_FILES else 1
     )
-    chunk_size = min(DETAIL_CHUNK_FILES, max(1, -(-len(detail_names) // processes)))
+
     with ExitStack() as stack:
-        writers = _TableWriters(stack, paths, snapshot_id)
         # Spawned, not forked: a fork would copy this process's memory and any library threads.
         pool = stack.enter_context(
             ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
             if processes > 1 else _InlineExecutor()
         )
+        for _ in range(processes):
+            pool.submit(_ready)  # the workers start while this process reads the task files
+
+        model_objects = []
+        for model_id, metadata in index["models"].items():
+            _expect(isinstance(metadata, dict), f"index.json: models.{model_id} must be a JSON object")
+            model_objects.append((f"index.json: models[{model_id!r}]", metadata))
+        models = _flatten_objects(
+            model_objects, Models,
+            {"snapshot_id": [snapshot_id] * len(model_objects), "model_id": list(index["models"])},
+            problems,
+        )
+        task_files = _read_task_files(snapshot_id, files, index, families, labels, problems, notices)
+        small_tables = {
+            "snapshots": (Snapshots, _snapshots_table(snapshot_id, manifest, index)),
+            "tasks": (Tasks, pyarrow.Table.from_pylist(task_files.rows, schema=arrow_schema(Tasks))),
+            "models": (Models, models),
+            "token_configurations": (TokenConfigurations, task_files.token),
+            "diffusion_configurations": (DiffusionConfigurations, task_files.diffusion),
+        }
+        failures: list[str] = []
+        if not problems.items:
+            failures, small_notices = table_failures(small_tables)
+            notices += small_notices
+
+        # Then the detail files, chunk by chunk, across the workers.
+        writers = _TableWriters(stack, paths, snapshot_id)
+        chunk_size = min(DETAIL_CHUNK_FILES, max(1, -(-len(detail_names) // processes)))
         futures = [
             pool.submit(_read_detail_chunk, snapshot_id, str(snapshot_dir), manifest, names, families)
             for names in _chunks(detail_names, chunk_size)
         ]
+        strictly_read = task_files.strictly_read
         details = []
         for future in futures:  # in submission order, so the files are the same whatever the split
             result = future.result()
@@ -915,7 +942,7 @@ def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> Inge
             failures, detail_notices = table_failures({"model_details": (ModelDetails, model_details)})
             notices += detail_notices
         raise_failures(failures)
-        _check_models_listed(models, [token_table, diffusion_table])
+        _check_models_listed(models, [task_files.token, task_files.diffusion])
         files.verify_rest(read)
         for name, (_, table) in small_tables.items():
             writers.write(name, table)
