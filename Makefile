@@ -19,8 +19,11 @@ CLI := $(VENV)/bin/energy-index
 INSTALLED := $(VENV)/.installed
 REFRESHED := $(OUT)/.refreshed
 CODE := pyproject.toml $(wildcard pipeline/*.py pipeline/*.toml schemas/*.py sql/*.sql)
-# A pinned URL names immutable content; a local folder is tracked file by file.
-SOURCE_FILES := $(if $(findstring ://,$(SOURCE)),,$(shell find '$(SOURCE)' -type f 2>/dev/null))
+# A pinned URL names immutable content. A local folder has changed when anything in it is newer than
+# the last refresh (a file edited, added or removed touches the file or its folder); find stops at the
+# first, so a no-op costs one stat per file and no hashing. The refresh itself then compares contents.
+SOURCE_CHANGED := $(if $(findstring ://,$(SOURCE)),,$(shell test -e '$(REFRESHED)' && \
+	find '$(SOURCE)' -newer '$(REFRESHED)' -print -quit 2>/dev/null))
 REFRESH_ARGS := --source '$(SOURCE)' --out '$(OUT)' --itl-deadline-ms '$(ITL_DEADLINE_MS)' \
 	$(if $(AS_OF),--as-of '$(AS_OF)') $(if $(RETRIEVED),--retrieved '$(RETRIEVED)')
 
@@ -33,7 +36,7 @@ endif
 
 HISTORY ?= ../shared/upstream/ml-energy-leaderboard
 
-.PHONY: all refresh history test test-all bench clean help
+.PHONY: all refresh history test test-all bench synth clean help
 
 all: $(REFRESHED)
 
@@ -42,9 +45,14 @@ $(INSTALLED): pyproject.toml
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
-$(REFRESHED): $(INSTALLED) $(CODE) $(SOURCE_FILES) $(PARAMETERS_FILE)
+# The stamp takes the time the refresh started: a file changed while it ran is newer, and is seen next time.
+$(REFRESHED): $(INSTALLED) $(CODE) $(PARAMETERS_FILE) $(if $(SOURCE_CHANGED),source-changed)
+	touch $@.started
 	$(CLI) refresh $(REFRESH_ARGS)
-	touch $@
+	mv $@.started $@
+
+.PHONY: source-changed
+source-changed:
 
 refresh: $(INSTALLED) ## refresh even when Make sees nothing changed
 	$(CLI) refresh $(REFRESH_ARGS)
@@ -59,9 +67,16 @@ test: $(INSTALLED) ## the test suite on both cores (slow scale tests excluded)
 test-all: $(INSTALLED) ## the test suite with the slow scale tests
 	$(VENV)/bin/python -m pytest -q -n 2 -m ''
 
-BENCH_SCALES ?= 1
-bench: $(INSTALLED) ## time full and no-op refreshes against DuckDB alone and pandas (BENCH_SCALES=1,10,100)
-	$(VENV)/bin/python -m pipeline.bench --scales '$(BENCH_SCALES)' --out '$(OUT)/bench'
+BENCH_SCALES ?= 1,100
+BENCH_RUNS ?= 3
+bench: $(INSTALLED) ## the pipeline against DuckDB alone and pandas, per scale (BENCH_SCALES=1,100,1000)
+	$(VENV)/bin/python -m pipeline.bench --scales '$(BENCH_SCALES)' --runs '$(BENCH_RUNS)' --out '$(OUT)/bench'
+
+SCALE ?= 10
+SYNTH_SOURCE ?= ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788
+SYNTH_DIR ?= $(OUT)/synth-$(SCALE)
+synth: $(INSTALLED) ## write a synthetic snapshot SCALE times SYNTH_SOURCE into SYNTH_DIR
+	$(CLI) synth --scale '$(SCALE)' --source '$(SYNTH_SOURCE)' --target '$(SYNTH_DIR)'
 
 clean: ## remove the outputs (not the virtual environment)
 	rm -rf '$(OUT)'

@@ -2,17 +2,25 @@
 
 import argparse
 import fcntl
+import hashlib
+import json
 import math
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.errors import PipelineError
 from pipeline.paths import Paths
 
+if TYPE_CHECKING:
+    from pipeline.fetch import FetchResult
+
 PROG = "energy-index"
+# In a generation made by refresh: the snapshot, parameters and code it was made from.
+REFRESH_RECORD = "refresh.json"
 
 
 def _say(message: str) -> None:
@@ -60,6 +68,8 @@ def _new_generation(paths: Paths) -> Iterator[Paths]:
     from pipeline import publish
 
     staged = publish.begin(paths)
+    # Only a refresh says what the build was made from; any other write makes that unknown.
+    (staged.generation / REFRESH_RECORD).unlink(missing_ok=True)
     try:
         yield staged
         publish.publish(staged)
@@ -67,7 +77,7 @@ def _new_generation(paths: Paths) -> Iterator[Paths]:
         publish.abandon(staged)
 
 
-def _run_fetch(args: argparse.Namespace, paths: Paths, source: str | None = None) -> str:
+def _run_fetch(args: argparse.Namespace, paths: Paths, source: str | None = None) -> "FetchResult":
     from pipeline.fetch import fetch
 
     source = source or args.source
@@ -79,7 +89,7 @@ def _run_fetch(args: argparse.Namespace, paths: Paths, source: str | None = None
         f"fetch: {result.file_count} files, {result.total_bytes / 1e6:.1f} MB -> {result.directory} "
         f"({state}, {time.perf_counter() - started:.2f} s)"
     )
-    return result.snapshot_id
+    return result
 
 
 def _run_ingest(args: argparse.Namespace, paths: Paths, snapshot_id: str | None = None) -> None:
@@ -111,14 +121,49 @@ def _run_export(args: argparse.Namespace, paths: Paths) -> None:
     _say(f"export: {result.task_count} tasks, {result.model_file_count} model files ({time.perf_counter() - started:.2f} s)")
 
 
+def _code_digest() -> str:
+    """What the outputs depend on besides the input and the parameters: this code and the libraries."""
+    from importlib.metadata import version
+
+    from pipeline.paths import PROJECT_ROOT, SQL_DIR
+
+    package = Path(__file__).parent
+    sources = [*package.glob("*.py"), *package.glob("*.toml"), *(PROJECT_ROOT / "schemas").glob("*.py"), *SQL_DIR.glob("*.sql")]
+    digest = hashlib.sha256()
+    for path in sorted(sources):
+        digest.update(f"{path.relative_to(PROJECT_ROOT)}\0".encode() + path.read_bytes())
+    for library in ("duckdb", "pyarrow", "pandera", "pandas", "orjson"):
+        digest.update(f"\0{library}={version(library)}".encode())
+    return digest.hexdigest()
+
+
+def _refresh_record(args: argparse.Namespace, snapshot_id: str) -> bytes:
+    record = {
+        "snapshot_id": snapshot_id,
+        "itl_deadline_ms": args.itl_deadline_ms,
+        "as_of": args.as_of,
+        "retrieved": args.retrieved,
+        "code": _code_digest(),
+    }
+    return (json.dumps(record, indent=2) + "\n").encode()
+
+
 def _run_refresh(args: argparse.Namespace, paths: Paths) -> None:
-    snapshot_id = _run_fetch(args, paths)
+    from pipeline.files import write_bytes_atomic
+
+    fetched = _run_fetch(args, paths)
+    record = _refresh_record(args, fetched.snapshot_id)
+    published = paths.current / REFRESH_RECORD
+    if not fetched.changed and published.is_file() and published.read_bytes() == record:
+        _say(f"refresh: {fetched.snapshot_id} is built and published with these parameters and this code; nothing to do")
+        return
     # The index shows what this refresh fetched; snapshots ingested before stay in the history.
-    args.index_snapshot = snapshot_id
+    args.index_snapshot = fetched.snapshot_id
     with _new_generation(paths) as staged:
-        _run_ingest(args, staged, snapshot_id)
+        _run_ingest(args, staged, fetched.snapshot_id)
         _run_build(args, staged)
         _run_export(args, staged)
+        write_bytes_atomic(staged.generation / REFRESH_RECORD, record)
     _report_published(paths)
 
 
@@ -142,7 +187,7 @@ def _run_history(args: argparse.Namespace, paths: Paths) -> None:
 
     fetched = []
     for source in _snapshot_sources(args.source):
-        fetched.append(_run_fetch(args, paths, source))
+        fetched.append(_run_fetch(args, paths, source).snapshot_id)
     manifests = {snapshot_id: read_manifest(paths.raw_snapshot(snapshot_id)) for snapshot_id in set(fetched)}
     in_commit_order = sorted(
         manifests, key=lambda s: (manifests[s]["upstream"].get("commit_time") or "", manifests[s]["retrieved"], s)

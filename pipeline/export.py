@@ -15,6 +15,7 @@ import shutil
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, Callable
 
 import duckdb
@@ -346,19 +347,29 @@ class ExportSelect:
         return f"c.task, c.slug, {', '.join(self.columns)}, {plain or 'true'} as plain_floats"
 
 
-def _export_rows(
-    connection: duckdb.DuckDBPyConnection, family: Family, view: str, order_by: str, where: str, parameters: dict[str, Any]
-) -> list[dict[str, Any]]:
-    return fetch_dicts(
-        connection,
-        f"""
+def _export_query(connection: duckdb.DuckDBPyConnection, family: Family, view: str, order_by: str, where: str) -> str:
+    return f"""
         select {ExportSelect.of(connection, family, view).sql()}
         from {view} as c {_MODELS_JOIN}
         where c.snapshot_id = $snapshot_id and {where}
         order by c.task, c.slug, {order_by}
-        """,
-        parameters,
-    )
+        """
+
+
+def _export_rows(
+    connection: duckdb.DuckDBPyConnection, family: Family, view: str, order_by: str, where: str, parameters: dict[str, Any]
+) -> list[dict[str, Any]]:
+    return fetch_dicts(connection, _export_query(connection, family, view, order_by, where), parameters)
+
+
+def _streamed_rows(
+    connection: duckdb.DuckDBPyConnection, family: Family, view: str, order_by: str, where: str, parameters: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
+    """_export_rows a batch at a time: at the 1000x scale the rows as dictionaries would take gigabytes."""
+    cursor = connection.execute(_export_query(connection, family, view, order_by, where), parameters)
+    names = [column[0] for column in cursor.description]
+    while batch := cursor.fetchmany(EXPORT_BATCH_ROWS):
+        yield from (dict(zip(names, values)) for values in batch)
 
 
 def _best_rows(connection: duckdb.DuckDBPyConnection, snapshot_id: str, family: Family, where: str = "true",
@@ -432,8 +443,9 @@ def write_model_files(
                 continue
             share_filter = "list_contains($tasks, c.task) and hash(c.slug) % $shares = $share"
             parameters = {"snapshot_id": snapshot_id, "tasks": tasks, "share": share, "shares": shares}
-            rows = _export_rows(connection, family, family.configurations_view, family.order_by, share_filter, parameters)
+            # The best rows first: the configurations stream, and a connection holds one result at a time.
             best = _best_rows(connection, snapshot_id, family, share_filter, parameters)
+            rows = _streamed_rows(connection, family, family.configurations_view, family.order_by, share_filter, parameters)
             best_by_file: dict[tuple[str, str], list[dict[str, Any]]] = {}
             for row in best:
                 best_by_file.setdefault((row["task"], row["slug"]), []).append(row)
@@ -452,6 +464,7 @@ def write_model_files(
         connection.close()
 
 
+EXPORT_BATCH_ROWS = 20_000
 # Below this many configurations a second process costs more to start than it saves.
 PARALLEL_EXPORT_MIN_CONFIGURATIONS = 20_000
 

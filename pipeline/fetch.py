@@ -164,8 +164,7 @@ def _copy_described(source: Path, target: Path, name: str) -> dict[str, Any]:
     return {"path": name, "sha256": _sha256(data), "size": len(data)}
 
 
-def _fetch_local(source: str, staging: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Copy a local snapshot into staging. Returns the commit facts and the files' descriptions."""
+def _local_listing(source: str, max_file_bytes: int) -> tuple[Path, list[str]]:
     root = Path(source)
     if not (root / "index.json").is_file():
         raise PipelineError(f"{source}: not a snapshot directory (no index.json); expected the upstream public/data layout")
@@ -173,12 +172,24 @@ def _fetch_local(source: str, staging: Path, max_file_bytes: int) -> tuple[dict[
     for name in names:
         if (root / name).stat().st_size > max_file_bytes:
             raise PipelineError(f"{root / name}: larger than the size cap of {max_file_bytes} bytes")
+    return root, names
+
+
+def _describe_local(root: Path, names: list[str]) -> list[dict[str, Any]]:
+    files = []
+    for name in names:
+        data = (root / name).read_bytes()
+        files.append({"path": name, "sha256": _sha256(data), "size": len(data)})
+    return sorted(files, key=lambda entry: entry["path"])
+
+
+def _copy_local(root: Path, staging: Path, names: list[str]) -> list[dict[str, Any]]:
+    """Copy a local snapshot into staging. Returns the files' descriptions."""
     for folder in sorted({(staging / name).parent for name in names}):
         folder.mkdir(parents=True, exist_ok=True)
     # One thread: more only contend for the file system here (measured: 0.7 s alone, 1.0 s in four).
     files = [_copy_described(root / name, staging / name, name) for name in names]
-    files.sort(key=lambda entry: entry["path"])
-    return _local_commit_facts(root), files
+    return sorted(files, key=lambda entry: entry["path"])
 
 
 def _local_commit_facts(root: Path) -> dict[str, Any]:
@@ -227,6 +238,14 @@ def read_manifest(snapshot_dir: Path) -> dict[str, Any]:
     return load_json_strict(manifest_path)
 
 
+def _latest_manifest(paths: Paths) -> dict[str, Any] | None:
+    """The manifest of the snapshot the last fetch delivered, if it is still there."""
+    try:
+        return read_manifest(paths.raw_snapshot(latest_snapshot_id(paths)))
+    except PipelineError:
+        return None
+
+
 def latest_snapshot_id(paths: Paths) -> str:
     pointer = paths.latest_snapshot_pointer
     if not pointer.is_file():
@@ -244,16 +263,28 @@ def fetch(
     """Copy `source` into OUT/raw/<snapshot-id>/; an unchanged snapshot keeps its manifest and files."""
     paths.raw_dir.mkdir(parents=True, exist_ok=True)
     staging = paths.raw_dir / f".staging-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
     try:
+        if not _is_url(source):
+            root, names = _local_listing(source, max_file_bytes)
+            recorded_source = str(root.resolve())
+            upstream = _local_commit_facts(root)
+            latest = _latest_manifest(paths)
+            # Fetched from here before: hash first, and write nothing if nothing changed.
+            if latest and latest.get("source") == recorded_source and latest.get("upstream") == upstream:
+                files = _describe_local(root, names)
+                if files == latest["files"]:
+                    return FetchResult(
+                        latest["snapshot_id"], paths.raw_snapshot(latest["snapshot_id"]), len(files),
+                        sum(f["size"] for f in files), changed=False,
+                    )
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
         if _is_url(source):
             upstream = _fetch_url(source, staging, timeout_s, max_file_bytes)
             recorded_source = source
             files = _describe_files(staging)
         else:
-            upstream, files = _fetch_local(source, staging, max_file_bytes)
-            recorded_source = str(Path(source).resolve())
+            files = _copy_local(root, staging, names)
         snapshot_id = _snapshot_id(upstream, files)
         target = paths.raw_snapshot(snapshot_id)
         previous = read_manifest(target) if (target / MANIFEST).is_file() else None

@@ -730,6 +730,7 @@ def _read_detail_chunk(
                 )
                 if strict is not None:
                     pieces.append(strict)
+    documents.clear()  # the parsed JSON is the chunk's largest part; validation needs only the tables
     names_of_tables = ("model_details", "model_detail_configurations", "output_length_histograms")
     models = (ModelDetails, ModelDetailConfigurations, OutputLengthHistograms)
     tables = {
@@ -922,8 +923,8 @@ def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> Inge
         ]
         strictly_read = task_files.strictly_read
         details = []
-        for future in futures:  # in submission order, so the files are the same whatever the split
-            result = future.result()
+        while futures:  # in submission order, so the files are the same whatever the split
+            result = futures.pop(0).result()  # and let go of each chunk once written
             problems.items += result.problems
             failures += result.failures
             notices += result.notices
@@ -932,7 +933,7 @@ def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> Inge
             if not problems.items:  # else nothing will be written, and the tables may hold holes
                 for name in ("model_detail_configurations", "output_length_histograms"):
                     writers.write(name, result.tables[name])
-        if not futures:
+        if not detail_names:
             for name, model in (("model_detail_configurations", ModelDetailConfigurations),
                                 ("output_length_histograms", OutputLengthHistograms)):
                 writers.write(name, arrow_schema(model).empty_table())

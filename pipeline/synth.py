@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PipelineError
+from pipeline.export import dump_json
 from pipeline.files import load_json_strict
 
 # Fields scaled together, so that energy = power / throughput (token) and energy = power × latency ÷
@@ -46,8 +47,9 @@ def _scaled(row: dict[str, Any], factor: float, model_id: str) -> dict[str, Any]
 
 
 def _write(path: Path, document: Any) -> int:
+    """The upstream's layout: json.dumps(indent=2), byte for byte (written by the export's fast writer)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps(document, indent=2).encode()
+    data = dump_json(document)
     path.write_bytes(data)
     return len(data)
 

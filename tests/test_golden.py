@@ -1,7 +1,10 @@
-"""The export reproduces the user's golden file byte for byte, through the CLI and through make."""
+"""The export reproduces the user's golden file byte for byte, through the CLI and through make; a
+refresh or a make with nothing changed does no work."""
 
+import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from conftest import NEWEST, PROJECT, SEED, SEED_AS_OF, SEED_RETRIEVED, tree_digest
@@ -14,8 +17,8 @@ def test_export_equals_the_seed_byte_for_byte(newest_build: Paths) -> None:
     assert exported.read_bytes() == SEED.read_bytes()
 
 
-def _make(out: Path) -> subprocess.CompletedProcess[str]:
-    variables = [f"SOURCE={NEWEST}", f"OUT={out}", f"AS_OF={SEED_AS_OF}", f"RETRIEVED={SEED_RETRIEVED}"]
+def _make(out: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
+    variables = [f"SOURCE={NEWEST}", f"OUT={out}", f"AS_OF={SEED_AS_OF}", f"RETRIEVED={SEED_RETRIEVED}", *overrides]
     environment = {**os.environ, "MAKEFLAGS": ""}
     return subprocess.run(
         ["make", "--no-print-directory", *variables], cwd=PROJECT, env=environment, capture_output=True, text=True
@@ -38,11 +41,48 @@ def test_make_writes_the_seed_then_a_second_make_does_nothing(tmp_path: Path) ->
     assert tree_digest(out, ".") == digest
 
 
-def test_refresh_rerun_on_unchanged_input_gives_identical_index(tmp_path: Path, run_cli) -> None:
+def _mtimes(out: Path) -> dict[Path, int]:
+    return {path: path.lstat().st_mtime_ns for path in out.rglob("*") if path.name != ".lock"}
+
+
+def test_refresh_rerun_on_unchanged_input_does_no_work(tmp_path: Path, run_cli) -> None:
     out = tmp_path / "out"
     assert run_cli("refresh", "--source", NEWEST, "--out", out).exit_code == 0
-    first = tree_digest(out, "index", "parquet", "raw")
+    first, mtimes = tree_digest(out, "index", "parquet", "raw"), _mtimes(out)
     rerun = run_cli("refresh", "--source", NEWEST, "--out", out)
     assert rerun.exit_code == 0
-    assert "(unchanged," in rerun.stderr
+    assert "(unchanged," in rerun.stderr and "nothing to do" in rerun.stderr
+    assert "ingest:" not in rerun.stderr
     assert tree_digest(out, "index", "parquet", "raw") == first
+    assert _mtimes(out) == mtimes
+
+
+def test_a_refresh_after_another_write_builds_again(tmp_path: Path, run_cli) -> None:
+    out = tmp_path / "out"
+    assert run_cli("refresh", "--source", NEWEST, "--out", out).exit_code == 0
+    first = tree_digest(out, "index")
+    assert run_cli("build", "--out", out, "--itl-deadline-ms", "50").exit_code == 0
+    assert run_cli("export", "--out", out).exit_code == 0
+    assert tree_digest(out, "index") != first
+    rerun = run_cli("refresh", "--source", NEWEST, "--out", out)
+    assert rerun.exit_code == 0 and "nothing to do" not in rerun.stderr
+    assert tree_digest(out, "index") == first
+
+
+def test_make_follows_a_changed_source_file_and_only_hashes_a_touched_one(tmp_path: Path, source_copy: Path) -> None:
+    out = tmp_path / "out"
+    assert _make(out, f"SOURCE={source_copy}").returncode == 0
+    task_file = source_copy / "tasks" / "gpqa.json"
+    time.sleep(0.01)
+    task_file.touch()
+    touched = _make(out, f"SOURCE={source_copy}")
+    assert touched.returncode == 0, touched.stderr
+    assert "nothing to do" in touched.stderr and "ingest:" not in touched.stderr
+    assert "Nothing to be done" in _make(out, f"SOURCE={source_copy}").stdout
+
+    document = json.loads(task_file.read_text())
+    document["configurations"][0]["avg_power_watts"] *= 0.5
+    task_file.write_text(json.dumps(document, indent=2))
+    changed = _make(out, f"SOURCE={source_copy}")
+    assert changed.returncode == 0, changed.stderr
+    assert "ingest:" in changed.stderr
