@@ -357,24 +357,94 @@ def _with_column(table: pyarrow.Table, name: str, values: Any) -> pyarrow.Table:
 
 
 def _fast_configurations(
-    snapshot_id: str, task: str, rows: list[Any], model: type, configuration_key: list[str]
+    snapshot_id: str, task: str, batches: Iterator[list[Any]], model: type, configuration_key: list[str], nested_keys: list[int]
 ) -> pyarrow.Table:
-    """_configurations_table for one regular task file."""
-    count = len(rows)
-    schema = arrow_schema(model)
-    added: dict[str, Any] = {
-        "snapshot_id": pyarrow.array([snapshot_id] * count, pyarrow.string()),
-        "task": pyarrow.array([task] * count, pyarrow.string()),
-        "source_ordinal": pyarrow.array(range(count), pyarrow.int64()),
-        "repeat": pyarrow.nulls(count, pyarrow.int64()),
-        "is_avg_output_len_derived": pyarrow.nulls(count, pyarrow.bool_()),
-    }
-    table = _fast_flatten(rows, model, added)
+    """_configurations_table for one regular task file whose rows come in batches. Appends to
+    `nested_keys` the keys the rows hold (for _check_no_repeated_key)."""
+    pieces = []
+    for rows in batches:
+        placeholders = {
+            "snapshot_id": pyarrow.nulls(len(rows), pyarrow.string()),
+            "task": pyarrow.nulls(len(rows), pyarrow.string()),
+            "source_ordinal": pyarrow.nulls(len(rows), pyarrow.int64()),
+            "repeat": pyarrow.nulls(len(rows), pyarrow.int64()),
+            "is_avg_output_len_derived": pyarrow.nulls(len(rows), pyarrow.bool_()),
+        }
+        pieces.append(_fast_flatten(rows, model, placeholders))
+        nested_keys.append(_keys_of(rows, _nested_roots(model)))
+    table = pyarrow.concat_tables(pieces) if pieces else arrow_schema(model).empty_table()
+    count = table.num_rows
+    table = _with_column(table, "snapshot_id", [snapshot_id] * count)
+    table = _with_column(table, "task", [task] * count)
+    table = _with_column(table, "source_ordinal", range(count))
     keys = [table[column].to_pylist() for column in configuration_key]
     table = _with_column(table, "repeat", _repeats(keys))
-    if "is_avg_output_len_derived" in schema.names:
+    if "is_avg_output_len_derived" in table.schema.names:
         table = _with_column(table, "is_avg_output_len_derived", pc.is_null(table["avg_output_len"]))
     return table
+
+
+# The upstream writes its task files as json.dumps(indent=2): between two configurations stand these
+# bytes, which outside a string (no string holds a raw newline) mark such a boundary or nothing valid.
+_ELEMENT_BOUNDARY = b"\n    },\n    {\n"
+TASK_SLICE_ROWS = 50_000
+
+
+@dataclass
+class _SlicedTaskFile:
+    """A task file parsed in slices: the document with only its first and last configurations (the
+    others cut out), and the others as byte ranges, each with the number of configurations it holds."""
+
+    skeleton: dict[str, Any]
+    ranges: list[tuple[int, int, int]]
+
+
+def _slice_task_file(data: bytes) -> _SlicedTaskFile | None:
+    """Cut a task file in the upstream's layout into slices, so that a large one never stands in
+    memory as Python objects all at once; None when the file is not laid out so.
+
+    Why the cut is sound: the skeleton must parse, and in it the first cut sits after an object and
+    before ', {' - inside an array, as in an object a comma is followed by a key. That array holds
+    the objects either side of the cut; if the skeleton's only list of objects is its configurations
+    with exactly those two, each slice, parsing as an array, is a run of configurations between them.
+    """
+    boundaries = []
+    position = data.find(_ELEMENT_BOUNDARY)
+    while position != -1:
+        boundaries.append(position)
+        position = data.find(_ELEMENT_BOUNDARY, position + 1)
+    if len(boundaries) < 2:
+        return None
+    closing, opening = len(b"\n    }"), len(b"\n    },\n    ")
+    try:
+        skeleton = orjson.loads(data[: boundaries[0] + closing] + data[boundaries[-1] + closing:])
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(skeleton, dict) or set(skeleton) - KNOWN_TASK_KEYS:
+        return None
+    if not all(isinstance(skeleton.get(key, ""), str) for key in ("task", "task_display_name", "architecture")):
+        return None
+    if not (isinstance(skeleton.get("configurations"), list) and len(skeleton["configurations"]) == 2):
+        return None
+    cuts = list(range(0, len(boundaries) - 1, TASK_SLICE_ROWS)) + [len(boundaries) - 1]
+    ranges = [
+        (boundaries[first] + opening, boundaries[last] + closing, last - first) for first, last in zip(cuts, cuts[1:])
+    ]
+    return _SlicedTaskFile(skeleton, ranges)
+
+
+def _sliced_rows(data: bytes, sliced: _SlicedTaskFile) -> Iterator[list[Any]]:
+    first, last = sliced.skeleton["configurations"]
+    yield [first]
+    for start, end, count in sliced.ranges:
+        try:
+            rows = orjson.loads(b"[" + data[start:end] + b"]")
+        except orjson.JSONDecodeError:
+            raise _Irregular from None
+        if not isinstance(rows, list) or len(rows) != count:
+            raise _Irregular
+        yield rows
+    yield [last]
 
 
 def _fast_histograms(snapshot_id: str, distributions: list[Any], identity: dict[str, list[Any]]) -> pyarrow.Table:
@@ -471,19 +541,25 @@ def _read_task_file(
     name = f"tasks/{task}.json"
     _expect((files.snapshot_dir / name).is_file(), f"{name}: missing, though index.json lists task '{task}'")
     try:
-        parsed = _parse_fast(files.read(name))
-        document = parsed.document
-        if not isinstance(document, dict) or set(document) - KNOWN_TASK_KEYS:
-            raise _Irregular  # file_extra_fields keeps unknown keys as the strict reading parsed them
-        if not all(isinstance(document.get(key, ""), str) for key in ("task", "task_display_name", "architecture")):
-            raise _Irregular
+        data = files.read(name)
+        sliced = _slice_task_file(data)
+        if sliced is not None:
+            document, batches = sliced.skeleton, _sliced_rows(data, sliced)
+        else:
+            document = _parse_fast(data).document
+            if not isinstance(document, dict) or set(document) - KNOWN_TASK_KEYS:
+                raise _Irregular  # file_extra_fields keeps unknown keys as the strict reading parsed them
+            if not all(isinstance(document.get(key, ""), str) for key in ("task", "task_display_name", "architecture")):
+                raise _Irregular
+            batches = iter([document.get("configurations")])
         try:
             _check_task_document(name, document)
         except PipelineError:
             raise _Irregular from None  # the strict reading words it, after its own checks
-        rows = document["configurations"]
-        table = _fast_configurations(snapshot_id, task, rows, model, configuration_key)
-        _check_no_repeated_key(parsed.colons, len(document) + _keys_of(rows, _nested_roots(model)))
+        row_keys: list[int] = []
+        table = _fast_configurations(snapshot_id, task, batches, model, configuration_key, row_keys)
+        _check_no_repeated_key(data.count(b":"), len(document) + sum(row_keys))
+        del data
         strict = False
     except _Irregular:
         document = load_json_strict(files.snapshot_dir / name, name)

@@ -2,6 +2,8 @@
 one (the standard library, row by row) that decides every file the fast one is not sure of. So do
 one process and several."""
 
+import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from conftest import NEWEST
 
 import pipeline.ingest as ingest_module
 from pipeline.cli import main
+from pipeline.errors import PipelineError
 from pipeline.ingest import TABLE_ORDER, ingest
 from pipeline.paths import Paths
 
@@ -23,8 +26,8 @@ def _raw_copy(built: Paths, out: Path) -> tuple[Paths, str]:
     return paths, snapshot_ids[0]
 
 
-def _assert_same_tables(one: Paths, other: Paths, snapshot_id: str) -> None:
-    for table in TABLE_ORDER:
+def _assert_same_tables(one: Paths, other: Paths, snapshot_id: str, tables: tuple[str, ...] = TABLE_ORDER) -> None:
+    for table in tables:
         mine, theirs = pq.read_table(one.parquet_path(table, snapshot_id)), pq.read_table(other.parquet_path(table, snapshot_id))
         assert mine.num_rows == theirs.num_rows, table
         assert mine.equals(theirs), table
@@ -38,6 +41,7 @@ def test_strict_reading_gives_the_tables_the_fast_one_gives(snapshot_build, tmp_
         raise ingest_module._Irregular
 
     monkeypatch.setattr(ingest_module, "_parse_fast", not_sure)
+    monkeypatch.setattr(ingest_module, "_slice_task_file", lambda data: None)
     result = ingest(strict, snapshot_id, processes=1)
     assert len(result.strictly_read) == result.row_counts["tasks"] + result.row_counts["model_details"]
     _assert_same_tables(strict, built, snapshot_id)
@@ -56,3 +60,49 @@ def test_detail_files_split_across_processes_give_the_same_tables(newest_build, 
     monkeypatch.setattr(ingest_module, "DETAIL_CHUNK_FILES", 7)
     ingest(split, snapshot_id, processes=2)
     _assert_same_tables(split, newest_build, snapshot_id)
+
+
+def test_task_files_read_in_many_slices_give_the_same_tables(newest_build, tmp_path, monkeypatch) -> None:
+    sliced, snapshot_id = _raw_copy(newest_build, tmp_path / "sliced")
+    task_file = sliced.raw_snapshot(snapshot_id) / "tasks" / "gpqa.json"
+    assert ingest_module._slice_task_file(task_file.read_bytes()) is not None  # the upstream's layout
+    monkeypatch.setattr(ingest_module, "TASK_SLICE_ROWS", 7)
+    result = ingest(sliced, snapshot_id, processes=1)
+    assert result.strictly_read == []
+    _assert_same_tables(sliced, newest_build, snapshot_id)
+
+
+LAYOUTS = {
+    "indent 4": {"indent": 4},
+    "one line": {},
+    "compact": {"separators": (",", ":")},
+    "indent 2, keys sorted": {"indent": 2, "sort_keys": True},
+    "indent 2, a row nested one level deeper": {"indent": 2, "nest": True},
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=list(LAYOUTS))
+def test_any_layout_of_a_task_file_gives_the_same_tables(newest_build, tmp_path, layout: str) -> None:
+    """The slicing relies on the upstream's layout; another layout must be read whole, or strictly."""
+    relaid, snapshot_id = _raw_copy(newest_build, tmp_path / "relaid")
+    raw = relaid.raw_snapshot(snapshot_id)
+    options = dict(LAYOUTS[layout])
+    nest = options.pop("nest", False)
+    for task_file in sorted((raw / "tasks").glob("*.json")):
+        document = json.loads(task_file.read_text())
+        if nest:  # the boundary bytes appear, but one level down: a list inside the list
+            document["configurations"] = [document["configurations"]]
+        task_file.write_text(json.dumps(document, **options))
+    manifest_path = raw / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    for entry in manifest["files"]:
+        data = (raw / entry["path"]).read_bytes()
+        entry["sha256"], entry["size"] = hashlib.sha256(data).hexdigest(), len(data)
+    manifest_path.write_text(json.dumps(manifest, indent=2))
+    if nest:
+        with pytest.raises(PipelineError, match="must be a JSON object"):
+            ingest(relaid, snapshot_id, processes=1)
+        return
+    ingest(relaid, snapshot_id, processes=1)
+    # Only the snapshots table (file sizes) may tell the layouts apart.
+    _assert_same_tables(relaid, newest_build, snapshot_id, tuple(t for t in TABLE_ORDER if t != "snapshots"))
