@@ -20,7 +20,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy
 import orjson
@@ -357,10 +357,11 @@ def _with_column(table: pyarrow.Table, name: str, values: Any) -> pyarrow.Table:
 
 
 def _fast_configurations(
-    snapshot_id: str, task: str, batches: Iterator[list[Any]], model: type, configuration_key: list[str], nested_keys: list[int]
+    snapshot_id: str, task: str, batches: Iterator[list[Any]], model: type, configuration_key: list[str],
+    nested_keys: list[int], between: Callable[[], None],
 ) -> pyarrow.Table:
     """_configurations_table for one regular task file whose rows come in batches. Appends to
-    `nested_keys` the keys the rows hold (for _check_no_repeated_key)."""
+    `nested_keys` the keys the rows hold (for _check_no_repeated_key); calls `between` after each batch."""
     pieces = []
     for rows in batches:
         placeholders = {
@@ -372,6 +373,7 @@ def _fast_configurations(
         }
         pieces.append(_fast_flatten(rows, model, placeholders))
         nested_keys.append(_keys_of(rows, _nested_roots(model)))
+        between()
     table = pyarrow.concat_tables(pieces) if pieces else arrow_schema(model).empty_table()
     count = table.num_rows
     table = _with_column(table, "snapshot_id", [snapshot_id] * count)
@@ -534,7 +536,8 @@ KNOWN_TASK_KEYS = {"task", "task_display_name", "architecture", "configurations"
 
 
 def _read_task_file(
-    snapshot_id: str, files: _VerifiedFiles, task: str, model: type, configuration_key: list[str], problems: _Problems
+    snapshot_id: str, files: _VerifiedFiles, task: str, model: type, configuration_key: list[str], problems: _Problems,
+    between: Callable[[], None],
 ) -> tuple[dict[str, Any], pyarrow.Table, bool]:
     """One task file: its document less the configurations, its configurations as a table, and
     whether the strict reading was needed."""
@@ -557,7 +560,7 @@ def _read_task_file(
         except PipelineError:
             raise _Irregular from None  # the strict reading words it, after its own checks
         row_keys: list[int] = []
-        table = _fast_configurations(snapshot_id, task, batches, model, configuration_key, row_keys)
+        table = _fast_configurations(snapshot_id, task, batches, model, configuration_key, row_keys, between)
         _check_no_repeated_key(data.count(b":"), len(document) + sum(row_keys))
         del data
         strict = False
@@ -823,6 +826,41 @@ def _read_detail_chunk(
     return _ChunkResult(tables, problems.items, failures, notices, strictly_read)
 
 
+class _DetailReader:
+    """Detail-file chunks on the pool, at most `in_flight` at a time so that finished ones never pile
+    up in memory, each written as soon as it and those before it are done (in order, so the files
+    are the same whatever the split)."""
+
+    def __init__(self, pool: Executor, in_flight: int, writers: "_TableWriters", jobs: list[tuple[Any, ...]]) -> None:
+        self._pool, self._in_flight, self._writers = pool, in_flight, writers
+        self._waiting = list(reversed(jobs))
+        self._running: list[Future] = []
+        self.model_details: list[pyarrow.Table] = []
+        self.problems: list[str] = []
+        self.failures: list[str] = []
+        self.notices: list[str] = []
+        self.strictly_read: list[str] = []
+
+    def top_up(self) -> None:
+        while self._waiting and len(self._running) < self._in_flight:
+            self._running.append(self._pool.submit(_read_detail_chunk, *self._waiting.pop()))
+
+    def collect(self, until_done: bool = False) -> None:
+        """Write the chunks done so far (all of them with until_done) and start more."""
+        while self._running and (until_done or self._running[0].done()):
+            result = self._running.pop(0).result()
+            self.problems += result.problems
+            self.failures += result.failures
+            self.notices += result.notices
+            self.strictly_read += result.strictly_read
+            self.model_details.append(result.tables["model_details"])
+            if not self.problems:  # else nothing will be written, and the tables may hold holes
+                for name in ("model_detail_configurations", "output_length_histograms"):
+                    self._writers.write(name, result.tables[name])
+            del result
+            self.top_up()
+
+
 class _InlineExecutor(Executor):
     """Runs each job at once in this process: a small snapshot is not worth a worker's start-up."""
 
@@ -892,16 +930,18 @@ class _TaskFiles:
 
 def _read_task_files(
     snapshot_id: str, files: _VerifiedFiles, index: dict[str, Any], families: dict[str, str],
-    labels: dict[str, str], problems: _Problems, notices: list[str],
+    labels: dict[str, str], problems: _Problems, notices: list[str], between: Callable[[], None],
 ) -> _TaskFiles:
-    """The task files, one at a time: the largest parsed file is the ingest's peak of memory."""
+    """The task files, one at a time, calling `between` now and then (the detail files are read
+    meanwhile)."""
     task_rows = []
     strictly_read = []
     family_tables: dict[str, list[pyarrow.Table]] = {"token": [], "diffusion": []}
     for position, task in enumerate(index["tasks"]):
         token = families[task] in TOKEN_FAMILIES
         model, key = (TokenConfigurations, TOKEN_KEY) if token else (DiffusionConfigurations, DIFFUSION_KEY)
-        document, table, strict = _read_task_file(snapshot_id, files, task, model, key, problems)
+        document, table, strict = _read_task_file(snapshot_id, files, task, model, key, problems, between)
+        between()
         if strict:
             strictly_read.append(f"tasks/{task}.json")
         family_tables["token" if token else "diffusion"].append(table)
@@ -933,10 +973,6 @@ def _read_task_files(
     return _TaskFiles(task_rows, token_table, combined(family_tables["diffusion"], DiffusionConfigurations), strictly_read)
 
 
-def _ready() -> None:
-    """A first job for each worker: importing this module (pandera included) is its start-up cost."""
-
-
 def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> IngestResult:
     """Flatten a fetched snapshot into its Parquet tables, each validated by its schema.
 
@@ -965,8 +1001,14 @@ def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> Inge
             ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
             if processes > 1 else _InlineExecutor()
         )
-        for _ in range(processes):
-            pool.submit(_ready)  # the workers start while this process reads the task files
+        writers = _TableWriters(stack, paths, snapshot_id)
+        chunk_size = min(DETAIL_CHUNK_FILES, max(1, -(-len(detail_names) // processes)))
+        details = _DetailReader(
+            pool, processes + 1, writers,
+            [(snapshot_id, str(snapshot_dir), manifest, names, families) for names in _chunks(detail_names, chunk_size)],
+        )
+        # The workers read detail files while this process reads the task files.
+        details.top_up()
 
         model_objects = []
         for model_id, metadata in index["models"].items():
@@ -977,7 +1019,7 @@ def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> Inge
             {"snapshot_id": [snapshot_id] * len(model_objects), "model_id": list(index["models"])},
             problems,
         )
-        task_files = _read_task_files(snapshot_id, files, index, families, labels, problems, notices)
+        task_files = _read_task_files(snapshot_id, files, index, families, labels, problems, notices, details.collect)
         small_tables = {
             "snapshots": (Snapshots, _snapshots_table(snapshot_id, manifest, index)),
             "tasks": (Tasks, pyarrow.Table.from_pylist(task_files.rows, schema=arrow_schema(Tasks))),
@@ -990,30 +1032,15 @@ def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> Inge
             failures, small_notices = table_failures(small_tables)
             notices += small_notices
 
-        # Then the detail files, chunk by chunk, across the workers.
-        writers = _TableWriters(stack, paths, snapshot_id)
-        chunk_size = min(DETAIL_CHUNK_FILES, max(1, -(-len(detail_names) // processes)))
-        futures = [
-            pool.submit(_read_detail_chunk, snapshot_id, str(snapshot_dir), manifest, names, families)
-            for names in _chunks(detail_names, chunk_size)
-        ]
-        strictly_read = task_files.strictly_read
-        details = []
-        while futures:  # in submission order, so the files are the same whatever the split
-            result = futures.pop(0).result()  # and let go of each chunk once written
-            problems.items += result.problems
-            failures += result.failures
-            notices += result.notices
-            strictly_read += result.strictly_read
-            details.append(result.tables["model_details"])
-            if not problems.items:  # else nothing will be written, and the tables may hold holes
-                for name in ("model_detail_configurations", "output_length_histograms"):
-                    writers.write(name, result.tables[name])
-        if not detail_names:
-            for name, model in (("model_detail_configurations", ModelDetailConfigurations),
-                                ("output_length_histograms", OutputLengthHistograms)):
-                writers.write(name, arrow_schema(model).empty_table())
-        model_details = pyarrow.concat_tables(details) if details else arrow_schema(ModelDetails).empty_table()
+        details.collect(until_done=True)
+        problems.items += details.problems
+        failures += details.failures
+        notices += details.notices
+        strictly_read = task_files.strictly_read + details.strictly_read
+        model_details = (
+            pyarrow.concat_tables(details.model_details) if details.model_details
+            else arrow_schema(ModelDetails).empty_table()
+        )
         problems.raise_if_any(f"snapshot {snapshot_id} has input problems")
         if not failures:
             failures, detail_notices = table_failures({"model_details": (ModelDetails, model_details)})
@@ -1024,6 +1051,9 @@ def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> Inge
         for name, (_, table) in small_tables.items():
             writers.write(name, table)
         writers.write("model_details", model_details)
+        for name, model in (("model_detail_configurations", ModelDetailConfigurations),
+                            ("output_length_histograms", OutputLengthHistograms)):
+            writers.write(name, arrow_schema(model).empty_table())  # so that the file exists with no detail files
         for stale in paths.parquet_dir.glob("*.parquet"):
             stale.unlink()  # the one-file-per-table layout before snapshots were kept side by side
     counts = {name: writers.row_counts[name] for name in TABLE_ORDER}
