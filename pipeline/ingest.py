@@ -35,6 +35,7 @@ from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
 from pipeline.validate import arrow_schema, json_paths, raise_failures, table_failures, upstream_columns
 from schemas import (
+    TABLES,
     DiffusionConfigurations,
     ModelDetailConfigurations,
     ModelDetails,
@@ -624,7 +625,7 @@ def _derive_avg_output_len(table: pyarrow.Table) -> pyarrow.Table:
         return table
     quotient = pc.divide(table["energy_per_request_joules"], table["energy_per_token_joules"])
     filled = pc.if_else(table["is_avg_output_len_derived"], quotient, table["avg_output_len"])
-    return table.set_column(table.schema.get_field_index("avg_output_len"), "avg_output_len", filled)
+    return _with_column(table, "avg_output_len", filled)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -902,12 +903,8 @@ class _TableWriters:
         self.row_counts[name] += table.num_rows
 
 
-def _check_models_listed(models: pyarrow.Table, configurations: list[pyarrow.Table]) -> None:
-    listed = set(models["model_id"].to_pylist())
-    named = set()
-    for table in configurations:
-        named.update(pc.unique(table["model_id"]).to_pylist())
-    unlisted = sorted(named - listed)
+def _check_models_listed(models: pyarrow.Table, named: set[str]) -> None:
+    unlisted = sorted(named - set(models["model_id"].to_pylist()))
     if unlisted:
         raise PipelineError(
             "task files name models that index.json does not list", [f"model_id {m}" for m in unlisted]
@@ -920,23 +917,21 @@ def _unique(items: list[str]) -> list[str]:
 
 @dataclass
 class _TaskFiles:
-    """What the task files give: the tasks table's rows and the two configuration tables."""
+    """What the task files give besides their configurations (handed over one file at a time)."""
 
     rows: list[dict[str, Any]]
-    token: pyarrow.Table
-    diffusion: pyarrow.Table
     strictly_read: list[str]
 
 
 def _read_task_files(
     snapshot_id: str, files: _VerifiedFiles, index: dict[str, Any], families: dict[str, str],
     labels: dict[str, str], problems: _Problems, notices: list[str], between: Callable[[], None],
+    deliver: Callable[[str, type, pyarrow.Table], None],
 ) -> _TaskFiles:
-    """The task files, one at a time, calling `between` now and then (the detail files are read
-    meanwhile)."""
+    """The task files, one at a time, each file's configurations handed to `deliver` (table name,
+    schema, table) as soon as read; calls `between` now and then (the detail files are read meanwhile)."""
     task_rows = []
     strictly_read = []
-    family_tables: dict[str, list[pyarrow.Table]] = {"token": [], "diffusion": []}
     for position, task in enumerate(index["tasks"]):
         token = families[task] in TOKEN_FAMILIES
         model, key = (TokenConfigurations, TOKEN_KEY) if token else (DiffusionConfigurations, DIFFUSION_KEY)
@@ -944,7 +939,11 @@ def _read_task_files(
         between()
         if strict:
             strictly_read.append(f"tasks/{task}.json")
-        family_tables["token" if token else "diffusion"].append(table)
+        if token:
+            deliver("token_configurations", model, _derive_avg_output_len(table))
+        else:
+            deliver("diffusion_configurations", model, table)
+        del table
         if document.get("task", task) != task:
             problems.add(f"tasks/{task}.json: its task field says {document['task']!r}")
         architecture = document.get("architecture")
@@ -966,11 +965,7 @@ def _read_task_files(
             }
         )
 
-    def combined(tables: list[pyarrow.Table], model: type) -> pyarrow.Table:
-        return pyarrow.concat_tables(tables) if tables else arrow_schema(model).empty_table()
-
-    token_table = _derive_avg_output_len(combined(family_tables["token"], TokenConfigurations))
-    return _TaskFiles(task_rows, token_table, combined(family_tables["diffusion"], DiffusionConfigurations), strictly_read)
+    return _TaskFiles(task_rows, strictly_read)
 
 
 def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> IngestResult:
@@ -1019,17 +1014,30 @@ def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> Inge
             {"snapshot_id": [snapshot_id] * len(model_objects), "model_id": list(index["models"])},
             problems,
         )
-        task_files = _read_task_files(snapshot_id, files, index, families, labels, problems, notices, details.collect)
+        failures: list[str] = []
+        named_models: set[str] = set()
+
+        def deliver(name: str, model: type, table: pyarrow.Table) -> None:
+            """Validate one task file's configurations and write them; nothing of it stays in memory."""
+            if problems.items:
+                return  # nothing will be written, and the table may hold holes
+            table_failed, table_notices = table_failures({name: (model, table)})
+            failures.extend(table_failed)
+            notices.extend(table_notices)
+            named_models.update(pc.unique(table["model_id"]).to_pylist())
+            writers.write(name, table)
+
+        task_files = _read_task_files(
+            snapshot_id, files, index, families, labels, problems, notices, details.collect, deliver
+        )
         small_tables = {
             "snapshots": (Snapshots, _snapshots_table(snapshot_id, manifest, index)),
             "tasks": (Tasks, pyarrow.Table.from_pylist(task_files.rows, schema=arrow_schema(Tasks))),
             "models": (Models, models),
-            "token_configurations": (TokenConfigurations, task_files.token),
-            "diffusion_configurations": (DiffusionConfigurations, task_files.diffusion),
         }
-        failures: list[str] = []
         if not problems.items:
-            failures, small_notices = table_failures(small_tables)
+            small_failures, small_notices = table_failures(small_tables)
+            failures += small_failures
             notices += small_notices
 
         details.collect(until_done=True)
@@ -1046,14 +1054,15 @@ def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> Inge
             failures, detail_notices = table_failures({"model_details": (ModelDetails, model_details)})
             notices += detail_notices
         raise_failures(failures)
-        _check_models_listed(models, [task_files.token, task_files.diffusion])
+        _check_models_listed(models, named_models)
         files.verify_rest(read)
         for name, (_, table) in small_tables.items():
             writers.write(name, table)
         writers.write("model_details", model_details)
-        for name, model in (("model_detail_configurations", ModelDetailConfigurations),
-                            ("output_length_histograms", OutputLengthHistograms)):
-            writers.write(name, arrow_schema(model).empty_table())  # so that the file exists with no detail files
+        for name in ("token_configurations", "diffusion_configurations", "model_detail_configurations",
+                     "output_length_histograms"):
+            # An empty batch: the file exists even where a snapshot has no such rows.
+            writers.write(name, arrow_schema(TABLES[name]).empty_table())
         for stale in paths.parquet_dir.glob("*.parquet"):
             stale.unlink()  # the one-file-per-table layout before snapshots were kept side by side
     counts = {name: writers.row_counts[name] for name in TABLE_ORDER}
