@@ -1,5 +1,6 @@
 """Atomic writes and strict JSON reading: the two ways the pipeline touches files."""
 
+import functools
 import json
 import math
 import os
@@ -105,3 +106,22 @@ def load_json_strict(path: Path, display_name: str | None = None) -> Any:
         raise PipelineError(f"{name}: invalid JSON: {error}") from None
     except RecursionError:
         raise PipelineError(f"{name}: JSON nested too deeply to parse") from None
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's malloc_trim, or None where the C library has none."""
+    import ctypes
+
+    return getattr(ctypes.CDLL(None), "malloc_trim", None)
+
+
+def release_memory() -> None:
+    """Hand freed memory back to the system after a large file: Arrow's pool and the C heap keep it
+    otherwise, and a process's resident size would only ever grow over a snapshot's many files."""
+    import pyarrow
+
+    pyarrow.default_memory_pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)

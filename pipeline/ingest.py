@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import PipelineError
 from pipeline.fetch import TASK_NAME_PATTERN, check_snapshot_id, read_manifest
-from pipeline.files import atomic_path, load_json_strict
+from pipeline.files import atomic_path, load_json_strict, release_memory
 from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
 from pipeline.validate import arrow_schema, json_paths, raise_failures, table_failures, upstream_columns
@@ -824,6 +824,7 @@ def _read_detail_chunk(
         failures, notices = table_failures(
             {name: (model, tables[name]) for name, model in zip(names_of_tables[1:], models[1:])}
         )
+    release_memory()
     return _ChunkResult(tables, problems.items, failures, notices, strictly_read)
 
 
@@ -877,7 +878,7 @@ class _InlineExecutor(Executor):
 # A worker process costs about a second to start (pandera's import); below this many detail files
 # the whole snapshot takes less.
 PARALLEL_MIN_DETAIL_FILES = 2000
-DETAIL_CHUNK_FILES = 1000
+DETAIL_CHUNK_FILES = 500
 
 
 def _chunks(names: list[str], size: int) -> Iterator[list[str]]:
@@ -944,6 +945,7 @@ def _read_task_files(
         else:
             deliver("diffusion_configurations", model, table)
         del table
+        release_memory()
         if document.get("task", task) != task:
             problems.add(f"tasks/{task}.json: its task field says {document['task']!r}")
         architecture = document.get("architecture")

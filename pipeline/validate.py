@@ -137,6 +137,10 @@ def _schema_without_key(model: type[pa.DataFrameModel]) -> pa.DataFrameSchema:
     return schema
 
 
+# Pandera works on a pandas copy of the table; in slices, a large table is never copied whole.
+VALIDATION_SLICE_ROWS = 250_000
+
+
 def table_failures(
     tables: dict[str, tuple[type[pa.DataFrameModel], pyarrow.Table]],
 ) -> tuple[list[str], list[str]]:
@@ -146,15 +150,17 @@ def table_failures(
     for name, (model, table) in tables.items():
         key = table_key(model)
         schema = _schema_without_key(model)
-        frame = _to_pandas(table)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                schema.validate(frame, lazy=True)
-            except pa.errors.SchemaErrors as error:
-                failures.extend(_format_failures(name, frame, error, key))
+        for start in range(0, max(table.num_rows, 1), VALIDATION_SLICE_ROWS):
+            frame = _to_pandas(table.slice(start, VALIDATION_SLICE_ROWS))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    schema.validate(frame, lazy=True)
+                except pa.errors.SchemaErrors as error:
+                    failures.extend(_format_failures(name, frame, error, key))
+            notices.extend(f"{name}: {w.message}" for w in caught if issubclass(w.category, pa.errors.SchemaWarning))
+            del frame
         failures.extend(_duplicate_keys(name, table, key))
-        notices.extend(f"{name}: {w.message}" for w in caught if issubclass(w.category, pa.errors.SchemaWarning))
     return failures, notices
 
 
