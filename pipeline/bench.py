@@ -45,7 +45,7 @@ import glob, json, sys, duckdb
 source, out, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 def struct(fields):
     return "STRUCT(" + ", ".join(f'"{k}" {v}' for k, v in fields.items()) + ")"
-connection = duckdb.connect()
+connection = duckdb.connect(config={"enable_progress_bar": False})
 with open(source + "/index.json") as handle:
     index = json.load(handle)
 diffusion = set(index["architectures"].get("diffusion", []))
