@@ -131,7 +131,7 @@ def _duplicate_keys(table_name: str, table: pyarrow.Table, key: list[str]) -> li
             # Distinct hashes are distinct keys; only a shortfall (a duplicate or a collision) needs grouping.
             shortfall = connection.execute(
                 f"select count(*) - count(distinct hash({columns})) from checked"
-            ).fetchone()[0]
+            ).fetchall()[0][0]
             duplicates = connection.execute(
                 f"select {columns}, count(*) as n from checked group by all having count(*) > 1 order by all limit 1000"
             ).fetchall() if shortfall else []
