@@ -45,7 +45,8 @@ import glob, json, sys, duckdb
 source, out, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 def struct(fields):
     return "STRUCT(" + ", ".join(f'"{k}" {v}' for k, v in fields.items()) + ")"
-connection = duckdb.connect(config={"enable_progress_bar": False})
+connection = duckdb.connect()
+connection.execute("set enable_progress_bar = false")
 with open(source + "/index.json") as handle:
     index = json.load(handle)
 diffusion = set(index["architectures"].get("diffusion", []))
