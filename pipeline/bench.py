@@ -240,6 +240,8 @@ def _bench_scale(source: Path, runs: int, work: Path) -> dict[str, Any]:
         seconds, rss, _ = _measure([sys.executable, "-c", PANDAS_BASELINE, str(source), str(target)])
         samples["pandas_baseline"].append({"seconds": seconds, "peak_rss_mb": rss})
         shutil.rmtree(target)
+        done = ", ".join(f"{name} {values[-1]['seconds']:.2f} s" for name, values in samples.items())
+        print(f"  run {run + 1}/{runs}: {done}", flush=True)
     return {
         name: {key: statistics.median(sample[key] for sample in values) for key in values[0]}
         for name, values in samples.items()
