@@ -83,7 +83,7 @@ def _run_fetch(args: argparse.Namespace, paths: Paths, source: str | None = None
     source = source or args.source
     started = time.perf_counter()
     _say(f"fetch: reading {source}")
-    result = fetch(source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes)
+    result = fetch(source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes, link=not args.copy)
     state = "new" if result.changed else "unchanged"
     _say(
         f"fetch: {result.file_count} files, {result.total_bytes / 1e6:.1f} MB -> {result.directory} "
@@ -243,6 +243,11 @@ def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
         "--max-file-bytes", type=_positive_int, default=DEFAULT_MAX_FILE_BYTES, metavar="BYTES",
         help=f"refuse any upstream file larger than this (default: {DEFAULT_MAX_FILE_BYTES})",
     )
+    parser.add_argument(
+        "--copy", action="store_true",
+        help="copy a local folder's files into OUT/raw (default: hard-link them where the file system allows; " 
+        "every ingest checks their sha256 again, so a source file edited in place is caught, not used)",
+    )
 
 
 def _add_build_options(parser: argparse.ArgumentParser) -> None:
@@ -290,6 +295,8 @@ def _add_history_options(parser: argparse.ArgumentParser) -> None:
                         help=f"per-file timeout for URLs (default: {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--max-file-bytes", type=_positive_int, default=DEFAULT_MAX_FILE_BYTES, metavar="BYTES",
                         help=f"refuse any upstream file larger than this (default: {DEFAULT_MAX_FILE_BYTES})")
+    parser.add_argument("--copy", action="store_true", help="copy a local folder's files into OUT/raw (default: hard-link them where the file system allows; " 
+        "every ingest checks their sha256 again, so a source file edited in place is caught, not used)")
 
 
 def _add_diff_options(parser: argparse.ArgumentParser) -> None:

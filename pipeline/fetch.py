@@ -149,10 +149,16 @@ def _local_files(root: Path) -> list[str]:
     return names
 
 
-def _copy_described(source: Path, target: Path, name: str) -> dict[str, Any]:
-    """Copy one file, hashing the bytes on their way through (one read, not two)."""
+def _place_described(source: Path, target: Path, name: str, link: bool) -> dict[str, Any]:
+    """Hard-link (where allowed) or copy one file, hashing its bytes on the way (one read)."""
     with open(source, "rb") as handle:
         data = handle.read()
+    if link:
+        try:
+            os.link(source, target)
+            return {"path": name, "sha256": _sha256(data), "size": len(data)}
+        except OSError:
+            pass  # another file system, or not allowed: copy
     # os-level writes: on many small files, twice as fast as Path.write_bytes here.
     descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
@@ -183,12 +189,16 @@ def _describe_local(root: Path, names: list[str]) -> list[dict[str, Any]]:
     return sorted(files, key=lambda entry: entry["path"])
 
 
-def _copy_local(root: Path, staging: Path, names: list[str]) -> list[dict[str, Any]]:
-    """Copy a local snapshot into staging. Returns the files' descriptions."""
+def _place_local(root: Path, staging: Path, names: list[str], link: bool) -> list[dict[str, Any]]:
+    """Bring a local snapshot into staging, hard-linked or copied. Returns the files' descriptions.
+
+    A hard link costs no bytes and, on this machine, a fiftieth of the time of creating and writing
+    a file. The sha256 in the manifest is checked again by every ingest, so an edit made in place to
+    a linked source file is caught there ("changed since it was fetched") rather than used.
+    """
     for folder in sorted({(staging / name).parent for name in names}):
         folder.mkdir(parents=True, exist_ok=True)
-    # One thread: more only contend for the file system here (measured: 0.7 s alone, 1.0 s in four).
-    files = [_copy_described(root / name, staging / name, name) for name in names]
+    files = [_place_described(root / name, staging / name, name, link) for name in names]
     return sorted(files, key=lambda entry: entry["path"])
 
 
@@ -259,8 +269,10 @@ def fetch(
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    link: bool = True,
 ) -> FetchResult:
-    """Copy `source` into OUT/raw/<snapshot-id>/; an unchanged snapshot keeps its manifest and files."""
+    """Bring `source` into OUT/raw/<snapshot-id>/ (a local folder's files hard-linked where possible,
+    unless `link` is false); an unchanged snapshot keeps its manifest and files."""
     paths.raw_dir.mkdir(parents=True, exist_ok=True)
     staging = paths.raw_dir / f".staging-{os.getpid()}"
     try:
@@ -284,7 +296,7 @@ def fetch(
             recorded_source = source
             files = _describe_files(staging)
         else:
-            files = _copy_local(root, staging, names)
+            files = _place_local(root, staging, names, link)
         snapshot_id = _snapshot_id(upstream, files)
         target = paths.raw_snapshot(snapshot_id)
         previous = read_manifest(target) if (target / MANIFEST).is_file() else None
