@@ -856,7 +856,7 @@ class _DetailReader:
             self.notices += result.notices
             self.strictly_read += result.strictly_read
             self.model_details.append(result.tables["model_details"])
-            if not self.problems:  # else nothing will be written, and the tables may hold holes
+            if not self.problems and not self.failures:  # else nothing will be written, and the tables may hold holes
                 for name in ("model_detail_configurations", "output_length_histograms"):
                     self._writers.write(name, result.tables[name])
             del result
@@ -1027,7 +1027,8 @@ def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> Inge
             failures.extend(table_failed)
             notices.extend(table_notices)
             named_models.update(pc.unique(table["model_id"]).to_pylist())
-            writers.write(name, table)
+            if not failures:  # else nothing will be written, and the table may hold nulls it must not
+                writers.write(name, table)
 
         task_files = _read_task_files(
             snapshot_id, files, index, families, labels, problems, notices, details.collect, deliver

@@ -208,3 +208,17 @@ def test_a_task_name_that_would_reach_a_path_or_sql_is_refused(good_build, run_c
     rewrite(source / "index.json", add_task)
     message = refresh_fails(good_build, run_cli)
     assert f"index.json: task {task!r} is not a task name" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "field"),
+    [("tasks/gpqa.json", "energy_per_token_joules"),
+     ("models/Qwen__Qwen3-14B__gpqa.json", "num_gpus")],
+)
+def test_a_null_where_a_value_is_required_fails_validation(good_build, run_cli, name: str, field: str) -> None:
+    path = good_build[0] / name
+    document = json.loads(path.read_text())
+    document["configurations"][0][field] = None
+    path.write_text(json.dumps(document, indent=2))
+    message = refresh_fails(good_build, run_cli)
+    assert "validation failed" in message and field in message
