@@ -67,20 +67,10 @@ if files:
 # The export's floor: the exported documents, already parsed, formatted and written by the fastest
 # byte-identical writer in one process. Prints its own seconds (formatting and writing only).
 EXPORT_WRITER = """
-import codecs, json, os, sys, time
+import json, os, sys, time
 import orjson
+import pipeline.export  # registers its "json_ascii_escape" codec error handler: json.dumps's escaping
 exported, out = sys.argv[1], sys.argv[2]
-def escape(error):
-    text = []
-    for character in error.object[error.start:error.end]:
-        code = ord(character)
-        if code > 0xFFFF:
-            code -= 0x10000
-            text.append(f"\\\\u{0xD800 | code >> 10:04x}\\\\u{0xDC00 | code & 0x3FF:04x}")
-        else:
-            text.append(f"\\\\u{code:04x}")
-    return "".join(text), error.end
-codecs.register_error("ascii_json", escape)
 names = sorted(os.path.relpath(os.path.join(d, f), exported) for d, _, fs in os.walk(exported) for f in fs)
 documents = []
 for name in names:
@@ -92,7 +82,7 @@ started = time.perf_counter()
 for name, document in zip(names, documents):
     data = orjson.dumps(document, option=orjson.OPT_INDENT_2)
     if not data.isascii():
-        data = data.decode().encode("ascii", "ascii_json")
+        data = data.decode().encode("ascii", "json_ascii_escape")
     with open(os.path.join(out, name), "wb") as handle:
         handle.write(data)
 print(time.perf_counter() - started)
