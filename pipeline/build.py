@@ -18,6 +18,10 @@ from schemas.rules import RATED_BOARD_POWER_W
 # Two snapshots' floats that differ by less than this, relative to the larger, are the same value: the
 # upstream's re-serialisations and derived fields differ by at most 1e-15; real re-measurements by 1e-3.
 CHANGE_RELATIVE_TOLERANCE = 1e-9
+# The oldest DuckDB release that must open the published file (pyproject.toml's lower bound). A new
+# engine writes its own storage format by default, which older clients (the DuckDB CLI, Metabase's
+# and Node's drivers) refuse; this asks it for the format that release reads.
+OLDEST_SUPPORTED_DUCKDB = "1.1.0"
 INPUTS_HEADER = re.compile(r"^-- inputs:(.*)$", re.MULTILINE)
 
 
@@ -160,7 +164,9 @@ def build(paths: Paths, itl_deadline_ms: float, snapshot_id: str | None = None) 
     for leftover in (staging, Path(f"{staging}.wal")):
         leftover.unlink(missing_ok=True)
     try:
-        connection = duckdb.connect(str(staging))
+        connection = duckdb.connect(
+            str(staging), config={"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}"}
+        )
         try:
             _load_tables(connection, paths)
             snapshot_ids = [row[0] for row in connection.execute("select snapshot_id from snapshots order by 1").fetchall()]

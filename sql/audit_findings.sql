@@ -83,8 +83,11 @@ power_fraction as (
 unmatched_details as (
     select
         snapshot_id,
-        if(match_status = 'detail file only', 'model_detail_configurations',
-           if(task like 'text-to-%', 'diffusion_configurations', 'token_configurations')) as table_name,
+        case
+            when match_status = 'detail file only' then 'model_detail_configurations'
+            when task like 'text-to-%' then 'diffusion_configurations'
+            else 'token_configurations'
+        end as table_name,
         'detail_row_unmatched' as rule,
         task || ':' || model_id || ':' || configuration || '#' || repeat || ' (' || match_status || ')' as row_key,
         1.0 as observed,

@@ -24,9 +24,9 @@ renamed as (
         gpu_model as gpu,
         num_gpus,
         -- The upstream spelled "not set" as 0 before 2025-12-15; not set means a degree of 1.
-        if(tensor_parallel = 0, 1, tensor_parallel) as tensor_parallel,
-        if(data_parallel = 0, 1, data_parallel) as data_parallel,
-        if(expert_parallel = 0, 1, expert_parallel) as expert_parallel,
+        case when tensor_parallel = 0 then 1 else tensor_parallel end as tensor_parallel,
+        case when data_parallel = 0 then 1 else data_parallel end as data_parallel,
+        case when expert_parallel = 0 then 1 else expert_parallel end as expert_parallel,
         weight_precision,
         case weight_precision when 'bfloat16' then 'BF16' else upper(weight_precision) end as precision,
         max_num_seqs,

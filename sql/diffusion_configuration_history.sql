@@ -35,7 +35,7 @@ renamed as (
         inference_steps,
         repeat,
         source_ordinal,
-        if(energy_per_image_joules is not null, 'image', 'video') as unit,
+        case when energy_per_image_joules is not null then 'image' else 'video' end as unit,
         coalesce(energy_per_image_joules, energy_per_video_joules) as joules_per_output,
         coalesce(energy_per_image_joules, energy_per_video_joules) / 3600 as wh_per_output,
         coalesce(throughput_images_per_sec, throughput_videos_per_sec) as outputs_per_second,

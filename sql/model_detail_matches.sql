@@ -17,15 +17,14 @@ detail_rows as (
         d.snapshot_id,
         d.task,
         d.model_id,
-        if(
-            f.family = 'diffusion',
-            diffusion_configuration_label(
+        case
+            when f.family = 'diffusion' then diffusion_configuration_label(
                 d.gpu_model, d.num_gpus, d.batch_size, coalesce(d.image_width, d.video_width),
                 coalesce(d.image_height, d.video_height), d.num_frames, d.fps, d.inference_steps,
                 d.ulysses_degree, d.ring_degree
-            ),
-            token_configuration_label(d.gpu_model, d.num_gpus, d.max_num_seqs)
-        ) as configuration,
+            )
+            else token_configuration_label(d.gpu_model, d.num_gpus, d.max_num_seqs)
+        end as configuration,
         d.repeat,
         d.detail_ordinal,
     from model_detail_configurations as d
