@@ -1,11 +1,5 @@
 # energy-index: thin wrappers over the energy-index CLI. `make` refreshes, `make test` tests.
-#
-# Variables (each passed to the CLI):
-#   SOURCE           local public/data folder or http(s) URL (default: upstream pinned to commit 7885788)
-#   OUT              output folder (default: build)
-#   AS_OF            the index's updated/data_version date (default: the snapshot's retrieval date)
-#   RETRIEVED        the index's source.retrieved date (default: the date the fetch recorded)
-#   ITL_DEADLINE_MS  median ITL ceiling for the best configurations (default: 500)
+# `make help` lists the targets and the variables with their defaults.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -14,72 +8,74 @@ SOURCE ?= https://raw.githubusercontent.com/ml-energy/leaderboard/7885788e837b80
 AS_OF ?=
 RETRIEVED ?=
 ITL_DEADLINE_MS ?= 500
+HISTORY ?= ../shared/upstream/ml-energy-leaderboard
+BENCH_SCALES ?= 1,100
+BENCH_RUNS ?= 3
+SCALE ?= 10
+SYNTH_SOURCE ?= ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788
+
+# Values reach the CLI through the environment, never through a recipe's text: the shell expands
+# "$$EI_SOURCE" as one word whatever quotes, spaces, $ or ; it holds, and runs none of it. $(value)
+# keeps a $ in a path from being read as a Make variable.
+export EI_SOURCE := $(value SOURCE)
+export EI_OUT := $(value OUT)
+export EI_AS_OF := $(value AS_OF)
+export EI_RETRIEVED := $(value RETRIEVED)
+export EI_ITL_DEADLINE_MS := $(value ITL_DEADLINE_MS)
+export EI_HISTORY := $(value HISTORY)
+export EI_BENCH_SCALES := $(value BENCH_SCALES)
+export EI_BENCH_RUNS := $(value BENCH_RUNS)
+export EI_SCALE := $(value SCALE)
+export EI_SYNTH_SOURCE := $(value SYNTH_SOURCE)
+ifeq ($(origin SYNTH_DIR),undefined)
+export EI_SYNTH_DIR := $(value OUT)/synth-$(value SCALE)
+else
+export EI_SYNTH_DIR := $(value SYNTH_DIR)
+endif
 
 CLI := $(VENV)/bin/energy-index
 INSTALLED := $(VENV)/.installed
-REFRESHED := $(OUT)/.refreshed
-CODE := pyproject.toml $(wildcard pipeline/*.py pipeline/*.toml schemas/*.py sql/*.sql)
-# A pinned URL names immutable content. A local folder has changed when anything in it is newer than
-# the last refresh (a file edited, added or removed touches the file or its folder); find stops at the
-# first, so a no-op costs one stat per file and no hashing. The refresh itself then compares contents.
-SOURCE_CHANGED := $(if $(findstring ://,$(SOURCE)),,$(shell test -e '$(REFRESHED)' && \
-	find '$(SOURCE)' -newer '$(REFRESHED)' -print -quit 2>/dev/null))
-REFRESH_ARGS := --source '$(SOURCE)' --out '$(OUT)' --itl-deadline-ms '$(ITL_DEADLINE_MS)' \
-	$(if $(AS_OF),--as-of '$(AS_OF)') $(if $(RETRIEVED),--retrieved '$(RETRIEVED)')
-
-# The parameters file changes (and so triggers a refresh) only when the parameters do. It is written
-# while the Makefile is read, because a rule run on every call would count as a change to Make.
-PARAMETERS_FILE := $(OUT)/.parameters
-ifeq ($(filter-out all,$(or $(MAKECMDGOALS),all)),)
-_ := $(shell mkdir -p '$(OUT)' && echo '$(REFRESH_ARGS)' | cmp -s - '$(PARAMETERS_FILE)' || echo '$(REFRESH_ARGS)' > '$(PARAMETERS_FILE)')
-endif
-
-HISTORY ?= ../shared/upstream/ml-energy-leaderboard
+BUILD_ARGS = --out "$$EI_OUT" --itl-deadline-ms "$$EI_ITL_DEADLINE_MS" \
+	$${EI_AS_OF:+--as-of "$$EI_AS_OF"} $${EI_RETRIEVED:+--retrieved "$$EI_RETRIEVED"}
 
 .PHONY: all refresh history test test-all bench synth clean help
 
-all: $(REFRESHED)
+# Every run asks the CLI, which decides under its lock whether anything changed (content digests,
+# parameters, code) and otherwise does nothing; Make keeps no state of its own in OUT.
+all: refresh ## (default) fetch SOURCE, ingest, build and export; nothing is written when nothing changed
+
+refresh: $(INSTALLED) ## the same as all
+	@"$(CLI)" refresh --source "$$EI_SOURCE" $(BUILD_ARGS)
 
 $(INSTALLED): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
-# The stamp takes the time the refresh started: a file changed while it ran is newer, and is seen next time.
-$(REFRESHED): $(INSTALLED) $(CODE) $(PARAMETERS_FILE) $(if $(SOURCE_CHANGED),source-changed)
-	touch $@.started
-	$(CLI) refresh $(REFRESH_ARGS)
-	mv $@.started $@
+history: $(INSTALLED) ## ingest every snapshot under HISTORY into one database (the newest in the index)
+	@"$(CLI)" history --source "$$EI_HISTORY" $(BUILD_ARGS)
 
-.PHONY: source-changed
-source-changed:
-
-refresh: $(INSTALLED) ## refresh even when Make sees nothing changed
-	$(CLI) refresh $(REFRESH_ARGS)
-
-history: $(INSTALLED) ## ingest every snapshot under HISTORY into one database (newest in the index)
-	$(CLI) history --source '$(HISTORY)' --out '$(OUT)' --itl-deadline-ms '$(ITL_DEADLINE_MS)' \
-		$(if $(AS_OF),--as-of '$(AS_OF)') $(if $(RETRIEVED),--retrieved '$(RETRIEVED)')
-
-test: $(INSTALLED) ## the test suite on both cores (slow scale tests excluded)
+test: $(INSTALLED) ## the test suite on both cores (slow tests excluded; about 3 minutes)
 	$(VENV)/bin/python -m pytest -q -n 2
 
 test-all: $(INSTALLED) ## the test suite with the slow scale tests
 	$(VENV)/bin/python -m pytest -q -n 2 -m ''
 
-BENCH_SCALES ?= 1,100
-BENCH_RUNS ?= 3
-bench: $(INSTALLED) ## the pipeline against DuckDB alone and pandas, per scale (BENCH_SCALES=1,100,1000)
-	$(VENV)/bin/python -m pipeline.bench --scales '$(BENCH_SCALES)' --runs '$(BENCH_RUNS)' --out '$(OUT)/bench'
+bench: $(INSTALLED) ## time the pipeline against DuckDB alone and pandas at BENCH_SCALES (1,100,1000)
+	$(VENV)/bin/python -m pipeline.bench --scales "$$EI_BENCH_SCALES" --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench"
 
-SCALE ?= 10
-SYNTH_SOURCE ?= ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788
-SYNTH_DIR ?= $(OUT)/synth-$(SCALE)
 synth: $(INSTALLED) ## write a synthetic snapshot SCALE times SYNTH_SOURCE into SYNTH_DIR
-	$(CLI) synth --scale '$(SCALE)' --source '$(SYNTH_SOURCE)' --target '$(SYNTH_DIR)'
+	"$(CLI)" synth --scale "$$EI_SCALE" --source "$$EI_SYNTH_SOURCE" --target "$$EI_SYNTH_DIR"
 
-clean: ## remove the outputs (not the virtual environment)
-	rm -rf '$(OUT)'
+clean: ## remove OUT (not the virtual environment)
+	rm -rf -- "$$EI_OUT"
 
-help:
-	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
+help: ## this list
+	@echo 'Targets:'
+	@grep -E '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | \
+		awk -F':.*## ' '{ printf "  %-10s %s\n", $$1, $$2 }'
+	@echo 'Variables (make VAR=value):'
+	@printf '  %-16s %s\n' SOURCE "$$EI_SOURCE" OUT "$$EI_OUT" AS_OF "$${EI_AS_OF:-(the snapshot's retrieval date)}" \
+		RETRIEVED "$${EI_RETRIEVED:-(the date of the first fetch)}" ITL_DEADLINE_MS "$$EI_ITL_DEADLINE_MS" \
+		HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" \
+		SCALE "$$EI_SCALE" SYNTH_SOURCE "$$EI_SYNTH_SOURCE" SYNTH_DIR "$$EI_SYNTH_DIR" VENV "$(VENV)"

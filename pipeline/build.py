@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.errors import PipelineError
+from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.paths import AUDIT_RULES, SQL_DIR, Paths
 from pipeline.source_card import load_source_card
 from pipeline.validate import column_descriptions
@@ -69,7 +69,7 @@ def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
     for table, model in TABLES.items():
         files = sorted(paths.parquet_glob(table).parent.glob(paths.parquet_glob(table).name))
         if not files:
-            raise PipelineError(f"{paths.parquet_glob(table)}: no files; run 'energy-index ingest' first")
+            raise PipelineError(f"no snapshot has been ingested into table {table} yet; {NEXT_STEP}")
         connection.execute(
             f"create table {table} as select * from read_parquet($files, union_by_name = true)",
             {"files": [str(f) for f in files]},

@@ -83,7 +83,10 @@ def _run_fetch(args: argparse.Namespace, paths: Paths, source: str | None = None
     source = source or args.source
     started = time.perf_counter()
     _say(f"fetch: reading {source}")
-    result = fetch(source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes, link=not args.copy)
+    result = fetch(
+        source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
+        fetch_deadline_s=args.fetch_deadline,
+    )
     state = "new" if result.changed else "unchanged"
     _say(
         f"fetch: {result.file_count} files, {result.total_bytes / 1e6:.1f} MB -> {result.directory} "
@@ -137,9 +140,11 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
-def _refresh_record(args: argparse.Namespace, snapshot_id: str) -> bytes:
+def _refresh_record(args: argparse.Namespace, fetched: "FetchResult") -> bytes:
+    """What decides "nothing to do": the content fetched (by digest), its id, the parameters, the code."""
     record = {
-        "snapshot_id": snapshot_id,
+        "snapshot_id": fetched.snapshot_id,
+        "content_sha256": fetched.content_sha256,
         "itl_deadline_ms": args.itl_deadline_ms,
         "as_of": args.as_of,
         "retrieved": args.retrieved,
@@ -152,9 +157,9 @@ def _run_refresh(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.files import write_bytes_atomic
 
     fetched = _run_fetch(args, paths)
-    record = _refresh_record(args, fetched.snapshot_id)
+    record = _refresh_record(args, fetched)
     published = paths.current / REFRESH_RECORD
-    if not fetched.changed and published.is_file() and published.read_bytes() == record:
+    if published.is_file() and published.read_bytes() == record:
         _say(f"refresh: {fetched.snapshot_id} is built and published with these parameters and this code; nothing to do")
         return
     # The index shows what this refresh fetched; snapshots ingested before stay in the history.
@@ -227,7 +232,7 @@ def _report_published(paths: Paths) -> None:
 
 
 def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
-    from pipeline.fetch import DEFAULT_MAX_FILE_BYTES, DEFAULT_SOURCE, DEFAULT_TIMEOUT_S
+    from pipeline.fetch import DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_SOURCE, DEFAULT_TIMEOUT_S
 
     parser.add_argument(
         "--source",
@@ -237,16 +242,15 @@ def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-        help=f"give up on a URL that has not fully arrived after this long (default: {DEFAULT_TIMEOUT_S:g})",
+        help=f"give up on a file of a URL that has not fully arrived after this long (default: {DEFAULT_TIMEOUT_S:g})",
     )
     parser.add_argument(
         "--max-file-bytes", type=_positive_int, default=DEFAULT_MAX_FILE_BYTES, metavar="BYTES",
         help=f"refuse any upstream file larger than this (default: {DEFAULT_MAX_FILE_BYTES})",
     )
     parser.add_argument(
-        "--copy", action="store_true",
-        help="copy a local folder's files into OUT/raw (default: hard-link them where the file system allows; " 
-        "every ingest checks their sha256 again, so a source file edited in place is caught, not used)",
+        "--fetch-deadline", type=_positive_float, default=DEFAULT_FETCH_DEADLINE_S, metavar="SECONDS",
+        help=f"give up on a URL fetch that has not finished after this long (default: {DEFAULT_FETCH_DEADLINE_S:g})",
     )
 
 
@@ -284,19 +288,13 @@ def _add_ingest_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_history_options(parser: argparse.ArgumentParser) -> None:
-    from pipeline.fetch import DEFAULT_MAX_FILE_BYTES, DEFAULT_TIMEOUT_S
-
-    parser.add_argument(
-        "--source", nargs="+", required=True, metavar="SOURCE",
-        help="snapshots to ingest: local public/data folders or URLs, or a folder holding snapshot folders "
-        "(e.g. ../shared/upstream/ml-energy-leaderboard)",
+    _add_fetch_options(parser)
+    source = next(action for action in parser._actions if action.dest == "source")
+    source.nargs, source.required, source.default, source.metavar = "+", True, None, "SOURCE"
+    source.help = (
+        "snapshots to ingest: local public/data folders or URLs, or a folder holding snapshot folders "
+        "(e.g. ../shared/upstream/ml-energy-leaderboard)"
     )
-    parser.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                        help=f"per-file timeout for URLs (default: {DEFAULT_TIMEOUT_S:g})")
-    parser.add_argument("--max-file-bytes", type=_positive_int, default=DEFAULT_MAX_FILE_BYTES, metavar="BYTES",
-                        help=f"refuse any upstream file larger than this (default: {DEFAULT_MAX_FILE_BYTES})")
-    parser.add_argument("--copy", action="store_true", help="copy a local folder's files into OUT/raw (default: hard-link them where the file system allows; " 
-        "every ingest checks their sha256 again, so a source file edited in place is caught, not used)")
 
 
 def _add_diff_options(parser: argparse.ArgumentParser) -> None:
@@ -396,8 +394,21 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt_on_sigterm() -> None:
+    """A stop from cron or a service manager (SIGTERM) is handled as Ctrl-C: cleaned up, one line, exit 1."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
+    if argv is None:
+        _interrupt_on_sigterm()
     paths = Paths(args.out)
     try:
         if args.handler in (_run_diff, _run_synth):
@@ -413,9 +424,40 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"{PROG}: error: {error}")
         return 1
     except KeyboardInterrupt:
-        _say(f"{PROG}: interrupted; the previous outputs are unchanged")
-        return 130
+        _say(f"{PROG}: error: interrupted; the last published build in {args.out} is unchanged")
+        return 1
+    except OSError as error:
+        _say(f"{PROG}: error: {_environment_problem(error, args.out)}")
+        return 1
+    except Exception as error:
+        import errno
+
+        import duckdb
+
+        if not isinstance(error, duckdb.Error):
+            raise
+        if "No space left on device" in str(error):
+            _say(f"{PROG}: error: {_environment_problem(OSError(errno.ENOSPC, 'no space'), args.out)}")
+        else:
+            _say(f"{PROG}: error: the database engine failed: {str(error).splitlines()[0]}; "
+                 f"the last published build in {args.out} is unchanged")
+        return 1
     return 0
+
+
+def _environment_problem(error: OSError, out: Path) -> str:
+    """One line for a failure of the machine rather than the input: what, where, what to do."""
+    import errno
+
+    where = error.filename or out
+    advice = {
+        errno.ENOSPC: "no space left on the device; free some space and run again",
+        errno.EDQUOT: "disk quota exceeded; free some space and run again",
+        errno.EACCES: "permission denied; run as a user who may write there, or choose another --out",
+        errno.EPERM: "operation not permitted; run as a user who may write there, or choose another --out",
+        errno.EROFS: "read-only file system; choose an --out on a writable file system",
+    }.get(error.errno, error.strerror or str(error))
+    return f"{where}: {advice}; the last published build in {out} is unchanged"
 
 
 if __name__ == "__main__":

@@ -7,14 +7,14 @@ from typing import Any
 import duckdb
 
 from pipeline.database import fetch_dicts
-from pipeline.errors import PipelineError
+from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.paths import Paths
 
 
 def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
     """Configuration and index changes from `old` to `new` (given in either order; compared oldest first)."""
     if not paths.database.is_file():
-        raise PipelineError(f"{paths.database}: missing; run 'energy-index history' or 'refresh' first")
+        raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with duckdb.connect(str(paths.database), read_only=True) as connection:
         positions = dict(connection.execute("select snapshot_id, position from snapshot_history").fetchall())
         for snapshot_id in (old, new):

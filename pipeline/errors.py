@@ -1,5 +1,8 @@
 """The one exception type the CLI turns into a clear message and a non-zero exit."""
 
+# What a newcomer should run when a step finds nothing to work on.
+NEXT_STEP = "run 'make' (or 'energy-index refresh --source FOLDER_OR_URL')"
+
 
 class PipelineError(Exception):
     """A failure the user can act on: the message names the file, field or row at fault."""

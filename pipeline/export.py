@@ -22,7 +22,7 @@ import duckdb
 import orjson
 
 from pipeline.database import fetch_dicts
-from pipeline.errors import PipelineError
+from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import replace_directory
 from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
@@ -487,7 +487,7 @@ def export(
     """Write OUT/index from the database. `processes` splits the model files (default: one per core
     for a large index, else one); the files are the same whatever it is."""
     if not paths.database.is_file():
-        raise PipelineError(f"{paths.database}: missing; run 'energy-index build' first")
+        raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     card = load_source_card()
     connection = duckdb.connect(str(paths.database), read_only=True)
     try:

@@ -1,6 +1,13 @@
 """Fetch: copy one upstream snapshot (a local public/data directory or an http(s) URL of one) into
-OUT/raw/<snapshot-id>/ with a manifest of what was fetched, from where, and when."""
+OUT/raw/<snapshot-id>/ with a manifest of what was fetched, from where, and when.
 
+The fetched snapshot is an archive that belongs to OUT: its files are copies, never links to files
+someone else can edit, and a published snapshot's files and manifest never change. Content that
+differs from what was published before under the same snapshot id is refused, naming the files.
+"""
+
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -15,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import PipelineError
+from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import load_json_strict, replace_directory, write_bytes_atomic
 from pipeline.paths import Paths
 from schemas.rules import MODEL_ID_PATTERN
@@ -23,7 +30,10 @@ from schemas.rules import MODEL_ID_PATTERN
 DEFAULT_SOURCE = (
     "https://raw.githubusercontent.com/ml-energy/leaderboard/7885788e837b80ad172e02e6e8c47e8d0b85520e/public/data"
 )
+# Wall-clock deadlines for a URL: one per file and one for the whole fetch; a server that trickles
+# bytes extends neither.
 DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_FETCH_DEADLINE_S = 900.0
 # The largest upstream file today is 0.4 MB, and 406 MB at the benchmark's 1000x scale; 1 GiB leaves
 # room for that and still stops an endless body.
 DEFAULT_MAX_FILE_BYTES = 1024 * 1024 * 1024
@@ -36,6 +46,15 @@ PINNED_COMMIT_PATTERN = re.compile(r"/([0-9a-f]{40})/")
 SNAPSHOT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 COMMIT_PATTERN = re.compile(r"^[0-9a-f]{7,40}$")
 COMMIT_TIME_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}T")
+# Per local source folder and file: size, mtime and ctime in ns, inode and sha256, as git's index keeps
+# them. A file whose entry matches is not read again; any other (cp -a, rsync -a, an edit in place, a
+# git checkout: each gives a new ctime or inode) is hashed.
+STAT_CACHE = ".stat-cache.json"
+# An entry touched this recently when the cache is written could be edited again within the same
+# timestamp tick; it is left out, so the next run hashes that file (git's "racily clean" rule).
+RACY_WINDOW_NS = 2_000_000_000
+READ_CHUNK = 1 << 16
+FICLONE = 0x40049409  # linux/fs.h: share a file's blocks copy-on-write where the file system can
 
 
 @dataclass(frozen=True)
@@ -45,18 +64,21 @@ class FetchResult:
     file_count: int
     total_bytes: int
     changed: bool
+    # sha256 of the manifest's files and upstream facts: what the snapshot is, whatever its id.
+    content_sha256: str
 
 
 def _is_url(source: str) -> bool:
     return "://" in source
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _model_file_name(model_id: str, task: str) -> str:
     return f"{model_id.replace('/', '__')}__{task}.json"
+
+
+def content_digest(upstream: dict[str, Any], files: list[dict[str, Any]]) -> str:
+    listing = json.dumps({"upstream": upstream, "files": files}, sort_keys=True)
+    return hashlib.sha256(listing.encode()).hexdigest()
 
 
 class _SameSchemeRedirects(urllib.request.HTTPRedirectHandler):
@@ -73,52 +95,91 @@ class _SameSchemeRedirects(urllib.request.HTTPRedirectHandler):
 
 
 class _HttpReader:
-    def __init__(self, base_url: str, timeout_s: float, max_file_bytes: int) -> None:
+    """Streams each file to disk while counting and hashing it. Every socket wait is bounded by the
+    time left before the file's and the fetch's deadlines, so memory stays flat and a trickling
+    server cannot hold the fetch (and the lock) past them."""
+
+    def __init__(self, base_url: str, timeout_s: float, max_file_bytes: int, fetch_deadline_s: float) -> None:
         self.base_url = base_url.rstrip("/") + "/"
         self.timeout_s = timeout_s
         self.max_file_bytes = max_file_bytes
+        self.fetch_deadline_s = fetch_deadline_s
+        self.fetch_deadline = time.monotonic() + fetch_deadline_s
         self.opener = urllib.request.build_opener(_SameSchemeRedirects())
 
-    def read(self, relative: str) -> bytes:
+    def _time_left(self, url: str, file_deadline: float) -> float:
+        now = time.monotonic()
+        if now >= self.fetch_deadline:
+            raise PipelineError(f"{url}: the fetch did not finish within its {self.fetch_deadline_s:g} s deadline")
+        if now >= file_deadline:
+            raise PipelineError(f"{url}: timed out: not received within {self.timeout_s:g} s")
+        return min(file_deadline, self.fetch_deadline) - now
+
+    def download(self, relative: str, target: Path) -> dict[str, Any]:
+        """Write one file to `target`; return its manifest entry."""
         url = self.base_url + urllib.parse.quote(relative)
-        deadline = time.monotonic() + self.timeout_s
+        file_deadline = time.monotonic() + self.timeout_s
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest, size = hashlib.sha256(), 0
         try:
-            with self.opener.open(url, timeout=self.timeout_s) as response:
-                chunks, size = [], 0
-                while chunk := response.read(1 << 16):
-                    size += len(chunk)
-                    if size > self.max_file_bytes:
-                        raise PipelineError(f"{url}: larger than the size cap of {self.max_file_bytes} bytes")
-                    if time.monotonic() > deadline:
-                        raise PipelineError(f"{url}: not received within the {self.timeout_s:g} s timeout")
-                    chunks.append(chunk)
-                return b"".join(chunks)
+            with self.opener.open(url, timeout=self._time_left(url, file_deadline)) as response:
+                declared = response.headers.get("Content-Length", "")
+                if declared.isdigit() and int(declared) > self.max_file_bytes:
+                    raise PipelineError(
+                        f"{url}: larger than the size cap of {self.max_file_bytes} bytes (Content-Length "
+                        f"{declared}); raise --max-file-bytes if that is expected"
+                    )
+                connection = getattr(getattr(response, "fp", None), "raw", None)
+                sock = getattr(connection, "_sock", None)
+                with open(target, "wb") as handle:
+                    while True:
+                        if sock is not None:
+                            sock.settimeout(self._time_left(url, file_deadline))
+                        # read1: at most one socket read, so the deadlines are checked between any two.
+                        chunk = response.read1(READ_CHUNK)
+                        if not chunk:
+                            break
+                        size += len(chunk)
+                        if size > self.max_file_bytes:
+                            raise PipelineError(f"{url}: larger than the size cap of {self.max_file_bytes} bytes")
+                        digest.update(chunk)
+                        handle.write(chunk)
+                        self._time_left(url, file_deadline)
         except urllib.error.HTTPError as error:
             raise PipelineError(f"{url}: HTTP {error.code} {error.reason}") from None
-        except (urllib.error.URLError, TimeoutError, OSError) as error:
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
             reason = getattr(error, "reason", error)
-            raise PipelineError(f"{url}: {reason} (offline? a local copy works too: --source <folder>)") from None
+            if isinstance(reason, TimeoutError):
+                if time.monotonic() >= self.fetch_deadline - 0.05:
+                    raise PipelineError(
+                        f"{url}: the fetch did not finish within its {self.fetch_deadline_s:g} s deadline"
+                    ) from None
+                raise PipelineError(f"{url}: timed out: not received within {self.timeout_s:g} s") from None
+            raise PipelineError(f"{url}: {reason} (offline? a local copy works too: make SOURCE=<folder>)") from None
+        return {"path": relative, "sha256": digest.hexdigest(), "size": size}
 
 
-def _parse_fetched(name: str, data: bytes, staging: Path) -> Any:
-    path = staging / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return load_json_strict(path, name)
-
-
-def _fetch_url(source: str, staging: Path, timeout_s: float, max_file_bytes: int) -> dict[str, Any]:
+def _fetch_url(
+    source: str, staging: Path, timeout_s: float, max_file_bytes: int, fetch_deadline_s: float
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Download a snapshot into `staging`: index.json, the task files it lists, the model files those imply."""
     scheme = urllib.parse.urlsplit(source).scheme
     if scheme not in ("http", "https"):
         raise PipelineError(f"{source}: only http:// and https:// URLs can be fetched")
-    reader = _HttpReader(source, timeout_s, max_file_bytes)
-    index = _parse_fetched("index.json", reader.read("index.json"), staging)
+    reader = _HttpReader(source, timeout_s, max_file_bytes, fetch_deadline_s)
+    files: list[dict[str, Any]] = []
+
+    def download_and_parse(name: str) -> Any:
+        files.append(reader.download(name, staging / name))
+        return load_json_strict(staging / name, name)
+
+    index = download_and_parse("index.json")
     tasks = index.get("tasks") if isinstance(index, dict) else None
     if not isinstance(tasks, list) or not all(isinstance(t, str) and TASK_NAME_PATTERN.match(t) for t in tasks):
         raise PipelineError("index.json: field 'tasks' must be a list of task names (lower-case, digits, '-')")
     for task in tasks:
         name = f"tasks/{task}.json"
-        document = _parse_fetched(name, reader.read(name), staging)
+        document = download_and_parse(name)
         rows = document.get("configurations") if isinstance(document, dict) else None
         if not isinstance(rows, list):
             raise PipelineError(f"{name}: field 'configurations' must be a list")
@@ -126,10 +187,9 @@ def _fetch_url(source: str, staging: Path, timeout_s: float, max_file_bytes: int
         for model_id in model_ids:
             if not isinstance(model_id, str) or not re.fullmatch(MODEL_ID_PATTERN, model_id):
                 raise PipelineError(f"{name}: model_id {model_id!r} would not give a safe file name")
-            model_name = f"models/{_model_file_name(model_id, task)}"
-            _parse_fetched(model_name, reader.read(model_name), staging)
+            download_and_parse(f"models/{_model_file_name(model_id, task)}")
     pinned = PINNED_COMMIT_PATTERN.search(urllib.parse.urlsplit(source).path + "/")
-    return {"commit": pinned.group(1)} if pinned else {}
+    return ({"commit": pinned.group(1)} if pinned else {}), sorted(files, key=lambda entry: entry["path"])
 
 
 def _local_files(root: Path) -> list[str]:
@@ -149,56 +209,88 @@ def _local_files(root: Path) -> list[str]:
     return names
 
 
-def _place_described(source: Path, target: Path, name: str, link: bool) -> dict[str, Any]:
-    """Hard-link (where allowed) or copy one file, hashing its bytes on the way (one read)."""
-    with open(source, "rb") as handle:
-        data = handle.read()
-    if link:
-        try:
-            os.link(source, target)
-            return {"path": name, "sha256": _sha256(data), "size": len(data)}
-        except OSError:
-            pass  # another file system, or not allowed: copy
-    # os-level writes: on many small files, twice as fast as Path.write_bytes here.
-    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(descriptor, view):]
-    finally:
-        os.close(descriptor)
-    return {"path": name, "sha256": _sha256(data), "size": len(data)}
-
-
-def _local_listing(source: str, max_file_bytes: int) -> tuple[Path, list[str]]:
+def _check_local_source(source: str) -> Path:
     root = Path(source)
+    if not root.exists():
+        raise PipelineError(f"{source}: no such folder; SOURCE must be a local public/data folder or an http(s) URL")
+    if not root.is_dir():
+        raise PipelineError(f"{source}: not a folder; SOURCE must be a local public/data folder or an http(s) URL")
     if not (root / "index.json").is_file():
-        raise PipelineError(f"{source}: not a snapshot directory (no index.json); expected the upstream public/data layout")
-    names = _local_files(root)
-    for name in names:
-        if (root / name).stat().st_size > max_file_bytes:
-            raise PipelineError(f"{root / name}: larger than the size cap of {max_file_bytes} bytes")
-    return root, names
+        if any((child / "index.json").is_file() for child in root.iterdir() if child.is_dir()):
+            raise PipelineError(
+                f"{source}: a folder of snapshot folders, not one snapshot; give one of them, or ingest them all "
+                f"with 'energy-index history --source {source}' (make history HISTORY=...)"
+            )
+        raise PipelineError(f"{source}: not a snapshot folder (no index.json); expected the upstream public/data layout")
+    return root
 
 
-def _describe_local(root: Path, names: list[str]) -> list[dict[str, Any]]:
-    files = []
-    for name in names:
-        data = (root / name).read_bytes()
-        files.append({"path": name, "sha256": _sha256(data), "size": len(data)})
-    return sorted(files, key=lambda entry: entry["path"])
+def _stat_key(stat: os.stat_result) -> list[int]:
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
 
 
-def _place_local(root: Path, staging: Path, names: list[str], link: bool) -> list[dict[str, Any]]:
-    """Bring a local snapshot into staging, hard-linked or copied. Returns the files' descriptions.
+class _StatCache:
+    """Remembers each local source file's stat and sha256, so an unchanged file is not read again."""
 
-    A hard link costs no bytes and, on this machine, a fiftieth of the time of creating and writing
-    a file. The sha256 in the manifest is checked again by every ingest, so an edit made in place to
-    a linked source file is caught there ("changed since it was fetched") rather than used.
-    """
+    def __init__(self, paths: Paths) -> None:
+        self.path = paths.raw_dir / STAT_CACHE
+        try:
+            self.entries: dict[str, dict[str, list[Any]]] = json.loads(self.path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            self.entries = {}
+
+    def describe(self, root: Path, names: list[str], max_file_bytes: int) -> list[dict[str, Any]]:
+        """Each file's manifest entry, hashing only the files whose stat changed."""
+        key = str(root.resolve())
+        known = self.entries.get(key, {})
+        fresh: dict[str, list[Any]] = {}
+        files = []
+        racy_after = time.time_ns() - RACY_WINDOW_NS
+        for name in names:
+            stat = (root / name).stat()
+            if stat.st_size > max_file_bytes:
+                raise PipelineError(f"{root / name}: larger than the size cap of {max_file_bytes} bytes")
+            cached = known.get(name)
+            if cached is not None and cached[:4] == _stat_key(stat):
+                sha256 = cached[4]
+            else:
+                sha256 = _sha256_of_file(root / name)
+            if max(stat.st_mtime_ns, stat.st_ctime_ns) < racy_after:
+                fresh[name] = [*_stat_key(stat), sha256]
+            files.append({"path": name, "sha256": sha256, "size": stat.st_size})
+        if fresh != known:
+            self.entries[key] = fresh
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_bytes_atomic(self.path, json.dumps(self.entries, sort_keys=True).encode())
+        return sorted(files, key=lambda entry: entry["path"])
+
+
+def _sha256_of_file(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _copy_file(source: Path, target: Path) -> dict[str, Any]:
+    """Copy one file into the archive and describe what was written (sha256 of the copy itself)."""
+    with open(source, "rb") as reader, open(target, "wb") as writer:
+        try:
+            fcntl.ioctl(writer.fileno(), FICLONE, reader.fileno())
+            cloned = True
+        except OSError as error:
+            if error.errno not in (errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY, errno.EBADF):
+                raise
+            cloned = False
+        if not cloned:
+            data = reader.read()
+            writer.write(data)
+            return {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    return {"sha256": _sha256_of_file(target), "size": target.stat().st_size}
+
+
+def _copy_local(root: Path, staging: Path, names: list[str]) -> list[dict[str, Any]]:
     for folder in sorted({(staging / name).parent for name in names}):
         folder.mkdir(parents=True, exist_ok=True)
-    files = [_place_described(root / name, staging / name, name, link) for name in names]
+    files = [{"path": name, **_copy_file(root / name, staging / name)} for name in names]
     return sorted(files, key=lambda entry: entry["path"])
 
 
@@ -217,22 +309,13 @@ def _local_commit_facts(root: Path) -> dict[str, Any]:
     return known
 
 
-def _describe_files(staging: Path) -> list[dict[str, Any]]:
-    files = []
-    for path in sorted(p for p in staging.rglob("*") if p.is_file()):
-        data = path.read_bytes()
-        files.append({"path": path.relative_to(staging).as_posix(), "sha256": _sha256(data), "size": len(data)})
-    return files
-
-
 def _snapshot_id(upstream: dict[str, Any], files: list[dict[str, Any]]) -> str:
     commit = upstream.get("commit")
     if commit and upstream.get("commit_time"):
         return f"{upstream['commit_time'][:10]}-{commit[:7]}"
     if commit:
         return commit[:7]
-    listing = "".join(f"{f['path']}\0{f['sha256']}\n" for f in files)
-    return f"local-{_sha256(listing.encode())[:12]}"
+    return f"local-{content_digest(upstream, files)[:12]}"
 
 
 def check_snapshot_id(snapshot_id: str) -> str:
@@ -244,23 +327,52 @@ def check_snapshot_id(snapshot_id: str) -> str:
 def read_manifest(snapshot_dir: Path) -> dict[str, Any]:
     manifest_path = snapshot_dir / MANIFEST
     if not manifest_path.is_file():
-        raise PipelineError(f"{snapshot_dir}: no {MANIFEST}; fetch the snapshot first (energy-index fetch)")
+        raise PipelineError(
+            f"snapshot {snapshot_dir.name} has not been fetched; {NEXT_STEP}"
+        )
     return load_json_strict(manifest_path)
-
-
-def _latest_manifest(paths: Paths) -> dict[str, Any] | None:
-    """The manifest of the snapshot the last fetch delivered, if it is still there."""
-    try:
-        return read_manifest(paths.raw_snapshot(latest_snapshot_id(paths)))
-    except PipelineError:
-        return None
 
 
 def latest_snapshot_id(paths: Paths) -> str:
     pointer = paths.latest_snapshot_pointer
     if not pointer.is_file():
-        raise PipelineError(f"{pointer}: missing; run 'energy-index fetch' first")
+        raise PipelineError(f"no snapshot has been fetched yet; {NEXT_STEP}")
     return check_snapshot_id(pointer.read_text(encoding="utf-8").strip())
+
+
+def _differing_files(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:
+    old_by_path = {entry["path"]: entry for entry in old}
+    new_by_path = {entry["path"]: entry for entry in new}
+    return sorted(
+        path for path in old_by_path.keys() | new_by_path.keys() if old_by_path.get(path) != new_by_path.get(path)
+    )
+
+
+def _is_published(paths: Paths, snapshot_id: str) -> bool:
+    return Paths(paths.out).parquet_path("snapshots", snapshot_id).is_file()
+
+
+def _check_same_content(
+    paths: Paths, snapshot_id: str, upstream: dict[str, Any], files: list[dict[str, Any]]
+) -> bool:
+    """True if OUT/raw already holds exactly this snapshot. Different content under the id of a
+    published snapshot is refused; under an unpublished one (a failed earlier fetch) it is replaced."""
+    target = paths.raw_snapshot(snapshot_id)
+    if not (target / MANIFEST).is_file():
+        return False
+    previous = read_manifest(target)
+    if previous.get("files") == files and previous.get("upstream") == upstream:
+        return True
+    if _is_published(paths, snapshot_id):
+        differing = _differing_files(previous.get("files", []), files)
+        if previous.get("upstream") != upstream:
+            differing.insert(0, COMMIT_FACTS)
+        shown = ", ".join(differing[:10]) + (f" and {len(differing) - 10} more" if len(differing) > 10 else "")
+        raise PipelineError(
+            f"these files differ from snapshot {snapshot_id} as it was published: {shown}. A published snapshot "
+            f"never changes: to ingest changed data, give it its own identity (remove or edit {COMMIT_FACTS})"
+        )
+    return False
 
 
 def fetch(
@@ -269,38 +381,33 @@ def fetch(
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-    link: bool = True,
+    fetch_deadline_s: float = DEFAULT_FETCH_DEADLINE_S,
 ) -> FetchResult:
-    """Bring `source` into OUT/raw/<snapshot-id>/ (a local folder's files hard-linked where possible,
-    unless `link` is false); an unchanged snapshot keeps its manifest and files."""
-    paths.raw_dir.mkdir(parents=True, exist_ok=True)
+    """Bring `source` into OUT/raw/<snapshot-id>/. A local folder whose content is already there is
+    only read where its files' stat changed, and nothing is written."""
     staging = paths.raw_dir / f".staging-{os.getpid()}"
+    if not _is_url(source):
+        root = _check_local_source(source)
+        names = _local_files(root)
+        paths.raw_dir.mkdir(parents=True, exist_ok=True)
+        upstream = _local_commit_facts(root)
+        files = _StatCache(paths).describe(root, names, max_file_bytes)
+        recorded_source = str(root.resolve())
     try:
-        if not _is_url(source):
-            root, names = _local_listing(source, max_file_bytes)
-            recorded_source = str(root.resolve())
-            upstream = _local_commit_facts(root)
-            latest = _latest_manifest(paths)
-            # Fetched from here before: hash first, and write nothing if nothing changed.
-            if latest and latest.get("source") == recorded_source and latest.get("upstream") == upstream:
-                files = _describe_local(root, names)
-                if files == latest["files"]:
-                    return FetchResult(
-                        latest["snapshot_id"], paths.raw_snapshot(latest["snapshot_id"]), len(files),
-                        sum(f["size"] for f in files), changed=False,
-                    )
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
-        if _is_url(source):
-            upstream = _fetch_url(source, staging, timeout_s, max_file_bytes)
-            recorded_source = source
-            files = _describe_files(staging)
-        else:
-            files = _place_local(root, staging, names, link)
-        snapshot_id = _snapshot_id(upstream, files)
+        if _is_url(source) or not _check_same_content(paths, _snapshot_id(upstream, files), upstream, files):
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+            if _is_url(source):
+                upstream, files = _fetch_url(source, staging, timeout_s, max_file_bytes, fetch_deadline_s)
+                recorded_source = source
+            else:
+                copied = _copy_local(root, staging, names)
+                if copied != files:
+                    changing = ", ".join(_differing_files(files, copied)[:5])
+                    raise PipelineError(f"{source}: files changed while they were being fetched ({changing}); run again")
+        snapshot_id = check_snapshot_id(_snapshot_id(upstream, files))
         target = paths.raw_snapshot(snapshot_id)
-        previous = read_manifest(target) if (target / MANIFEST).is_file() else None
-        changed = previous is None or previous.get("files") != files or previous.get("source") != recorded_source
+        changed = staging.is_dir() and not _check_same_content(paths, snapshot_id, upstream, files)
         if changed:
             manifest = {
                 "snapshot_id": snapshot_id,
@@ -309,7 +416,7 @@ def fetch(
                 "upstream": upstream,
                 "files": files,
             }
-            (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+            write_bytes_atomic(staging / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
             replace_directory(staging, target)
         write_bytes_atomic(paths.latest_snapshot_pointer, f"{snapshot_id}\n".encode())
     finally:
@@ -320,4 +427,5 @@ def fetch(
         file_count=len(files),
         total_bytes=sum(f["size"] for f in files),
         changed=changed,
+        content_sha256=content_digest(upstream, files),
     )

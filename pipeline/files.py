@@ -13,11 +13,25 @@ from typing import Any
 
 from pipeline.errors import PipelineError
 
+
+@functools.cache
+def _file_mode() -> int:
+    """The mode a plain new file gets under this process's umask (os.umask can only be read by setting it)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 @contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
-    """Yield a temporary path beside `target`; rename it over `target` only if the block succeeds."""
+    """Yield a temporary path beside `target`; rename it over `target` only if the block succeeds.
+
+    The file gets the mode `open` would give it under the umask (mkstemp's is 0600), so a reader
+    running as another user sees published files as it would see files made by cp.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.fchmod(fd, _file_mode())
     os.close(fd)
     tmp = Path(tmp_name)
     try:

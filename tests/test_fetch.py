@@ -181,21 +181,19 @@ def test_commit_facts_that_would_make_a_path_are_refused(source_copy: Path, tmp_
     assert not (tmp_path / "escape").exists()
 
 
-def test_a_local_folder_is_hard_linked_unless_copy_is_asked(source_copy: Path, tmp_path: Path, run_cli) -> None:
-    linked, copied = tmp_path / "linked", tmp_path / "copied"
-    assert run_cli("fetch", "--source", source_copy, "--out", linked).exit_code == 0
-    assert run_cli("fetch", "--source", source_copy, "--out", copied, "--copy").exit_code == 0
+def test_the_archive_is_a_copy_that_an_edit_of_the_source_does_not_reach(
+    source_copy: Path, tmp_path: Path, run_cli
+) -> None:
+    out = tmp_path / "out"
+    assert run_cli("fetch", "--source", source_copy, "--out", out).exit_code == 0
     task_file = source_copy / "tasks" / "gpqa.json"
-    (linked_raw,) = [p for p in (linked / "raw").iterdir() if p.is_dir()]
-    (copied_raw,) = [p for p in (copied / "raw").iterdir() if p.is_dir()]
-    assert (linked_raw / "tasks" / "gpqa.json").stat().st_ino == task_file.stat().st_ino
-    assert (copied_raw / "tasks" / "gpqa.json").stat().st_ino != task_file.stat().st_ino
+    (archived,) = [p for p in (out / "raw").iterdir() if p.is_dir()]
+    assert (archived / "tasks" / "gpqa.json").stat().st_ino != task_file.stat().st_ino
+    before = (archived / "tasks" / "gpqa.json").read_bytes()
 
-    # An edit made in place to a linked source file shows in the raw snapshot: ingest refuses it.
+    # An edit made in place to the source (as cp -p, an editor or a sync tool would) stays there.
     with open(task_file, "r+b") as handle:
         handle.seek(-2, 2)
         handle.write(b" }")
-    refused = run_cli("ingest", "--out", linked)
-    assert refused.exit_code == 1
-    assert "changed since it was fetched; fetch the snapshot again" in refused.stderr
-    assert run_cli("ingest", "--out", copied).exit_code == 0
+    assert (archived / "tasks" / "gpqa.json").read_bytes() == before
+    assert run_cli("ingest", "--out", out).exit_code == 0
