@@ -51,7 +51,7 @@ def _positive_int(text: str) -> int:
 def _exclusive_lock(paths: Paths) -> Iterator[None]:
     """One command at a time per output folder; a second one stops with a clear message."""
     paths.out.mkdir(parents=True, exist_ok=True)
-    with open(paths.lock_file, "w") as handle:
+    with open(paths.lock_file, "a") as handle:  # "a": taking the lock leaves the file untouched
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
