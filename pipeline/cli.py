@@ -213,6 +213,22 @@ def _run_diff(args: argparse.Namespace, paths: Paths) -> None:
     print(format_json(diff) if args.format == "json" else format_text(diff, args.limit))
 
 
+def _run_sql(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.query import run_query, write_result
+
+    if (args.query is None) == (args.file is None):
+        raise PipelineError("give a query, or --file FILE, not both")
+    try:
+        sql = args.query if args.file is None else Path(args.file).read_text(encoding="utf-8")
+    except OSError as error:
+        raise PipelineError(f"{args.file}: {error.strerror}") from None
+    output_format = args.format or ("table" if sys.stdout.isatty() and args.output is None else "csv")
+    result = run_query(paths, sql, dict(args.param))
+    write_result(result, output_format, args.output)
+    if args.output is not None:
+        _say(f"sql: {result.num_rows} row(s) -> {args.output}")
+
+
 def _run_synth(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.synth import synthesize
 
@@ -306,6 +322,28 @@ def _add_diff_options(parser: argparse.ArgumentParser) -> None:
                         help="in text, list at most N configurations and index rows per group (default: 20)")
 
 
+def _parameter(text: str) -> tuple[str, object]:
+    from pipeline.query import parse_parameter
+
+    try:
+        return parse_parameter(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _add_sql_options(parser: argparse.ArgumentParser) -> None:
+    from pipeline.query import FORMATS
+
+    parser.add_argument("query", nargs="?", metavar="QUERY", help="one read-only SQL statement")
+    parser.add_argument("--file", metavar="FILE", help="read the statement from FILE instead")
+    parser.add_argument("--param", type=_parameter, action="append", default=[], metavar="NAME=VALUE",
+                        help="bind $NAME in the query (numbers bind as numbers); repeat for more")
+    parser.add_argument("--format", choices=FORMATS,
+                        help="table (default on a terminal), csv (default otherwise), jsonl or parquet")
+    parser.add_argument("--output", type=Path, metavar="FILE",
+                        help="write the result to FILE (replaced atomically) instead of standard output")
+
+
 def _add_synth_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", type=_positive_int, required=True, metavar="N",
                         help="how many times the source's configurations to write (1 copies it)")
@@ -379,6 +417,14 @@ def make_parser() -> argparse.ArgumentParser:
             [_add_diff_options], _run_diff,
         ),
         (
+            "sql", "run one read-only query against the published database",
+            "Run one read-only SQL statement against OUT/energy_index.duckdb and print the result. The "
+            "database is opened read-only with file access and extension loading off: statements that "
+            "write, attach, install, load or read files are refused. See the data_dictionary table for "
+            "every column.",
+            [_add_sql_options], _run_sql,
+        ),
+        (
             "synth", "write a synthetic snapshot N times a real one, for benchmarks",
             "Write a snapshot with the upstream's layout and fields, N times the source's configurations: "
             "every model replicated under new ids with energy and power scaled by a seeded factor in "
@@ -411,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         _interrupt_on_sigterm()
     paths = Paths(args.out)
     try:
-        if args.handler in (_run_diff, _run_synth):
+        if args.handler in (_run_diff, _run_synth, _run_sql):
             args.handler(args, paths)
             return 0
         with _exclusive_lock(paths):

@@ -5,6 +5,7 @@ OUT/index/<task>/models/<slug>.json per model and OUT/index/<task>/index.json pe
 """
 
 import codecs
+import datetime
 import functools
 import itertools
 import json
@@ -495,7 +496,12 @@ def export(
             connection, "select i.snapshot_id, b.itl_deadline_ms from index_snapshot as i cross join build_parameters as b", {}
         )[0]
         snapshot_id, deadline = parameters["snapshot_id"], parameters["itl_deadline_ms"]
-        snapshot = fetch_dicts(connection, "select * from snapshots where snapshot_id = $id", {"id": snapshot_id})[0]
+        snapshot = {
+            name: value.isoformat() if isinstance(value, datetime.date) else value
+            for name, value in fetch_dicts(
+                connection, "select * from snapshots where snapshot_id = $id", {"id": snapshot_id}
+            )[0].items()
+        }
         as_of = _check_date("AS_OF", as_of or snapshot["retrieved"])
         retrieved = _check_date("RETRIEVED", retrieved or snapshot["retrieved"])
         _check_slugs_distinct(connection, snapshot_id)

@@ -33,7 +33,15 @@ from pipeline.fetch import TASK_NAME_PATTERN, check_snapshot_id, read_manifest
 from pipeline.files import atomic_path, load_json_strict, release_memory
 from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
-from pipeline.validate import arrow_schema, json_paths, raise_failures, table_failures, upstream_columns
+from pipeline.validate import (
+    arrow_schema,
+    as_stored,
+    json_paths,
+    parquet_schema,
+    raise_failures,
+    table_failures,
+    upstream_columns,
+)
 from schemas import (
     TABLES,
     DiffusionConfigurations,
@@ -893,14 +901,18 @@ class _TableWriters:
     def __init__(self, stack: ExitStack, paths: Paths, snapshot_id: str) -> None:
         self._stack, self._paths, self._snapshot_id = stack, paths, snapshot_id
         self._writers: dict[str, pq.ParquetWriter] = {}
+        self._schemas: dict[str, pyarrow.Schema] = {}
         self.row_counts: dict[str, int] = {}
 
     def write(self, name: str, table: pyarrow.Table) -> None:
         if name not in self._writers:
+            self._schemas[name] = parquet_schema(name, TABLES[name])
             tmp = self._stack.enter_context(atomic_path(self._paths.parquet_path(name, self._snapshot_id)))
-            self._writers[name] = self._stack.enter_context(pq.ParquetWriter(tmp, table.schema, compression="zstd"))
+            self._writers[name] = self._stack.enter_context(
+                pq.ParquetWriter(tmp, self._schemas[name], compression="zstd")
+            )
             self.row_counts[name] = 0
-        self._writers[name].write_table(table)
+        self._writers[name].write_table(as_stored(table, self._schemas[name]))
         self.row_counts[name] += table.num_rows
 
 

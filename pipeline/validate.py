@@ -17,6 +17,7 @@ import pyarrow
 import pyarrow.compute as pc
 
 from pipeline.errors import PipelineError
+from schemas import dictionary
 
 # How many failures one message lists before it summarises the rest.
 MAX_REPORTED_FAILURES = 200
@@ -43,6 +44,30 @@ def arrow_schema(model: type[pa.DataFrameModel]) -> pyarrow.Schema:
     )
 
 
+# Columns validated as ISO 8601 text (as the upstream and the manifest spell them) but stored typed,
+# so that Parquet readers and the database see dates and instants: metadata {"stored_as": ...}.
+STORED_TYPES = {"date": pyarrow.date32(), "timestamptz": pyarrow.timestamp("us", tz="UTC")}
+
+
+def parquet_schema(table: str, model: type[pa.DataFrameModel]) -> pyarrow.Schema:
+    """The table as stored: typed dates and times, each field's description (schemas/dictionary.toml)
+    as Parquet field metadata and the table's as schema metadata, so that tools reading the files
+    directly see them."""
+    fields = []
+    for name, column in model.to_schema().columns.items():
+        stored = (column.metadata or {}).get("stored_as")
+        arrow_type = STORED_TYPES[stored] if stored else _arrow_type(column.dtype)
+        entry = dictionary.column(table, name)
+        metadata = {"description": entry.description, **({"unit": entry.unit} if entry.unit else {})}
+        fields.append(pyarrow.field(name, arrow_type, nullable=column.nullable, metadata=metadata))
+    return pyarrow.schema(fields, metadata={"description": dictionary.table_description(table)})
+
+
+def as_stored(table: pyarrow.Table, schema: pyarrow.Schema) -> pyarrow.Table:
+    """A validated table cast to its stored schema (ISO 8601 text to date and timestamp)."""
+    return table.select(schema.names).cast(schema)
+
+
 def upstream_columns(model: type[pa.DataFrameModel]) -> dict[str, str]:
     """Columns copied from upstream keys, each 'required' or 'optional'."""
     return {
@@ -60,10 +85,6 @@ def json_paths(model: type[pa.DataFrameModel]) -> dict[str, tuple[str, ...]]:
         for name, column in model.to_schema().columns.items()
         if column.metadata and "upstream" in column.metadata
     }
-
-
-def column_descriptions(model: type[pa.DataFrameModel]) -> dict[str, str]:
-    return {name: column.description or "" for name, column in model.to_schema().columns.items()}
 
 
 def table_key(model: type[pa.DataFrameModel]) -> list[str]:

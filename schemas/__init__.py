@@ -28,9 +28,7 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     if name == "TABLES":
-        return {
-            table: getattr(importlib.import_module(module), cls) for table, (module, cls) in TABLE_MODULES.items()
-        }
+        return {table: getattr(importlib.import_module(module), cls) for table, (module, cls) in TABLE_MODULES.items()}
     for module, cls in TABLE_MODULES.values():
         if cls == name:
             return getattr(importlib.import_module(module), cls)

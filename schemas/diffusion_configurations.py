@@ -12,8 +12,20 @@ from schemas.task_file_entries import TaskFileEntry
 
 # Everything that defines what was measured; rows sharing all of it are repeats.
 CONFIGURATION_KEY = [
-    "task", "model_id", "gpu_model", "num_gpus", "batch_size", "image_height", "image_width", "video_height",
-    "video_width", "num_frames", "fps", "inference_steps", "ulysses_degree", "ring_degree",
+    "task",
+    "model_id",
+    "gpu_model",
+    "num_gpus",
+    "batch_size",
+    "image_height",
+    "image_width",
+    "video_height",
+    "video_width",
+    "num_frames",
+    "fps",
+    "inference_steps",
+    "ulysses_degree",
+    "ring_degree",
 ]
 # Energy per output should equal average power × batch latency ÷ batch size; it does to 1e-15 in all
 # eleven real snapshots. ±25 % rejects a unit or field mix-up while allowing a different averaging window.
@@ -22,54 +34,24 @@ ENERGY_IDENTITY_TOLERANCE = 0.25
 
 class DiffusionConfigurations(TaskFileEntry):
     weight_precision: Series[str] = pa.Field(
-        nullable=True, metadata={"upstream": "optional"},
-        description="Weight precision; absent from the diffusion task files before 2025-12-01.",
+        nullable=True,
+        metadata={"upstream": "optional"},
     )
-    ulysses_degree: Series[pd.Int64Dtype] = pa.Field(
-        ge=1, metadata={"upstream": "required"}, description="xDiT Ulysses sequence-parallel degree."
-    )
-    ring_degree: Series[pd.Int64Dtype] = pa.Field(
-        ge=1, metadata={"upstream": "required"}, description="xDiT ring-attention parallel degree."
-    )
-    batch_size: Series[pd.Int64Dtype] = pa.Field(
-        ge=1, metadata={"upstream": "required"}, description="Images or videos generated per batch."
-    )
-    inference_steps: Series[pd.Int64Dtype] = pa.Field(
-        ge=1, metadata={"upstream": "required"}, description="Denoising steps."
-    )
-    image_height: Series[pd.Int64Dtype] = pa.Field(
-        nullable=True, ge=1, metadata={"upstream": "optional"}, description="Image height, pixels (text-to-image)."
-    )
-    image_width: Series[pd.Int64Dtype] = pa.Field(
-        nullable=True, ge=1, metadata={"upstream": "optional"}, description="Image width, pixels (text-to-image)."
-    )
-    video_height: Series[pd.Int64Dtype] = pa.Field(
-        nullable=True, ge=1, metadata={"upstream": "optional"}, description="Video height, pixels (text-to-video)."
-    )
-    video_width: Series[pd.Int64Dtype] = pa.Field(
-        nullable=True, ge=1, metadata={"upstream": "optional"}, description="Video width, pixels (text-to-video)."
-    )
-    num_frames: Series[pd.Int64Dtype] = pa.Field(
-        nullable=True, ge=1, metadata={"upstream": "optional"}, description="Frames per video (text-to-video)."
-    )
-    fps: Series[pd.Int64Dtype] = pa.Field(
-        nullable=True, ge=1, metadata={"upstream": "optional"}, description="Frames per second (text-to-video)."
-    )
-    batch_latency_s: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Time to generate one batch, seconds."
-    )
-    energy_per_image_joules: Series[float] = pa.Field(
-        nullable=True, gt=0, metadata={"upstream": "optional"}, description="GPU energy per image, joules."
-    )
-    energy_per_video_joules: Series[float] = pa.Field(
-        nullable=True, gt=0, metadata={"upstream": "optional"}, description="GPU energy per video, joules."
-    )
-    throughput_images_per_sec: Series[float] = pa.Field(
-        nullable=True, gt=0, metadata={"upstream": "optional"}, description="Images per second."
-    )
-    throughput_videos_per_sec: Series[float] = pa.Field(
-        nullable=True, gt=0, metadata={"upstream": "optional"}, description="Videos per second."
-    )
+    ulysses_degree: Series[pd.Int64Dtype] = pa.Field(ge=1, metadata={"upstream": "required"})
+    ring_degree: Series[pd.Int64Dtype] = pa.Field(ge=1, metadata={"upstream": "required"})
+    batch_size: Series[pd.Int64Dtype] = pa.Field(ge=1, metadata={"upstream": "required"})
+    inference_steps: Series[pd.Int64Dtype] = pa.Field(ge=1, metadata={"upstream": "required"})
+    image_height: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, metadata={"upstream": "optional"})
+    image_width: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, metadata={"upstream": "optional"})
+    video_height: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, metadata={"upstream": "optional"})
+    video_width: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, metadata={"upstream": "optional"})
+    num_frames: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, metadata={"upstream": "optional"})
+    fps: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, metadata={"upstream": "optional"})
+    batch_latency_s: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"})
+    energy_per_image_joules: Series[float] = pa.Field(nullable=True, gt=0, metadata={"upstream": "optional"})
+    energy_per_video_joules: Series[float] = pa.Field(nullable=True, gt=0, metadata={"upstream": "optional"})
+    throughput_images_per_sec: Series[float] = pa.Field(nullable=True, gt=0, metadata={"upstream": "optional"})
+    throughput_videos_per_sec: Series[float] = pa.Field(nullable=True, gt=0, metadata={"upstream": "optional"})
 
     class Config:
         strict = True

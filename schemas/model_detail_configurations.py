@@ -11,59 +11,55 @@ from pandera.typing import Series
 from schemas import rules
 
 
-def _optional(description: str, path: str | None = None, **checks: object) -> object:
+def _optional(path: str | None = None, **checks: object) -> object:
     metadata = {"upstream": "optional", **({"json_path": path} if path else {})}
-    return pa.Field(nullable=True, metadata=metadata, description=description, **checks)
+    return pa.Field(nullable=True, metadata=metadata, **checks)
 
 
 class ModelDetailConfigurations(pa.DataFrameModel):
-    snapshot_id: Series[str] = pa.Field(description="Snapshot the row was read from.")
-    task: Series[str] = pa.Field(description="Task of the detail file.")
-    model_id: Series[str] = pa.Field(description="Model of the detail file.")
-    detail_ordinal: Series[pd.Int64Dtype] = pa.Field(ge=0, description="0-based position in the file's configurations.")
-    repeat: Series[pd.Int64Dtype] = pa.Field(
-        ge=1, description="1-based ordinal, in file order, among entries sharing the configuration key (as in the task file)."
-    )
-    gpu_model: Series[str] = pa.Field(metadata={"upstream": "required"}, description="GPU model.")
-    num_gpus: Series[pd.Int64Dtype] = pa.Field(ge=1, metadata={"upstream": "required"}, description="GPUs.")
-    avg_power_watts: Series[float] = _optional("Average total GPU power, watts (absent from one early unused file).", gt=0)
+    snapshot_id: Series[str] = pa.Field()
+    task: Series[str] = pa.Field()
+    model_id: Series[str] = pa.Field()
+    detail_ordinal: Series[pd.Int64Dtype] = pa.Field(ge=0)
+    repeat: Series[pd.Int64Dtype] = pa.Field(ge=1)
+    gpu_model: Series[str] = pa.Field(metadata={"upstream": "required"})
+    num_gpus: Series[pd.Int64Dtype] = pa.Field(ge=1, metadata={"upstream": "required"})
+    avg_power_watts: Series[float] = _optional(gt=0)
     # Token tasks
-    max_num_seqs: Series[pd.Int64Dtype] = _optional("vLLM max_num_seqs.", ge=1)
-    max_num_batched_tokens: Series[pd.Int64Dtype] = _optional("vLLM max_num_batched_tokens (early files).", ge=1)
-    tensor_parallel: Series[pd.Int64Dtype] = _optional("parallelization.tensor_parallel.", "parallelization.tensor_parallel", ge=0)
-    data_parallel: Series[pd.Int64Dtype] = _optional("parallelization.data_parallel.", "parallelization.data_parallel", ge=0)
-    expert_parallel: Series[pd.Int64Dtype] = _optional("parallelization.expert_parallel.", "parallelization.expert_parallel", ge=0)
-    parallelization_notes: Series[str] = _optional("parallelization.notes.", "parallelization.notes")
-    avg_batch_size: Series[float] = _optional("Average running batch.", gt=0)
-    avg_output_len: Series[float] = _optional("Average output tokens per request.", gt=0)
-    energy_per_token_joules: Series[float] = _optional("Energy per output token, joules.", gt=0)
-    energy_per_request_joules: Series[float] = _optional("Energy per request, joules.", gt=0)
-    median_itl_ms: Series[float] = _optional("Median inter-token latency, ms.", gt=0)
-    p90_itl_ms: Series[float] = _optional("p90 ITL, ms.", gt=0)
-    p95_itl_ms: Series[float] = _optional("p95 ITL, ms.", gt=0)
-    p99_itl_ms: Series[float] = _optional("p99 ITL, ms.", gt=0)
-    output_throughput_tokens_per_sec: Series[float] = _optional("Output tokens per second.", gt=0)
-    kv_cache_usage_percent: Series[float] = _optional("KV-cache usage, percent (early files).", ge=0, le=100)
+    max_num_seqs: Series[pd.Int64Dtype] = _optional(ge=1)
+    max_num_batched_tokens: Series[pd.Int64Dtype] = _optional(ge=1)
+    tensor_parallel: Series[pd.Int64Dtype] = _optional("parallelization.tensor_parallel", ge=0)
+    data_parallel: Series[pd.Int64Dtype] = _optional("parallelization.data_parallel", ge=0)
+    expert_parallel: Series[pd.Int64Dtype] = _optional("parallelization.expert_parallel", ge=0)
+    parallelization_notes: Series[str] = _optional("parallelization.notes")
+    avg_batch_size: Series[float] = _optional(gt=0)
+    avg_output_len: Series[float] = _optional(gt=0)
+    energy_per_token_joules: Series[float] = _optional(gt=0)
+    energy_per_request_joules: Series[float] = _optional(gt=0)
+    median_itl_ms: Series[float] = _optional(gt=0)
+    p90_itl_ms: Series[float] = _optional(gt=0)
+    p95_itl_ms: Series[float] = _optional(gt=0)
+    p99_itl_ms: Series[float] = _optional(gt=0)
+    output_throughput_tokens_per_sec: Series[float] = _optional(gt=0)
+    kv_cache_usage_percent: Series[float] = _optional(ge=0, le=100)
     # Diffusion tasks
-    ulysses_degree: Series[pd.Int64Dtype] = _optional("parallelization.ulysses_degree.", "parallelization.ulysses_degree", ge=1)
-    ring_degree: Series[pd.Int64Dtype] = _optional("parallelization.ring_degree.", "parallelization.ring_degree", ge=1)
-    batch_size: Series[pd.Int64Dtype] = _optional("Images or videos per batch.", ge=1)
-    inference_steps: Series[pd.Int64Dtype] = _optional("Denoising steps.", ge=1)
-    image_height: Series[pd.Int64Dtype] = _optional("Image height, pixels.", ge=1)
-    image_width: Series[pd.Int64Dtype] = _optional("Image width, pixels.", ge=1)
-    video_height: Series[pd.Int64Dtype] = _optional("Video height, pixels.", ge=1)
-    video_width: Series[pd.Int64Dtype] = _optional("Video width, pixels.", ge=1)
-    num_frames: Series[pd.Int64Dtype] = _optional("Frames per video.", ge=1)
-    fps: Series[pd.Int64Dtype] = _optional("Frames per second.", ge=1)
-    batch_latency_s: Series[float] = _optional("Batch latency, seconds.", gt=0)
-    energy_per_image_joules: Series[float] = _optional("Energy per image, joules.", gt=0)
-    energy_per_video_joules: Series[float] = _optional("Energy per video, joules.", gt=0)
-    throughput_images_per_sec: Series[float] = _optional("Images per second.", gt=0)
-    throughput_videos_per_sec: Series[float] = _optional("Videos per second.", gt=0)
+    ulysses_degree: Series[pd.Int64Dtype] = _optional("parallelization.ulysses_degree", ge=1)
+    ring_degree: Series[pd.Int64Dtype] = _optional("parallelization.ring_degree", ge=1)
+    batch_size: Series[pd.Int64Dtype] = _optional(ge=1)
+    inference_steps: Series[pd.Int64Dtype] = _optional(ge=1)
+    image_height: Series[pd.Int64Dtype] = _optional(ge=1)
+    image_width: Series[pd.Int64Dtype] = _optional(ge=1)
+    video_height: Series[pd.Int64Dtype] = _optional(ge=1)
+    video_width: Series[pd.Int64Dtype] = _optional(ge=1)
+    num_frames: Series[pd.Int64Dtype] = _optional(ge=1)
+    fps: Series[pd.Int64Dtype] = _optional(ge=1)
+    batch_latency_s: Series[float] = _optional(gt=0)
+    energy_per_image_joules: Series[float] = _optional(gt=0)
+    energy_per_video_joules: Series[float] = _optional(gt=0)
+    throughput_images_per_sec: Series[float] = _optional(gt=0)
+    throughput_videos_per_sec: Series[float] = _optional(gt=0)
     extra_fields: Series[str] = pa.Field(
         nullable=True,
-        description="JSON object of upstream keys this schema does not know (e.g. early power timelines), kept so "
-        "nothing is lost.",
     )
 
     class Config:

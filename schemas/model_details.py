@@ -10,35 +10,19 @@ from schemas import rules
 
 
 class ModelDetails(pa.DataFrameModel):
-    snapshot_id: Series[str] = pa.Field(description="Snapshot the row was read from.")
-    file_name: Series[str] = pa.Field(description="The detail file's name under models/.")
-    task: Series[str] = pa.Field(metadata={"upstream": "required"}, description="Upstream task identifier.")
-    model_id: Series[str] = pa.Field(metadata={"upstream": "required"}, description="Hugging Face model id.")
-    nickname: Series[str] = pa.Field(
-        nullable=True, metadata={"upstream": "optional"}, description="Display name (diffusion files only)."
-    )
-    total_params_billions: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Total parameters, billions."
-    )
-    activated_params_billions: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Active parameters, billions."
-    )
-    weight_precision: Series[str] = pa.Field(
-        nullable=True, metadata={"upstream": "optional"}, description="Weight precision as the upstream spells it."
-    )
-    architecture: Series[str] = pa.Field(
-        nullable=True, metadata={"upstream": "optional"}, description="Architecture (token tasks only)."
-    )
-    is_moe: Series[pd.BooleanDtype] = pa.Field(
-        nullable=True, metadata={"upstream": "optional"}, description="Mixture of experts (one early file only)."
-    )
-    configuration_count: Series[pd.Int64Dtype] = pa.Field(
-        ge=0, description="Entries in the file's configurations array."
-    )
+    snapshot_id: Series[str] = pa.Field()
+    file_name: Series[str] = pa.Field()
+    task: Series[str] = pa.Field(metadata={"upstream": "required"})
+    model_id: Series[str] = pa.Field(metadata={"upstream": "required"})
+    nickname: Series[str] = pa.Field(nullable=True, metadata={"upstream": "optional"})
+    total_params_billions: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"})
+    activated_params_billions: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"})
+    weight_precision: Series[str] = pa.Field(nullable=True, metadata={"upstream": "optional"})
+    architecture: Series[str] = pa.Field(nullable=True, metadata={"upstream": "optional"})
+    is_moe: Series[pd.BooleanDtype] = pa.Field(nullable=True, metadata={"upstream": "optional"})
+    configuration_count: Series[pd.Int64Dtype] = pa.Field(ge=0)
     extra_fields: Series[str] = pa.Field(
         nullable=True,
-        description="JSON object of upstream keys this schema does not know (e.g. an early itl_distribution), kept "
-        "so nothing is lost.",
     )
 
     class Config:

@@ -9,17 +9,15 @@ SCOPES = ["model", "configuration"]
 
 
 class OutputLengthHistograms(pa.DataFrameModel):
-    snapshot_id: Series[str] = pa.Field(description="Snapshot the row was read from.")
-    task: Series[str] = pa.Field(description="Task of the detail file.")
-    model_id: Series[str] = pa.Field(description="Model of the detail file.")
-    scope: Series[str] = pa.Field(isin=SCOPES, description="model: the file's aggregate; configuration: one configuration's.")
-    detail_ordinal: Series[pd.Int64Dtype] = pa.Field(
-        nullable=True, ge=0, description="The configuration's detail_ordinal; null for the model aggregate."
-    )
-    bin_index: Series[pd.Int64Dtype] = pa.Field(ge=0, description="0-based bin position.")
-    lower_edge: Series[float] = pa.Field(description="Bin's lower edge, output tokens.")
-    upper_edge: Series[float] = pa.Field(description="Bin's upper edge, output tokens.")
-    count: Series[pd.Int64Dtype] = pa.Field(ge=0, description="Requests whose output length fell in the bin.")
+    snapshot_id: Series[str] = pa.Field()
+    task: Series[str] = pa.Field()
+    model_id: Series[str] = pa.Field()
+    scope: Series[str] = pa.Field(isin=SCOPES)
+    detail_ordinal: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    bin_index: Series[pd.Int64Dtype] = pa.Field(ge=0)
+    lower_edge: Series[float] = pa.Field()
+    upper_edge: Series[float] = pa.Field()
+    count: Series[pd.Int64Dtype] = pa.Field(ge=0)
 
     class Config:
         strict = True

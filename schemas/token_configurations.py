@@ -22,57 +22,30 @@ def _parallel_degree(degree: pd.Series) -> pd.Series:
 
 
 class TokenConfigurations(TaskFileEntry):
-    architecture: Series[str] = pa.Field(
-        nullable=True, metadata={"upstream": "optional"}, description="Architecture, e.g. MoE."
-    )
-    weight_precision: Series[str] = pa.Field(
-        str_length={"min_value": 1}, metadata={"upstream": "required"}, description="bfloat16, fp8, mxfp4, ..."
-    )
-    tensor_parallel: Series[pd.Int64Dtype] = pa.Field(
-        ge=0, metadata={"upstream": "required"}, description="Tensor-parallel degree (0 = not set, before 2025-12-15)."
-    )
-    data_parallel: Series[pd.Int64Dtype] = pa.Field(
-        ge=0, metadata={"upstream": "required"}, description="Data-parallel degree (0 = not set, before 2025-12-15)."
-    )
-    expert_parallel: Series[pd.Int64Dtype] = pa.Field(
-        ge=0, metadata={"upstream": "required"}, description="Expert-parallel degree (0 = not set, before 2025-12-15)."
-    )
-    max_num_seqs: Series[pd.Int64Dtype] = pa.Field(
-        ge=1, metadata={"upstream": "required"}, description="vLLM max_num_seqs: the cap on requests in flight."
-    )
+    architecture: Series[str] = pa.Field(nullable=True, metadata={"upstream": "optional"})
+    weight_precision: Series[str] = pa.Field(str_length={"min_value": 1}, metadata={"upstream": "required"})
+    tensor_parallel: Series[pd.Int64Dtype] = pa.Field(ge=0, metadata={"upstream": "required"})
+    data_parallel: Series[pd.Int64Dtype] = pa.Field(ge=0, metadata={"upstream": "required"})
+    expert_parallel: Series[pd.Int64Dtype] = pa.Field(ge=0, metadata={"upstream": "required"})
+    max_num_seqs: Series[pd.Int64Dtype] = pa.Field(ge=1, metadata={"upstream": "required"})
     max_num_batched_tokens: Series[pd.Int64Dtype] = pa.Field(
         nullable=True,
         ge=1,
         metadata={"upstream": "optional"},
-        description="vLLM max_num_batched_tokens; all null until the upstream dropped it on 2026-02-13.",
     )
-    avg_batch_size: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Average running batch (requests in flight)."
-    )
+    avg_batch_size: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"})
     avg_output_len: Series[float] = pa.Field(
         gt=0,
         metadata={"upstream": "optional"},
-        description="Average output tokens per request; derived where the upstream lacks it.",
     )
-    is_avg_output_len_derived: Series[bool] = pa.Field(
-        description="True where avg_output_len is energy_per_request_joules / energy_per_token_joules "
-        "because the snapshot predates the upstream's avg_output_len (2025-12-17).",
-    )
-    energy_per_token_joules: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Steady-state GPU energy per output token, joules."
-    )
-    energy_per_request_joules: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Energy per token × average output length, joules."
-    )
-    median_itl_ms: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Median inter-token latency, ms."
-    )
-    p90_itl_ms: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"}, description="p90 ITL, ms.")
-    p95_itl_ms: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"}, description="p95 ITL, ms.")
-    p99_itl_ms: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"}, description="p99 ITL, ms.")
-    output_throughput_tokens_per_sec: Series[float] = pa.Field(
-        gt=0, metadata={"upstream": "required"}, description="Steady-state output throughput, tokens/s."
-    )
+    is_avg_output_len_derived: Series[bool] = pa.Field()
+    energy_per_token_joules: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"})
+    energy_per_request_joules: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"})
+    median_itl_ms: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"})
+    p90_itl_ms: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"})
+    p95_itl_ms: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"})
+    p99_itl_ms: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"})
+    output_throughput_tokens_per_sec: Series[float] = pa.Field(gt=0, metadata={"upstream": "required"})
 
     class Config:
         strict = True
@@ -81,9 +54,7 @@ class TokenConfigurations(TaskFileEntry):
 
     @pa.dataframe_check(error="median_itl_ms <= p90_itl_ms <= p95_itl_ms <= p99_itl_ms")
     def itl_percentiles_ordered(cls, df: pd.DataFrame) -> Series[bool]:
-        return (
-            (df.median_itl_ms <= df.p90_itl_ms) & (df.p90_itl_ms <= df.p95_itl_ms) & (df.p95_itl_ms <= df.p99_itl_ms)
-        )
+        return (df.median_itl_ms <= df.p90_itl_ms) & (df.p90_itl_ms <= df.p95_itl_ms) & (df.p95_itl_ms <= df.p99_itl_ms)
 
     @pa.dataframe_check(error="avg_batch_size <= max_num_seqs")
     def batch_within_cap(cls, df: pd.DataFrame) -> Series[bool]:

@@ -136,11 +136,3 @@ findings as (
 )
 
 select * from findings;
-
-comment on view audit_findings is 'Plausibility findings that do not block a build; rules, tolerances and reasons in audit_rules.';
-comment on column audit_findings.table_name is 'Table the offending row belongs to.';
-comment on column audit_findings.row_key is 'task:row_id#repeat of the offending row (task:row_id for repeat comparisons; task:model:configuration#repeat (side) for unmatched detail rows).';
-comment on column audit_findings.rule is 'Audit rule name; see audit_rules for its tolerance and reason.';
-comment on column audit_findings.severity is 'info or warn: neither blocks a build.';
-comment on column audit_findings.observed is 'The observed ratio the rule tests (1 for an unmatched detail row).';
-comment on column audit_findings.expected is 'The range the rule expects the observed ratio in.';

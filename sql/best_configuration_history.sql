@@ -56,8 +56,3 @@ best as (
 )
 
 select * from best;
-
-comment on view best_configuration_history is 'Per snapshot × task × model × GPU, the lowest-energy configuration within the latency limit (token: median ITL ≤ the deadline; diffusion: batch latency ≤ the ceiling). Token columns as in configuration_history, diffusion columns as in diffusion_configuration_history.';
-comment on column best_configuration_history.family is 'token or diffusion: which columns are filled.';
-comment on column best_configuration_history.unit_label is 'What the figure is per: million output tokens, image or video.';
-comment on column best_configuration_history.wh_per_unit is 'The index figure: Wh per million output tokens, per image or per video.';

@@ -13,5 +13,3 @@ current_best as (
 )
 
 select * from current_best;
-
-comment on view best_configurations is 'The index snapshot''s best configurations: lowest energy per token within the ITL deadline (older snapshots: best_configuration_history).';

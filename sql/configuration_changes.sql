@@ -13,5 +13,3 @@ consecutive as (
 )
 
 select * from consecutive;
-
-comment on view configuration_changes is 'Configurations added and removed and fields changed by each snapshot relative to the previous one (any two snapshots: configuration_diffs).';

@@ -97,13 +97,3 @@ diffs as (
 )
 
 select * from diffs;
-
-comment on view configuration_diffs is 'For every pair of snapshots (older first): configurations added and removed, and each changed upstream field with its old and new value.';
-comment on column configuration_diffs.change is 'added, removed or changed.';
-comment on column configuration_diffs.field is 'The changed upstream field; null for a configuration added or removed.';
-comment on column configuration_diffs.old_value is 'The value in the older snapshot, as text.';
-comment on column configuration_diffs.new_value is 'The value in the newer snapshot, as text.';
-comment on column configuration_diffs.relative_change is '(new − old) ÷ the larger magnitude, for numbers.';
-comment on column configuration_diffs.older_snapshot_id is 'The older snapshot of the pair.';
-comment on column configuration_diffs.newer_snapshot_id is 'The newer snapshot of the pair.';
-comment on column configuration_diffs.is_consecutive is 'True where no other snapshot lies between the two.';

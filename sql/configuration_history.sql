@@ -57,33 +57,3 @@ flagged as (
 )
 
 select * from flagged;
-
-comment on view configuration_history is 'Every measured token-task configuration of every snapshot with derived units. One row per snapshot × task × model × GPU × GPU count × max_num_seqs × repeat.';
-comment on column configuration_history.snapshot_id is 'Snapshot the row was read from.';
-comment on column configuration_history.task is 'Upstream task identifier, e.g. lm-arena-chat.';
-comment on column configuration_history.model_id is 'Hugging Face model id.';
-comment on column configuration_history.slug is 'Part of model_id after the last "/", lower-cased: the exported file name.';
-comment on column configuration_history.gpu is 'GPU model, e.g. H100.';
-comment on column configuration_history.num_gpus is 'GPUs serving the model.';
-comment on column configuration_history.tensor_parallel is 'Tensor-parallel degree (the upstream''s old 0 read as 1).';
-comment on column configuration_history.data_parallel is 'Data-parallel degree (the upstream''s old 0 read as 1).';
-comment on column configuration_history.expert_parallel is 'Expert-parallel degree (the upstream''s old 0 read as 1).';
-comment on column configuration_history.weight_precision is 'Weight precision as the upstream spells it.';
-comment on column configuration_history.precision is 'Weight precision as the index prints it: BF16, FP8, MXFP4.';
-comment on column configuration_history.max_num_seqs is 'vLLM max_num_seqs: the cap on requests in flight.';
-comment on column configuration_history.repeat is '1-based ordinal among measurements of one configuration, in file order.';
-comment on column configuration_history.source_ordinal is '0-based position of the entry in its task file.';
-comment on column configuration_history.avg_batch_size is 'Average running batch = average requests in flight.';
-comment on column configuration_history.joules_per_output_token is 'Steady-state GPU energy per output token, joules.';
-comment on column configuration_history.wh_per_million_output_tokens is 'joules_per_output_token × 1e6 / 3600: Wh per million output tokens.';
-comment on column configuration_history.energy_per_request_joules is 'Energy per token × average output length, joules.';
-comment on column configuration_history.avg_output_tokens is 'Average output tokens per request.';
-comment on column configuration_history.is_avg_output_len_derived is 'True where avg_output_tokens was derived as energy per request ÷ energy per token.';
-comment on column configuration_history.median_itl_ms is 'Median inter-token latency, ms.';
-comment on column configuration_history.p90_itl_ms is 'p90 inter-token latency, ms.';
-comment on column configuration_history.p95_itl_ms is 'p95 inter-token latency, ms.';
-comment on column configuration_history.p99_itl_ms is 'p99 inter-token latency, ms.';
-comment on column configuration_history.tokens_per_second is 'Steady-state output throughput, tokens/s.';
-comment on column configuration_history.gpu_power_watts_total is 'Average total power of all the GPUs, watts.';
-comment on column configuration_history.under_itl_deadline is 'median_itl_ms <= build_parameters.itl_deadline_ms.';
-comment on column configuration_history.row_id is 'slug/gpu/num_gpus/max_num_seqs; repeat tells two measurements of one row_id apart.';

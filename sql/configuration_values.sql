@@ -108,9 +108,3 @@ all_values as (
 )
 
 select * from all_values;
-
-comment on view configuration_values is 'Every upstream value of every configuration of every snapshot (token and diffusion), one row per field.';
-comment on column configuration_values.configuration is 'What was measured, less the model: gpu/num_gpus/max_num_seqs for token tasks; gpu/num_gpus/batch/WxH/frames/fps/steps/ulysses/ring for diffusion.';
-comment on column configuration_values.field is 'Upstream field name.';
-comment on column configuration_values.number_value is 'The value of a numeric field.';
-comment on column configuration_values.text_value is 'The value of a text field (extra_fields: unknown upstream keys as JSON).';

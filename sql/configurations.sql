@@ -13,5 +13,3 @@ current_configurations as (
 )
 
 select * from current_configurations;
-
-comment on view configurations is 'The index snapshot''s token-task configurations with derived units (older snapshots: configuration_history).';

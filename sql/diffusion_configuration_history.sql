@@ -58,16 +58,3 @@ flagged as (
 )
 
 select * from flagged;
-
-comment on view diffusion_configuration_history is 'Every measured diffusion configuration of every snapshot with derived units.';
-comment on column diffusion_configuration_history.gpu is 'GPU model, e.g. B200.';
-comment on column diffusion_configuration_history.precision is 'Weight precision as the index prints it (null before 2025-12-01).';
-comment on column diffusion_configuration_history.width is 'Output width, pixels.';
-comment on column diffusion_configuration_history.height is 'Output height, pixels.';
-comment on column diffusion_configuration_history.unit is 'image or video: what one output is.';
-comment on column diffusion_configuration_history.joules_per_output is 'GPU energy per image or video, joules.';
-comment on column diffusion_configuration_history.wh_per_output is 'joules_per_output / 3600: Wh per image or video.';
-comment on column diffusion_configuration_history.outputs_per_second is 'Images or videos per second.';
-comment on column diffusion_configuration_history.gpu_power_watts_total is 'Average total power of all the GPUs, watts.';
-comment on column diffusion_configuration_history.under_latency_ceiling is 'batch_latency_s <= the task''s ceiling in latency_ceilings.';
-comment on column diffusion_configuration_history.row_id is 'slug/gpu/num_gpus/batch_size/WxH[/frames f/fps fps]/steps/u<ulysses>r<ring>; repeat tells measurements apart.';

@@ -13,5 +13,3 @@ current_configurations as (
 )
 
 select * from current_configurations;
-
-comment on view diffusion_configurations_current is 'The index snapshot''s diffusion configurations with derived units (older snapshots: diffusion_configuration_history).';

@@ -99,13 +99,3 @@ curves as (
 )
 
 select * from curves;
-
-comment on view efficiency_curves is 'Energy, throughput, latency and power against the batch limit (max_num_seqs for token tasks, batch size for diffusion), one curve per deployment of the index snapshot.';
-comment on column efficiency_curves.family is 'token or diffusion.';
-comment on column efficiency_curves.batch_limit is 'max_num_seqs (token tasks) or batch size (diffusion): the curve''s x axis.';
-comment on column efficiency_curves.joules_per_unit is 'Joules per output token, image or video.';
-comment on column efficiency_curves.wh_per_unit is 'Wh per million output tokens, per image or per video.';
-comment on column efficiency_curves.units_per_second is 'Output tokens, images or videos per second.';
-comment on column efficiency_curves.is_within_latency_limit is 'Within the ITL deadline (token) or the batch-latency ceiling (diffusion).';
-comment on column efficiency_curves.point_index is '1-based position of the point on its curve, by batch limit then repeat.';
-comment on column efficiency_curves.energy_relative_to_smallest_batch is 'joules_per_unit ÷ that of the curve''s smallest batch limit (its first repeat).';

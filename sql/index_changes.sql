@@ -13,5 +13,3 @@ consecutive as (
 )
 
 select * from consecutive;
-
-comment on view index_changes is 'Index rows added, removed or changed by each snapshot relative to the previous one (any two snapshots: index_diffs).';

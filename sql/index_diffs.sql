@@ -74,16 +74,3 @@ judged as (
 )
 
 select * from judged where change is not null;
-
-comment on view index_diffs is 'For every pair of snapshots: index rows (best configuration per task × model × GPU) added, removed, with another best configuration, or with another figure.';
-comment on column index_diffs.change is 'added, removed, best configuration changed, or figure changed.';
-comment on column index_diffs.relative_change is 'new ÷ old index figure − 1.';
-comment on column index_diffs.unit_label is 'What the figure is per: million output tokens, image or video.';
-comment on column index_diffs.older_snapshot_id is 'The older snapshot of the pair.';
-comment on column index_diffs.newer_snapshot_id is 'The newer snapshot of the pair.';
-comment on column index_diffs.old_row_id is 'The best configuration in the older snapshot (null: the row was added).';
-comment on column index_diffs.new_row_id is 'The best configuration in the newer snapshot (null: the row was removed).';
-comment on column index_diffs.old_repeat is 'Which measurement of old_row_id was best.';
-comment on column index_diffs.new_repeat is 'Which measurement of new_row_id was best.';
-comment on column index_diffs.old_wh_per_unit is 'The published figure in the older snapshot, Wh per unit_label.';
-comment on column index_diffs.new_wh_per_unit is 'The published figure in the newer snapshot, Wh per unit_label.';

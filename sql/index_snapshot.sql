@@ -21,5 +21,3 @@ chosen as (
 )
 
 select * from chosen;
-
-comment on view index_snapshot is 'The snapshot the index is built from: build_parameters.snapshot_id, or the newest snapshot when that is null.';

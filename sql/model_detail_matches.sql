@@ -70,9 +70,3 @@ paired as (
 )
 
 select * from paired;
-
-comment on view model_detail_matches is 'Each per-model detail configuration paired with its task-file row; rows without a partner say which side they are on.';
-comment on column model_detail_matches.configuration is 'What was measured, less the model (as in configuration_values).';
-comment on column model_detail_matches.detail_ordinal is 'Position in the detail file; null for a task-file row without a detail partner.';
-comment on column model_detail_matches.source_ordinal is 'Position in the task file; null for a detail row without a task-file partner.';
-comment on column model_detail_matches.match_status is 'matched, detail file only, or task file only.';

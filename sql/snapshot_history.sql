@@ -28,8 +28,3 @@ positioned as (
 )
 
 select * from positioned;
-
-comment on view snapshot_history is 'The ingested snapshots in upstream commit order (retrieval date where the commit is unknown).';
-comment on column snapshot_history.ordered_at is 'Commit time, or the retrieval date where unknown: what orders the history.';
-comment on column snapshot_history.position is '1 for the oldest snapshot.';
-comment on column snapshot_history.previous_snapshot_id is 'The snapshot before this one in the history; null for the first.';

@@ -20,6 +20,3 @@ pairs as (
 )
 
 select * from pairs;
-
-comment on view snapshot_pairs is 'Every ordered pair of ingested snapshots (older first), flagged where they are consecutive in the history.';
-comment on column snapshot_pairs.is_consecutive is 'True where no other snapshot lies between the two.';

@@ -35,8 +35,3 @@ counted as (
 )
 
 select * from counted;
-
-comment on view task_summaries is 'Per task of the index snapshot: how many configurations its file has and how many exceed the latency limit (ITL deadline or batch-latency ceiling).';
-comment on column task_summaries.family is 'token or diffusion.';
-comment on column task_summaries.configuration_count is 'Entries in the task file.';
-comment on column task_summaries.over_latency_limit_count is 'Configurations over the ITL deadline (token) or the batch-latency ceiling (diffusion).';

@@ -1,6 +1,7 @@
 """Shared fixtures: the real upstream snapshots in ../shared, and helpers to run the CLI."""
 
 import hashlib
+import re
 import json
 import shutil
 from collections.abc import Callable
@@ -90,3 +91,23 @@ def snapshot_build(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     out = tmp_path_factory.mktemp(request.param.name) / "out"
     assert main(refresh_args(request.param, out)) == 0
     return request.param, Paths(out)
+
+
+@pytest.fixture(scope="session")
+def history_build(tmp_path_factory: pytest.TempPathFactory) -> Paths:
+    """All eleven shared snapshots in one database, the index on the newest, with the seed's dates."""
+    out = tmp_path_factory.mktemp("history") / "out"
+    arguments = ["history", "--source", str(UPSTREAM), "--out", str(out)]
+    assert main([*arguments, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED]) == 0
+    return Paths(out)
+
+
+def readme_queries() -> list[str]:
+    """Every statement of every ```sql block of README.md."""
+    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```sql\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    statements = []
+    for block in blocks:
+        body = "\n".join(line for line in block.splitlines() if not line.lstrip().startswith("--"))
+        statements += [statement.strip() for statement in body.split(";") if statement.strip()]
+    return statements

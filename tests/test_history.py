@@ -14,11 +14,8 @@ from pipeline.paths import Paths
 
 
 @pytest.fixture(scope="module")
-def history(tmp_path_factory: pytest.TempPathFactory) -> Paths:
-    out = tmp_path_factory.mktemp("history") / "out"
-    arguments = ["history", "--source", str(UPSTREAM), "--out", str(out)]
-    assert main([*arguments, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED]) == 0
-    return Paths(out)
+def history(history_build: Paths) -> Paths:
+    return history_build
 
 
 def query(paths: Paths, sql: str, *parameters: object) -> list[tuple]:

@@ -1,0 +1,100 @@
+"""energy-index sql: one read-only query against the published database, for ad-hoc questions.
+
+The database is opened read-only with file system access and extension loading off and the
+configuration locked, so DuckDB itself refuses to write, attach, install, load or read files; the
+statement's type is also checked first, so a refusal is one plain sentence. Results are formatted by
+DuckDB: a box table on a terminal, CSV, JSON lines or Parquet on request.
+"""
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow
+
+from pipeline.errors import NEXT_STEP, PipelineError
+from pipeline.paths import Paths
+
+FORMATS = ("table", "csv", "jsonl", "parquet")
+ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+LOCKED_DOWN = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "lock_configuration": True,
+}
+
+
+def parse_parameter(text: str) -> tuple[str, Any]:
+    """NAME=VALUE; a value that reads as a whole or decimal number is bound as one, else as text."""
+    name, equals, value = text.partition("=")
+    if not equals or not name.isidentifier():
+        raise ValueError(f"expected NAME=VALUE, got {text!r}")
+    for kind in (int, float):
+        try:
+            return name, kind(value)
+        except ValueError:
+            pass
+    return name, value
+
+
+def run_query(paths: Paths, sql: str, parameters: dict[str, Any]) -> pyarrow.Table:
+    if not paths.database.is_file():
+        raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
+    connection = duckdb.connect(str(paths.database), read_only=True, config=LOCKED_DOWN)
+    try:
+        try:
+            statements = connection.extract_statements(sql)
+        except duckdb.ParserException as error:
+            raise PipelineError(f"the query does not parse: {str(error).splitlines()[0]}") from None
+        if len(statements) != 1:
+            raise PipelineError(f"give exactly one statement (got {len(statements)})")
+        kind = statements[0].type
+        if kind not in ALLOWED:
+            raise PipelineError(
+                f"refused: a {kind.name} statement. energy-index sql runs read-only queries (select, with, from, "
+                "describe, show, summarize, explain); it never writes, attaches, installs, loads or reads files"
+            )
+        try:
+            relation = connection.sql(sql, params=parameters or None)
+            # DuckDB 2 renamed a relation's arrow() to to_arrow_table().
+            return (getattr(relation, "to_arrow_table", None) or relation.arrow)()
+        except duckdb.PermissionException:
+            raise PipelineError(
+                "refused: the query reads or writes files or extensions; energy-index sql reads only the database"
+            ) from None
+        except duckdb.Error as error:
+            raise PipelineError(str(error).splitlines()[0]) from None
+    finally:
+        connection.close()
+
+
+def write_result(result: pyarrow.Table, output_format: str, output: Path | None) -> None:
+    """Format with DuckDB's own writers, on a private in-memory connection that may write files."""
+    formatter = duckdb.connect()
+    formatter.register("result", result)
+    if output_format == "table":
+        formatter.sql("from result").show(max_width=10_000, max_rows=10_000)
+        return
+    if output is None and output_format == "parquet":
+        raise PipelineError("--format parquet needs --output FILE")
+    if output is not None:
+        options = {"csv": "(format csv, header true)", "jsonl": "(format json)", "parquet": "(format parquet)"}
+        from pipeline.files import atomic_path
+
+        with atomic_path(output) as tmp:
+            formatter.execute(f"copy (from result) to '{_quoted(tmp)}' {options[output_format]}")
+        return
+    if output_format == "csv":
+        import pyarrow.csv
+
+        pyarrow.csv.write_csv(result, sys.stdout.buffer)
+    else:
+        for (line,) in formatter.execute("select to_json(r)::varchar from result as r").fetchall():
+            sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
