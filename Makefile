@@ -11,6 +11,7 @@ ITL_DEADLINE_MS ?= 500
 HISTORY ?= ../shared/upstream/ml-energy-leaderboard
 BENCH_SCALES ?= 1,100
 BENCH_RUNS ?= 3
+N ?= 200
 SCALE ?= 10
 SYNTH_SOURCE ?= ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788
 
@@ -26,6 +27,7 @@ export EI_HISTORY := $(value HISTORY)
 export EI_BENCH_SCALES := $(value BENCH_SCALES)
 export EI_BENCH_RUNS := $(value BENCH_RUNS)
 export EI_SCALE := $(value SCALE)
+export EI_N := $(value N)
 export EI_SYNTH_SOURCE := $(value SYNTH_SOURCE)
 ifeq ($(origin SYNTH_DIR),undefined)
 export EI_SYNTH_DIR := $(value OUT)/synth-$(value SCALE)
@@ -44,7 +46,7 @@ INSTALLED := $(VENV)/.installed
 BUILD_ARGS = --out "$$EI_OUT" --itl-deadline-ms "$$EI_ITL_DEADLINE_MS" \
 	$${EI_AS_OF:+--as-of "$$EI_AS_OF"} $${EI_RETRIEVED:+--retrieved "$$EI_RETRIEVED"}
 
-.PHONY: all refresh history test test-all bench synth docs clean help
+.PHONY: all refresh history test test-all bench bench-history synth docs clean help
 
 # Every run asks the CLI, which decides under its lock whether anything changed (content digests,
 # parameters, code) and otherwise does nothing; Make keeps no state of its own in OUT.
@@ -75,6 +77,9 @@ test-all: $(INSTALLED) $(ENGINES) ## the test suite with the slow scale tests
 bench: $(INSTALLED) ## time the pipeline against DuckDB alone and pandas at BENCH_SCALES (1,100,1000)
 	$(VENV)/bin/python -m pipeline.bench --scales "$$EI_BENCH_SCALES" --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench"
 
+bench-history: $(INSTALLED) ## time history build, weekly refresh and every view over N chained synthetic snapshots
+	$(VENV)/bin/python bench/history.py --count "$$EI_N" --out "$$EI_OUT/bench"
+
 synth: $(INSTALLED) ## write a synthetic snapshot SCALE times SYNTH_SOURCE into SYNTH_DIR
 	"$(CLI)" synth --scale "$$EI_SCALE" --source "$$EI_SYNTH_SOURCE" --target "$$EI_SYNTH_DIR"
 
@@ -92,4 +97,4 @@ help: ## this list
 	@printf '  %-16s %s\n' SOURCE "$$EI_SOURCE" OUT "$$EI_OUT" AS_OF "$${EI_AS_OF:-(the snapshot's retrieval date)}" \
 		RETRIEVED "$${EI_RETRIEVED:-(the date of the first fetch)}" ITL_DEADLINE_MS "$$EI_ITL_DEADLINE_MS" \
 		HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" \
-		SCALE "$$EI_SCALE" SYNTH_SOURCE "$$EI_SYNTH_SOURCE" SYNTH_DIR "$$EI_SYNTH_DIR" VENV "$(VENV)"
+		N "$$EI_N" SCALE "$$EI_SCALE" SYNTH_SOURCE "$$EI_SYNTH_SOURCE" SYNTH_DIR "$$EI_SYNTH_DIR" VENV "$(VENV)"

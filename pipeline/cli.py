@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.errors import PipelineError
-from pipeline.paths import Paths
+from pipeline.paths import LATENCY_TIERS, Paths, code_digest
 
 if TYPE_CHECKING:
     from pipeline.fetch import FetchResult
@@ -112,8 +112,12 @@ def _run_build(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.build import build
 
     started = time.perf_counter()
-    result = build(paths, args.itl_deadline_ms, getattr(args, "index_snapshot", None))
-    _say(f"build: {len(result.views)} views ({time.perf_counter() - started:.2f} s)")
+    result = build(
+        paths, args.itl_deadline_ms, getattr(args, "index_snapshot", None), full=getattr(args, "full", False),
+        latency_tiers=args.latency_tiers,
+    )
+    how = "appended to the published database" if result.appended else "built from every Parquet file"
+    _say(f"build: {len(result.views)} views and macros, {how} ({time.perf_counter() - started:.2f} s)")
 
 
 def _run_export(args: argparse.Namespace, paths: Paths) -> None:
@@ -124,31 +128,16 @@ def _run_export(args: argparse.Namespace, paths: Paths) -> None:
     _say(f"export: {result.task_count} tasks, {result.model_file_count} model files ({time.perf_counter() - started:.2f} s)")
 
 
-def _code_digest() -> str:
-    """What the outputs depend on besides the input and the parameters: this code and the libraries."""
-    from importlib.metadata import version
-
-    from pipeline.paths import PROJECT_ROOT, SQL_DIR
-
-    package = Path(__file__).parent
-    sources = [*package.glob("*.py"), *package.glob("*.toml"), *(PROJECT_ROOT / "schemas").glob("*.py"), *SQL_DIR.glob("*.sql")]
-    digest = hashlib.sha256()
-    for path in sorted(sources):
-        digest.update(f"{path.relative_to(PROJECT_ROOT)}\0".encode() + path.read_bytes())
-    for library in ("duckdb", "pyarrow", "pandera", "pandas", "orjson"):
-        digest.update(f"\0{library}={version(library)}".encode())
-    return digest.hexdigest()
-
-
 def _refresh_record(args: argparse.Namespace, fetched: "FetchResult") -> bytes:
     """What decides "nothing to do": the content fetched (by digest), its id, the parameters, the code."""
     record = {
         "snapshot_id": fetched.snapshot_id,
         "content_sha256": fetched.content_sha256,
         "itl_deadline_ms": args.itl_deadline_ms,
+        "latency_tiers": hashlib.sha256(args.latency_tiers.read_bytes()).hexdigest(),
         "as_of": args.as_of,
         "retrieved": args.retrieved,
-        "code": _code_digest(),
+        "code": code_digest(),
     }
     return (json.dumps(record, indent=2) + "\n").encode()
 
@@ -229,6 +218,33 @@ def _run_sql(args: argparse.Namespace, paths: Paths) -> None:
         _say(f"sql: {result.num_rows} row(s) -> {args.output}")
 
 
+def _run_estimate(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.query import estimate
+
+    result = estimate(paths, args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision)
+    if args.format == "json":
+        print(json.dumps(result, indent=2, default=str))
+        return
+    unit = result["unit"]
+    print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at concurrency {args.concurrency:g}:")
+    if result["min_wh_per_unit"] is None:
+        print(f"  outside the measured range of all {result['deployments_measured']} deployment(s); no estimate")
+    else:
+        print(f"  {result['min_wh_per_unit']:.4g} to {result['max_wh_per_unit']:.4g} {unit} "
+              f"over {result['deployments_within_range']} of {result['deployments_measured']} measured deployment(s)")
+    for row in result["deployments"]:
+        setup = ", ".join(f"{name} {row[name]}" for name in (
+            "num_gpus", "tensor_parallel", "data_parallel", "expert_parallel", "ulysses_degree", "ring_degree",
+            "precision", "width", "height", "num_frames", "inference_steps") if row[name] is not None)
+        measured = f"measured {row['lowest_measured']:.4g} to {row['highest_measured']:.4g}"
+        if row["wh_per_unit"] is None:
+            print(f"  - {setup}: {row['method']} ({measured})")
+        else:
+            print(f"  - {setup}: {row['wh_per_unit']:.4g} {unit}, {row['latency_metric']} {row['latency']:.4g} "
+                  f"({row['method']}; {measured})")
+    print(f"  method: {result['method']}")
+
+
 def _run_synth(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.synth import synthesize
 
@@ -274,6 +290,26 @@ def _add_build_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--itl-deadline-ms", type=_positive_float, default=500.0, metavar="MS",
         help="median inter-token latency ceiling for the best configurations (default: 500, the leaderboard's own)",
+    )
+    parser.add_argument(
+        "--latency-tiers", type=_existing_file, default=LATENCY_TIERS, metavar="FILE",
+        help="the latency tiers of tiered_best_configurations and tiers.json, in the layout of "
+        "pipeline/latency_tiers.toml (default: that file)",
+    )
+
+
+def _existing_file(text: str) -> Path:
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+    return path
+
+
+def _add_full_build_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--full", action="store_true",
+        help="load every snapshot's Parquet into a new database (default: append what is new to a copy of the "
+        "published database when it was built by this code; the result is the same)",
     )
 
 
@@ -344,6 +380,17 @@ def _add_sql_options(parser: argparse.ArgumentParser) -> None:
                         help="write the result to FILE (replaced atomically) instead of standard output")
 
 
+def _add_estimate_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", required=True, help="task, e.g. lm-arena-chat or text-to-image")
+    parser.add_argument("--model", required=True, help="model_id, e.g. Qwen/Qwen3-8B")
+    parser.add_argument("--gpu", required=True, help="GPU model, e.g. H100")
+    parser.add_argument("--concurrency", type=_positive_float, required=True, metavar="N",
+                        help="requests in flight (token tasks) or batch size (diffusion)")
+    parser.add_argument("--gpus", type=_positive_int, metavar="K", help="only deployments on K GPUs")
+    parser.add_argument("--precision", help="only deployments of this weight precision, e.g. BF16 or FP8")
+    parser.add_argument("--format", choices=["text", "json"], default="text", help="text (default) or json")
+
+
 def _add_synth_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", type=_positive_int, required=True, metavar="N",
                         help="how many times the source's configurations to write (1 copies it)")
@@ -389,7 +436,7 @@ def make_parser() -> argparse.ArgumentParser:
             "build", "build OUT/energy_index.duckdb from the Parquet tables and sql/ views",
             "Load the Parquet tables into a new DuckDB database with the views in sql/, and publish it as "
             "OUT/energy_index.duckdb by rename once complete.",
-            [_add_build_options, _add_index_snapshot_option], _run_build,
+            [_add_build_options, _add_index_snapshot_option, _add_full_build_option], _run_build,
         ),
         (
             "export", "write the energy index JSON under OUT/index/",
@@ -413,7 +460,7 @@ def make_parser() -> argparse.ArgumentParser:
             "diff", "show what changed between two ingested snapshots",
             "Report configurations added and removed, every upstream field whose value changed (floats "
             "compared with a relative tolerance of 1e-9), and the index rows whose figure or best "
-            "configuration changed, from the published database's configuration_diffs and index_diffs views.",
+            "configuration changed, from the published database's table macros configuration_diff and index_diff.",
             [_add_diff_options], _run_diff,
         ),
         (
@@ -423,6 +470,14 @@ def make_parser() -> argparse.ArgumentParser:
             "write, attach, install, load or read files are refused. See the data_dictionary table for "
             "every column.",
             [_add_sql_options], _run_sql,
+        ),
+        (
+            "estimate", "energy per output of a model on a GPU at your concurrency",
+            "Estimate energy per output token (or image, video) for a model on a GPU at the concurrency you run, "
+            "from the index snapshot's efficiency curves: per measured deployment, interpolated linearly in log "
+            "concurrency between neighbouring measured points, never extrapolated; with the range over "
+            "deployments. The same figures as the SQL table macro energy_at_concurrency.",
+            [_add_estimate_options], _run_estimate,
         ),
         (
             "synth", "write a synthetic snapshot N times a real one, for benchmarks",
@@ -457,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
         _interrupt_on_sigterm()
     paths = Paths(args.out)
     try:
-        if args.handler in (_run_diff, _run_synth, _run_sql):
+        if args.handler in (_run_diff, _run_synth, _run_sql, _run_estimate):
             args.handler(args, paths)
             return 0
         with _exclusive_lock(paths):

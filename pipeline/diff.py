@@ -1,5 +1,5 @@
-"""energy-index diff: what changed between two snapshots, read from the configuration_diffs and
-index_diffs views of the published database."""
+"""energy-index diff: what changed between two snapshots, from the published database's table macros
+configuration_diff and index_diff (the same ones the stored change tables are computed with)."""
 
 import json
 from typing import Any
@@ -30,8 +30,7 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
             connection,
             """
             select change, task, model_id, configuration, repeat, field, old_value, new_value, relative_change
-            from configuration_diffs
-            where older_snapshot_id = $older and newer_snapshot_id = $newer
+            from configuration_diff($older, $newer)
             order by change, field nulls first, task, model_id, configuration, repeat
             """,
             pair,
@@ -41,8 +40,7 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
             """
             select change, task, model_id, gpu, old_row_id, new_row_id, old_repeat, new_repeat,
                    unit_label, old_wh_per_unit, new_wh_per_unit, relative_change
-            from index_diffs
-            where older_snapshot_id = $older and newer_snapshot_id = $newer
+            from index_diff($older, $newer)
             order by change, task, model_id, gpu
             """,
             pair,

@@ -1,7 +1,7 @@
 """Export: format the database's views as the energy index JSON files (a public contract).
 
 Views compute; this module only selects rows, rounds them and lays them out in the seed's shape:
-OUT/index/<task>/models/<slug>.json per model and OUT/index/<task>/index.json per task.
+OUT/index/<task>/models/<slug>.json per model, OUT/index/<task>/index.json and tiers.json per task.
 """
 
 import codecs
@@ -87,6 +87,43 @@ DIFFUSION_FIELDS: list[tuple[str, str, int | None]] = [
     ("row_id", "row_id", None),
     ("repeat", "repeat", None),
 ]
+# tiers.json rows: (key, column of tiered_best_configurations, rounding as in the index files). The
+# latency columns of the other family are left out of a task's file.
+TIER_FIELDS: list[tuple[str, str, int | None]] = [
+    ("slug", "slug", None),
+    ("model_id", "model_id", None),
+    ("gpu", "gpu", None),
+    ("latency_metric", "latency_metric", None),
+    ("latency_limit", "latency_limit", None),
+    ("row_id", "row_id", None),
+    ("repeat", "repeat", None),
+    ("wh_per_unit", "wh_per_unit", None),
+    ("median_itl_ms", "median_itl_ms", 1),
+    ("p90_itl_ms", "p90_itl_ms", 1),
+    ("p99_itl_ms", "p99_itl_ms", 1),
+    ("batch_latency_s", "batch_latency_s", 2),
+]
+TOKEN_ONLY_TIER_KEYS = {"median_itl_ms", "p90_itl_ms", "p99_itl_ms"}
+# Wh per unit keeps the index files' rounding: 2 decimals per million tokens, 4 per image or video.
+TIER_WH_DECIMALS = {"token": 2, "diffusion": 4}
+
+
+def format_tier(row: dict[str, Any], family: str) -> dict[str, Any]:
+    """One row of tiers.json: keys in order, values rounded as the index files round them."""
+    skipped = {"batch_latency_s"} if family == "token" else TOKEN_ONLY_TIER_KEYS
+    formatted = {}
+    for key, column, digits in TIER_FIELDS:
+        if key in skipped:
+            continue
+        value = row[column]
+        if key == "wh_per_unit":
+            digits = TIER_WH_DECIMALS[family]
+        if key == "latency_limit":
+            value = _number(value)
+        formatted[key] = value if digits is None or value is None else round(value, digits)
+    return formatted
+
+
 # Frames and frame rate describe videos only; image files leave them out.
 VIDEO_ONLY_KEYS = {"num_frames", "fps"}
 
@@ -529,6 +566,14 @@ def export(
         for family in FAMILIES.values():
             for row in _best_rows(connection, snapshot_id, family):
                 best_by_task.setdefault(row["task"], []).append(row)
+        tiers_by_task: dict[str, list[dict[str, Any]]] = {}
+        for row in fetch_dicts(
+            connection,
+            "select * from tiered_best_configurations where snapshot_id = $id"
+            " order by task, slug, gpu, latency_metric, latency_limit",
+            {"id": snapshot_id},
+        ):
+            tiers_by_task.setdefault(row["task"], []).append(row)
         shares = processes or _default_processes(connection, snapshot_id)
     finally:
         connection.close()
@@ -541,6 +586,8 @@ def export(
             formatted = configuration_formatter(FAMILIES[plan.family].fields, plan.unit)
             rows = [{**format_model(row), **formatted(row)} for row in best_by_task.get(plan.task, [])]
             (staging / plan.task / "index.json").write_bytes(dump_json({**plan.header, "rows": rows}))
+            tiers = [format_tier(row, plan.family) for row in tiers_by_task.get(plan.task, [])]
+            (staging / plan.task / "tiers.json").write_bytes(dump_json({**plan.header, "rows": tiers}))
         arguments = (str(paths.database), snapshot_id, plans, str(staging))
         if shares == 1:
             model_file_count = write_model_files(*arguments)

@@ -14,6 +14,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SQL_DIR = PROJECT_ROOT / "sql"
 SOURCE_CARD = Path(__file__).resolve().parent / "source_card.toml"
 AUDIT_RULES = Path(__file__).resolve().parent / "audit_rules.toml"
+LATENCY_TIERS = Path(__file__).resolve().parent / "latency_tiers.toml"
 
 PUBLISHED_OUTPUTS = ("parquet", "energy_index.duckdb", "index")
 
@@ -76,3 +77,22 @@ class Paths:
 
     def task_index_dir(self, task: str) -> Path:
         return self.index_dir / task
+
+
+def code_digest() -> str:
+    """What outputs depend on besides the input and the parameters: this code, its declarations and
+    the libraries' versions."""
+    import hashlib
+    from importlib.metadata import version
+
+    package = Path(__file__).parent
+    sources = [
+        *package.glob("*.py"), *package.glob("*.toml"), *(PROJECT_ROOT / "schemas").glob("*.py"),
+        *(PROJECT_ROOT / "schemas").glob("*.toml"), *SQL_DIR.glob("*.sql"),
+    ]
+    digest = hashlib.sha256()
+    for path in sorted(sources):
+        digest.update(f"{path.relative_to(PROJECT_ROOT)}\0".encode() + path.read_bytes())
+    for library in ("duckdb", "pyarrow", "pandera", "pandas", "orjson"):
+        digest.update(f"\0{library}={version(library)}".encode())
+    return digest.hexdigest()

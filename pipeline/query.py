@@ -98,3 +98,32 @@ def write_result(result: pyarrow.Table, output_format: str, output: Path | None)
 
 def _quoted(path: Path) -> str:
     return str(path).replace("'", "''")
+
+
+def estimate(
+    paths: Paths, task: str, model: str, gpu: str, concurrency: float, gpus: int | None, precision: str | None
+) -> dict[str, Any]:
+    """The energy_at_concurrency macro's rows for one question, and their range, as one document."""
+    arguments = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency, "gpus": gpus,
+                 "precision": precision}
+    call = "energy_at_concurrency($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)"
+    deployments = run_query(paths, f"select * from {call}", arguments).to_pylist()
+    if not deployments:
+        known = run_query(paths, "select count(*) as n from configurations where task = $task and model_id = $model"
+                          " and gpu = $gpu union all select count(*) from diffusion_configurations_current"
+                          " where task = $task and model_id = $model and gpu = $gpu",
+                          {"task": task, "model": model, "gpu": gpu}).to_pylist()
+        hint = "" if sum(row["n"] for row in known) else " (see: energy-index sql \"select distinct task, model_id, gpu from best_configurations\")"
+        raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} matches{hint}")
+    estimated = [row["wh_per_unit"] for row in deployments if row["wh_per_unit"] is not None]
+    return {
+        "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,
+        "unit": f"Wh per {deployments[0]['unit_label']}",
+        "method": "linear in log concurrency between neighbouring measured points (token tasks: the measured "
+                  "average running batch; diffusion: the batch size); never extrapolated",
+        "deployments_measured": len(deployments),
+        "deployments_within_range": len(estimated),
+        "min_wh_per_unit": min(estimated) if estimated else None,
+        "max_wh_per_unit": max(estimated) if estimated else None,
+        "deployments": deployments,
+    }

@@ -168,14 +168,15 @@ def test_diffs_report_added_removed_and_changed_values_and_index_rows() -> None:
     connection = connect(older + newer, snapshots=("s1", "s2"))
     assert fetch(
         connection,
-        "select change, model_id, configuration, field, old_value, new_value from configuration_changes order by all",
+        "select change, model_id, configuration, field, old_value, new_value from configuration_diff('s1', 's2')"
+        " order by all",
     ) == [
         ("added", "Org/Model-A", "H100/1/32", None, None, None),
         ("changed", "Org/Model-A", "H100/1/16", "energy_per_token_joules", "0.8", "0.9"),
         ("changed", "Org/Model-A", "H100/1/16", "tensor_parallel", "1.0", "2.0"),
         ("removed", "Org/Gone", "H100/1/8", None, None, None),
     ]
-    assert fetch(connection, "select change, model_id, old_row_id, new_row_id from index_changes order by all") == [
+    assert fetch(connection, "select change, model_id, old_row_id, new_row_id from index_diff('s1', 's2') order by all") == [
         ("best configuration changed", "Org/Model-A", "model-a/H100/1/16", "model-a/H100/1/32"),
         ("removed", "Org/Gone", "gone/H100/1/8", None),
     ]

@@ -1,24 +1,29 @@
--- configuration_diffs: for every pair of snapshots, the configurations added and removed and every
--- upstream field whose value changed.
--- grain: one row per pair × configuration added or removed, or per pair × configuration × changed field
--- key: (older_snapshot_id, newer_snapshot_id, task, model_id, configuration, repeat, field)
--- inputs: snapshot_pairs, configuration_values, build_parameters
+-- configuration_diff: table macro; for two snapshots, the configurations added and removed and every
+-- upstream field whose value changed: select * from configuration_diff('<older id>', '<newer id>').
+-- grain: one row per configuration added or removed, or per configuration × changed field
+-- key: (task, model_id, configuration, repeat, field)
+-- inputs: configuration_values, build_parameters
+-- A macro, not a view over every pair: its cost is that of the two snapshots' rows, whatever the history.
 -- Numbers compare with build_parameters.change_relative_tolerance so that re-serialising a float
 -- (e.g. the upstream's derived average output length) is not a change; a null against a value is.
-create or replace view configuration_diffs as
+create or replace macro configuration_diff(older_id, newer_id) as table
 
 with
 
 pairs as (
-    select older_snapshot_id, newer_snapshot_id, is_consecutive from snapshot_pairs
+    select older_id::varchar as older_snapshot_id, newer_id::varchar as newer_snapshot_id
 ),
 
 tolerance as (
     select change_relative_tolerance from build_parameters
 ),
 
+pair_values as (
+    select * from configuration_values where snapshot_id in (older_id, newer_id)
+),
+
 configurations_in as (
-    select distinct snapshot_id, task, model_id, configuration, repeat from configuration_values
+    select distinct snapshot_id, task, model_id, configuration, repeat from pair_values
 ),
 
 older_configurations as (
@@ -49,7 +54,6 @@ field_pairs as (
     select
         p.older_snapshot_id,
         p.newer_snapshot_id,
-        p.is_consecutive,
         o.task,
         o.model_id,
         o.configuration,
@@ -60,8 +64,8 @@ field_pairs as (
         o.text_value as old_text,
         n.text_value as new_text,
     from pairs as p
-    join configuration_values as o on o.snapshot_id = p.older_snapshot_id
-    join configuration_values as n
+    join pair_values as o on o.snapshot_id = p.older_snapshot_id
+    join pair_values as n
         on n.snapshot_id = p.newer_snapshot_id
         and n.task = o.task
         and n.model_id = o.model_id
@@ -82,15 +86,15 @@ changed as (
 ),
 
 diffs as (
-    select older_snapshot_id, newer_snapshot_id, is_consecutive, task, model_id, configuration, repeat,
+    select older_snapshot_id, newer_snapshot_id, task, model_id, configuration, repeat,
            'added' as change, null as field, null as old_value, null as new_value, null::double as relative_change,
     from added
     union all
-    select older_snapshot_id, newer_snapshot_id, is_consecutive, task, model_id, configuration, repeat,
+    select older_snapshot_id, newer_snapshot_id, task, model_id, configuration, repeat,
            'removed', null, null, null, null,
     from removed
     union all
-    select older_snapshot_id, newer_snapshot_id, is_consecutive, task, model_id, configuration, repeat,
+    select older_snapshot_id, newer_snapshot_id, task, model_id, configuration, repeat,
            'changed', field,
            coalesce(old_number::varchar, old_text), coalesce(new_number::varchar, new_text), relative_change,
     from changed

@@ -1,14 +1,14 @@
--- index_diffs: for every pair of snapshots, the index rows whose published figure or chosen
--- configuration changed, and the rows added or removed.
--- grain: one row per pair × task × model × GPU whose index row differs
--- key: (older_snapshot_id, newer_snapshot_id, task, model_id, gpu)
--- inputs: snapshot_pairs, best_configuration_history, build_parameters
-create or replace view index_diffs as
+-- index_diff: table macro; for two snapshots, the index rows whose published figure or chosen
+-- configuration changed, and the rows added or removed: select * from index_diff('<older id>', '<newer id>').
+-- grain: one row per task × model × GPU whose index row differs
+-- key: (task, model_id, gpu)
+-- inputs: best_configuration_history, build_parameters
+create or replace macro index_diff(older_id, newer_id) as table
 
 with
 
 pairs as (
-    select older_snapshot_id, newer_snapshot_id, is_consecutive from snapshot_pairs
+    select older_id::varchar as older_snapshot_id, newer_id::varchar as newer_snapshot_id
 ),
 
 tolerance as (
@@ -18,6 +18,7 @@ tolerance as (
 best as (
     select snapshot_id, task, model_id, slug, gpu, row_id, repeat, unit_label, wh_per_unit
     from best_configuration_history
+    where snapshot_id in (older_id, newer_id)
 ),
 
 older_best as (
@@ -36,7 +37,6 @@ compared as (
     select
         coalesce(o.older_snapshot_id, n.older_snapshot_id) as older_snapshot_id,
         coalesce(o.newer_snapshot_id, n.newer_snapshot_id) as newer_snapshot_id,
-        coalesce(o.is_consecutive, n.is_consecutive) as is_consecutive,
         coalesce(o.task, n.task) as task,
         coalesce(o.model_id, n.model_id) as model_id,
         coalesce(o.slug, n.slug) as slug,

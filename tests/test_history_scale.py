@@ -1,0 +1,99 @@
+"""History that scales (issue 15): changes between consecutive snapshots are stored once per pair and
+equal a direct comparison; a snapshot arriving out of order recomputes only its neighbours' pairs and
+gives the same tables as in order; no object compares every pair."""
+
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import NEWEST, PROJECT
+
+from pipeline.cli import main
+from pipeline.paths import Paths
+
+sys.path.insert(0, str(PROJECT / "bench"))
+from history_chain import chain  # noqa: E402
+
+STORED = ("configuration_changes", "index_changes")
+
+
+@pytest.fixture(scope="module")
+def six(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return chain(NEWEST, tmp_path_factory.mktemp("chain") / "snapshots", 6, seed=3)
+
+
+def rows(paths: Paths, sql: str, *parameters: object) -> list[tuple]:
+    with duckdb.connect(str(paths.database), read_only=True) as connection:
+        return connection.execute(sql, list(parameters)).fetchall()
+
+
+def history(out: Path, *sources: Path) -> Paths:
+    assert main(["history", "--source", *map(str, sources), "--out", str(out)]) == 0
+    return Paths(out)
+
+
+def test_stored_changes_equal_a_direct_comparison_of_each_consecutive_pair(six: list[Path], tmp_path: Path) -> None:
+    paths = history(tmp_path / "out", *six)
+    order = [row[0] for row in rows(paths, "select snapshot_id from snapshot_history order by position")]
+    assert len(order) == 6
+    for table, macro in (("configuration_changes", "configuration_diff"), ("index_changes", "index_diff")):
+        for older, newer in zip(order, order[1:]):
+            stored = rows(paths, f"select * from {table} where newer_snapshot_id = ? order by all", newer)
+            direct = rows(paths, f"select * from {macro}(?, ?) order by all", older, newer)
+            assert stored == direct, (table, older, newer)
+        assert rows(paths, f"select count(distinct newer_snapshot_id) from {table}")[0][0] <= 5
+    # About 5 % of the rows of each snapshot were re-measured: every pair has changes.
+    changed = rows(paths, "select newer_snapshot_id, count(*) from configuration_changes group by 1")
+    assert len(changed) == 5 and all(count > 0 for _, count in changed)
+
+
+def test_out_of_order_arrival_gives_the_same_tables_and_recomputes_only_neighbours(
+    six: list[Path], tmp_path: Path
+) -> None:
+    in_order = history(tmp_path / "in-order", *six)
+    late = six[2]
+    shuffled = history(tmp_path / "shuffled", *(s for s in six if s != late))
+    before = {
+        table: {p.name: p.stat().st_ino for p in (shuffled.parquet_dir / table).glob("*.parquet")} for table in STORED
+    }
+    assert main(["refresh", "--source", str(late), "--out", str(shuffled.out)]) == 0
+    order = [row[0] for row in rows(in_order, "select snapshot_id from snapshot_history order by position")]
+    for table in STORED:
+        assert rows(shuffled, f"select * from {table} order by all") == rows(in_order, f"select * from {table} order by all")
+        after = {p.name: p.stat().st_ino for p in (shuffled.parquet_dir / table).glob("*.parquet")}
+        recomputed = {name for name in after if before[table].get(name) != after[name]}
+        # The late snapshot's own pair and its successor's: nothing else.
+        assert recomputed == {f"{order[2]}.parquet", f"{order[3]}.parquet"}, recomputed
+
+
+def test_no_object_compares_every_pair(history_build: Paths) -> None:
+    with duckdb.connect(str(history_build.database), read_only=True) as connection:
+        views = connection.execute("select view_name, sql from duckdb_views() where not internal").fetchall()
+        macros = {name for (name,) in connection.execute(
+            "select function_name from duckdb_functions() where function_type = 'table_macro'").fetchall()}
+    assert not [name for name, _ in views if name.endswith(("_diffs", "_pairs"))]
+    assert {"configuration_diff", "index_diff"} <= macros
+
+
+def everything(paths: Paths) -> dict[str, list[tuple]]:
+    """Every table's and view's rows, sorted: what a reader of the database can see."""
+    with duckdb.connect(str(paths.database), read_only=True) as connection:
+        names = [name for (name,) in connection.execute(
+            "select table_name from duckdb_tables() where not internal"
+            " union all select view_name from duckdb_views() where not internal").fetchall()]
+        return {name: connection.execute(f'select * from "{name}" order by all').fetchall() for name in names}
+
+
+def test_a_refresh_appends_to_the_published_database_and_equals_a_full_build(
+    six: list[Path], tmp_path: Path, run_cli
+) -> None:
+    out = tmp_path / "out"
+    history(out, *six[:4])
+    added = run_cli("refresh", "--source", six[4], "--out", out)
+    assert added.exit_code == 0 and "appended to the published database" in added.stderr
+    appended = everything(Paths(out))
+    snapshot_id = appended["index_snapshot"][0][0]
+    full = run_cli("build", "--full", "--snapshot", snapshot_id, "--out", out)
+    assert full.exit_code == 0 and "built from every Parquet file" in full.stderr
+    assert everything(Paths(out)) == appended
