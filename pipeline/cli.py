@@ -245,6 +245,14 @@ def _run_estimate(args: argparse.Namespace, paths: Paths) -> None:
     print(f"  method: {result['method']}")
 
 
+def _run_report(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.report import write_report
+
+    started = time.perf_counter()
+    page, charts = write_report(paths)
+    _say(f"report: {charts} charts -> {page} (and one PNG per chart beside it) ({time.perf_counter() - started:.2f} s)")
+
+
 def _run_synth(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.synth import synthesize
 
@@ -480,6 +488,13 @@ def make_parser() -> argparse.ArgumentParser:
             [_add_estimate_options], _run_estimate,
         ),
         (
+            "report", "write OUT/report/index.html: tables and charts of the published database",
+            "Write OUT/report/index.html, a self-contained page (no network needed to open it) with, per task, "
+            "the index table, the efficiency curves, the energy-latency frontier, the latency-tier table and how "
+            "each index figure moved across the snapshots in the database; and one PNG per chart beside it.",
+            [], _run_report,
+        ),
+        (
             "synth", "write a synthetic snapshot N times a real one, for benchmarks",
             "Write a snapshot with the upstream's layout and fields, N times the source's configurations: "
             "every model replicated under new ids with energy and power scaled by a seeded factor in "
@@ -516,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
             args.handler(args, paths)
             return 0
         with _exclusive_lock(paths):
-            if args.handler in (_run_fetch, _run_refresh, _run_history):
+            if args.handler in (_run_fetch, _run_refresh, _run_history, _run_report):
                 args.handler(args, paths)
             else:
                 with _new_generation(paths) as staged:

@@ -1,0 +1,200 @@
+"""The questions people bring (issue 12): latency tiers, energy at a chosen concurrency, the
+energy-latency frontier and GPU comparisons, on literal rows and on the real snapshots; and the report."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import PROJECT, SEED
+from test_views import connect, fetch, measured
+
+from pipeline.paths import Paths
+
+CLI = str(Path(sys.executable).with_name("energy-index"))
+
+
+def tiers(connection: duckdb.DuckDBPyConnection, metric: str = "median_itl_ms") -> list[tuple]:
+    return fetch(connection, f"""
+        select latency_limit, row_id, repeat from tiered_best_configurations
+        where latency_metric = '{metric}' order by latency_limit""")
+
+
+def test_tiers_pick_the_cheapest_within_each_limit_with_the_index_tie_rules() -> None:
+    connection = connect([
+        measured(max_num_seqs=8, energy_per_token_joules=1.0, median_itl_ms=20.0),
+        measured(max_num_seqs=64, energy_per_token_joules=0.5, median_itl_ms=60.0, p90_itl_ms=61, p95_itl_ms=62,
+                 p99_itl_ms=300.0),
+        # A tie on energy at 64: fewer GPUs wins, then the smaller batch, then the earlier repeat.
+        measured(max_num_seqs=128, energy_per_token_joules=0.5, median_itl_ms=60.0, p90_itl_ms=61, p95_itl_ms=62,
+                 p99_itl_ms=70.0),
+        measured(max_num_seqs=64, num_gpus=2, energy_per_token_joules=0.5, median_itl_ms=55.0, p90_itl_ms=56,
+                 p95_itl_ms=57, p99_itl_ms=58.0),
+    ])
+    assert tiers(connection) == [
+        (25.0, "model-a/H100/1/8", 1),
+        (50.0, "model-a/H100/1/8", 1),
+        (100.0, "model-a/H100/1/64", 1),
+        (200.0, "model-a/H100/1/64", 1),
+        (500.0, "model-a/H100/1/64", 1),
+    ]
+    # p99: the 64 on one GPU is out at 100 ms, its tie at 128 and the 2-GPU one are in; fewer GPUs wins.
+    assert tiers(connection, "p99_itl_ms") == [
+        (25.0, "model-a/H100/1/8", 1),
+        (50.0, "model-a/H100/1/8", 1),
+        (100.0, "model-a/H100/1/128", 1),
+        (200.0, "model-a/H100/1/128", 1),
+        (500.0, "model-a/H100/1/64", 1),
+    ]
+
+
+def test_a_tier_with_nothing_within_it_has_no_row() -> None:
+    connection = connect([measured(median_itl_ms=300.0, p90_itl_ms=310, p95_itl_ms=320, p99_itl_ms=330)])
+    assert [row[0] for row in tiers(connection)] == [500.0]
+    assert tiers(connection, "p99_itl_ms") == [(500.0, "model-a/H100/1/8", 1)]
+
+
+def estimate(connection: duckdb.DuckDBPyConnection, concurrency: float) -> list[tuple]:
+    return fetch(connection, f"""
+        select method, lower_x, upper_x, round(wh_per_unit, 9), round(latency, 9)
+        from energy_at_concurrency('lm-arena-chat', 'Org/Model-A', 'H100', {concurrency})""")
+
+
+def test_energy_at_concurrency_interpolates_in_log_concurrency_and_never_extrapolates() -> None:
+    joules = {4: 3.6e-3, 16: 1.8e-3}  # 1 and 0.5 Wh per million tokens
+    connection = connect([
+        measured(max_num_seqs=n, avg_batch_size=float(n), energy_per_token_joules=j, median_itl_ms=10.0 * n / 4)
+        for n, j in joules.items()
+    ])
+    # 8 is halfway between 4 and 16 in log concurrency: halfway in energy and in latency.
+    assert estimate(connection, 8) == [("interpolated", 4.0, 16.0, 0.75, 25.0)]
+    assert estimate(connection, 16) == [("measured", 16.0, 16.0, 0.5, 40.0)]
+    assert estimate(connection, 2) == [("below measured range", None, 4.0, None, None)]
+    assert estimate(connection, 64) == [("above measured range", 16.0, None, None, None)]
+
+
+def test_a_single_point_curve_answers_only_at_its_point() -> None:
+    connection = connect([measured(max_num_seqs=8, avg_batch_size=6.0, energy_per_token_joules=3.6e-3)])
+    assert estimate(connection, 6) == [("measured", 6.0, 6.0, 1.0, 20.0)]
+    assert estimate(connection, 7)[0][0] == "above measured range"
+
+
+def test_the_frontier_keeps_only_undominated_configurations_and_equal_points() -> None:
+    connection = connect([
+        measured(max_num_seqs=8, energy_per_token_joules=2.0, median_itl_ms=10.0),
+        measured(max_num_seqs=16, energy_per_token_joules=1.0, median_itl_ms=20.0),
+        measured(max_num_seqs=32, energy_per_token_joules=1.5, median_itl_ms=30.0),  # dominated by 16
+        measured(max_num_seqs=64, energy_per_token_joules=1.0, median_itl_ms=20.0),  # equal to 16: both stay
+        measured(max_num_seqs=8, gpu_model="B200", energy_per_token_joules=0.9, median_itl_ms=25.0),
+    ])
+    rows = fetch(connection, """
+        select scope, gpu_scope, row_id from energy_latency_frontier
+        where latency_metric = 'median_itl_ms' order by all""")
+    assert rows == [
+        ("model", "all", "model-a/B200/1/8"),
+        ("model", "all", "model-a/H100/1/16"),
+        ("model", "all", "model-a/H100/1/64"),
+        ("model", "all", "model-a/H100/1/8"),
+        ("model_gpu", "B200", "model-a/B200/1/8"),
+        ("model_gpu", "H100", "model-a/H100/1/16"),
+        ("model_gpu", "H100", "model-a/H100/1/64"),
+        ("model_gpu", "H100", "model-a/H100/1/8"),
+    ]
+
+
+def test_gpu_comparisons_pair_the_tier_bests_of_two_gpus() -> None:
+    connection = connect([
+        measured(energy_per_token_joules=1.0, median_itl_ms=40.0),
+        measured(gpu_model="B200", energy_per_token_joules=0.6, median_itl_ms=40.0),
+    ])
+    rows = fetch(connection, """
+        select baseline_gpu, gpu, round(energy_ratio, 9), round(wh_saved_per_unit * 3600 / 1e6, 9)
+        from gpu_comparisons where latency_metric = 'median_itl_ms' and latency_limit = 50 order by all""")
+    assert rows == [("B200", "H100", round(1 / 0.6, 9), -0.4), ("H100", "B200", 0.6, 0.4)]
+
+
+def test_at_the_default_tiers_the_tiers_reproduce_the_index(newest_build: Paths) -> None:
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        default_tiers = """
+            select task, model_id, gpu, row_id, repeat from tiered_best_configurations
+            where (latency_metric = 'median_itl_ms' and latency_limit = 500)
+               or (task = 'text-to-image' and latency_limit = 30) or (task = 'text-to-video' and latency_limit = 300)
+            order by all"""
+        index = "select task, model_id, gpu, row_id, repeat from best_configurations order by all"
+        assert connection.execute(default_tiers).fetchall() == connection.execute(index).fetchall()
+        moved = connection.execute("""
+            select count(*) from tiered_best_configurations as a
+            join tiered_best_configurations as b using (task, model_id, gpu, latency_metric)
+            where a.latency_metric = 'median_itl_ms' and a.latency_limit = 500 and b.latency_limit = 50
+              and (a.row_id != b.row_id or a.repeat != b.repeat)""").fetchone()[0]
+    assert moved > 0, "at 50 ms median ITL some index rows move to another configuration"
+
+
+def test_tiers_json_is_written_with_the_index_header_and_sorted_rows(newest_build: Paths) -> None:
+    index = json.loads((newest_build.index_dir / "lm-arena-chat" / "index.json").read_text())
+    tiers_file = json.loads((newest_build.index_dir / "lm-arena-chat" / "tiers.json").read_text())
+    assert {k: v for k, v in tiers_file.items() if k != "rows"} == {k: v for k, v in index.items() if k != "rows"}
+    keys = [(r["slug"], r["gpu"], r["latency_metric"], r["latency_limit"]) for r in tiers_file["rows"]]
+    assert keys == sorted(keys) and len(keys) == len(set(keys))
+    assert list(tiers_file["rows"][0]) == ["slug", "model_id", "gpu", "latency_metric", "latency_limit", "row_id",
+                                           "repeat", "wh_per_unit", "median_itl_ms", "p90_itl_ms", "p99_itl_ms"]
+    video = json.loads((newest_build.index_dir / "text-to-video" / "tiers.json").read_text())
+    assert {r["latency_limit"] for r in video["rows"]} <= {60, 120, 300} and "batch_latency_s" in video["rows"][0]
+    seed = newest_build.index_dir / "lm-arena-chat" / "models" / SEED.name
+    assert seed.read_bytes() == SEED.read_bytes()
+
+
+def test_estimate_prints_the_range_and_each_deployment(newest_build: Paths) -> None:
+    arguments = [CLI, "estimate", "--out", str(newest_build.out), "--task", "text-to-image",
+                 "--model", "stabilityai/stable-diffusion-3.5-medium", "--gpu", "B200", "--concurrency", "3"]
+    text = subprocess.run(arguments, capture_output=True, text=True, timeout=60)
+    assert text.returncode == 0, text.stderr
+    assert "Wh per image over" in text.stdout and "interpolated" in text.stdout
+    document = json.loads(subprocess.run([*arguments, "--format", "json"], capture_output=True, text=True).stdout)
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        expected = connection.execute("""
+            select min(wh_per_unit), max(wh_per_unit), count(*) from energy_at_concurrency(
+                'text-to-image', 'stabilityai/stable-diffusion-3.5-medium', 'B200', 3)""").fetchone()
+    assert (document["min_wh_per_unit"], document["max_wh_per_unit"], document["deployments_measured"]) == expected
+    unknown = subprocess.run([*arguments[:7], "Nobody/Nothing", *arguments[8:]], capture_output=True, text=True)
+    assert unknown.returncode == 1 and "no measured deployment of Nobody/Nothing" in unknown.stderr
+
+
+PAGE_CHECK = """
+import json, sys
+from playwright.sync_api import sync_playwright
+with sync_playwright() as p:
+    browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--no-first-run", "--disable-sync"])
+    page = browser.new_page(viewport={"width": 1280, "height": 1600})
+    errors, requests = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+    page.goto(sys.argv[1])
+    page.wait_for_function("[...document.querySelectorAll('.chart')].every(c => c.dataset.drawn === 'true')",
+                           timeout=60000)
+    charts = page.eval_on_selector_all(".chart", "els => els.map(e => [e.id, e.querySelectorAll('svg path').length])")
+    page.screenshot(path=sys.argv[2])
+    browser.close()
+print(json.dumps({"errors": errors, "requests": requests, "charts": charts}))
+"""
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_the_report_opens_offline_and_every_chart_draws(history_build: Paths, tmp_path: Path) -> None:
+    made = subprocess.run([CLI, "report", "--out", str(history_build.out)], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    page = history_build.out / "report" / "index.html"
+    result = subprocess.run([sys.executable, "-c", PAGE_CHECK, page.as_uri(), str(tmp_path / "shot.png")],
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout)
+    assert outcome["errors"] == [] and outcome["requests"] == []
+    assert len(outcome["charts"]) == 21 and all(paths > 10 for _, paths in outcome["charts"])
+    pngs = sorted(p.stem for p in page.parent.glob("*.png"))
+    assert pngs == sorted(chart_id for chart_id, _ in outcome["charts"])
+    assert (tmp_path / "shot.png").stat().st_size > 10_000
