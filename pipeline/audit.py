@@ -1,4 +1,5 @@
-"""The one-screen audit summary printed at the end of a refresh, read from the audit_findings view."""
+"""The audit summary printed after a refresh or a history, read from the audit_findings view: per rule,
+what its number measures (with unit and bound) and the findings; after a history, every snapshot."""
 
 import duckdb
 
@@ -7,24 +8,39 @@ from pipeline.paths import Paths
 EXAMPLES_PER_RULE = 2
 
 
-def audit_summary(paths: Paths) -> str:
+def audit_summary(paths: Paths, every_snapshot: bool = False) -> str:
     with duckdb.connect(str(paths.database), read_only=True) as connection:
         snapshot_id = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
         rows = connection.execute(
             """
-            select r.rule, r.severity, r.tolerance, count(f.rule) as findings,
+            select r.rule, r.severity, r.measure, r.direction, r.tolerance, count(f.rule) as findings,
                    list(f.row_key || ' = ' || printf('%.3g', f.observed) order by f.row_key)
                        filter (where f.rule is not null)[1:$examples] as examples
             from audit_rules as r
             left join audit_findings as f on f.rule = r.rule and f.snapshot_id = $snapshot_id
-            group by r.rule, r.severity, r.tolerance
+            group by all
             order by r.severity desc, findings desc, r.rule
             """,
             {"snapshot_id": snapshot_id, "examples": EXAMPLES_PER_RULE},
         ).fetchall()
-    total = sum(row[3] for row in rows)
-    lines = [f"audit: {snapshot_id}: {total} finding(s); none blocks the build (details: table audit_findings)"]
-    for rule, severity, tolerance, findings, examples in rows:
-        lines.append(f"  {severity:<5} {findings:>5}  {rule} (tolerance {tolerance:g})")
+        per_snapshot = connection.execute(
+            """
+            select s.snapshot_id, count(f.rule) as findings, count(f.rule) filter (where f.severity = 'warn') as warnings
+            from snapshot_history as s left join audit_findings as f using (snapshot_id)
+            group by s.snapshot_id, s.position order by s.position
+            """
+        ).fetchall() if every_snapshot else []
+    total = sum(row[5] for row in rows)
+    lines = [f"audit: {snapshot_id}: {total} finding(s); none blocks the build"]
+    for rule, severity, measure, direction, tolerance, findings, examples in rows:
+        bound = {"around_one": f"1 ± {tolerance:g}", "at_least": f"≥ {tolerance:g}"}.get(direction, f"≤ {tolerance:g}")
+        lines.append(f"  {severity:<5} {findings:>5}  {rule}, expected {bound}")
+        lines.append(f"               {measure}")
         lines.extend(f"               e.g. {example}" for example in examples or [])
+    if per_snapshot:
+        lines.append(f"audit: every snapshot in the database ({len(per_snapshot)}): findings (of which warnings)")
+        lines.extend(f"  {snapshot:<24} {findings:>5} ({warnings})" for snapshot, findings, warnings in per_snapshot)
+    out = "" if str(paths.out) == "build" else f" --out {paths.out}"
+    lines += ["  the rows (audit_findings):",
+              f"    energy-index sql{out} \"select * from audit_findings where snapshot_id = '{snapshot_id}'\""]
     return "\n".join(lines)

@@ -144,13 +144,18 @@ def _reusable_database(paths: Paths, staging: Path) -> dict[tuple[str, str], str
 def load_audit_rules() -> list[dict[str, object]]:
     with AUDIT_RULES.open("rb") as handle:
         declared = tomllib.load(handle)
-    expected = {"table", "severity", "tolerance", "why"}
+    expected = {"table", "severity", "tolerance", "why", "direction", "measure"}
     rules = []
     for rule, fields in declared.items():
-        if set(fields) != expected or fields["severity"] not in ("info", "warn"):
-            raise PipelineError(f"{AUDIT_RULES}: rule {rule} must have exactly {sorted(expected)}, severity info or warn")
+        if (set(fields) != expected or fields["severity"] not in ("info", "warn")
+                or fields["direction"] not in ("around_one", "at_least", "at_most")):
+            raise PipelineError(
+                f"{AUDIT_RULES}: rule {rule} must have exactly {sorted(expected)}, severity info or warn, "
+                "direction around_one, at_least or at_most"
+            )
         rules.append({"rule": rule, "table_name": fields["table"], "severity": fields["severity"],
-                      "tolerance": float(fields["tolerance"]), "why": fields["why"]})
+                      "tolerance": float(fields["tolerance"]), "direction": fields["direction"],
+                      "measure": fields["measure"], "why": fields["why"]})
     return rules
 
 
@@ -193,10 +198,11 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
     connection.executemany("insert into gpu_ratings values (?, ?)", sorted(RATED_BOARD_POWER_W.items()))
     connection.execute(
         "create or replace table audit_rules (rule varchar primary key, table_name varchar not null, severity varchar not null,"
-        " tolerance double not null, why varchar not null)"
+        " tolerance double not null, direction varchar not null, measure varchar not null, why varchar not null)"
     )
     connection.executemany(
-        "insert into audit_rules values ($rule, $table_name, $severity, $tolerance, $why)", load_audit_rules()
+        "insert into audit_rules values ($rule, $table_name, $severity, $tolerance, $direction, $measure, $why)",
+        load_audit_rules()
     )
     ceilings = load_source_card()["diffusion"]["default_batch_latency_ceiling_s"]
     connection.execute("create or replace table latency_ceilings (task varchar primary key, batch_latency_ceiling_s double not null)")

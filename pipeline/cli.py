@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,37 @@ def _positive_float(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
     return value
+
+
+def _calendar_date(text: str) -> str:
+    """A real calendar date, YYYY-MM-DD, checked before any work (it reaches the public files)."""
+    import datetime
+    import re
+
+    try:
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            raise ValueError
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a calendar date written YYYY-MM-DD, e.g. 2026-09-27") from None
+    return text
+
+
+def _iso_time(text: str) -> str:
+    import datetime
+
+    try:
+        datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 time, e.g. 2026-02-16T09:48:29Z") from None
+    return text
+
+
+def _source(text: str) -> str:
+    """A URL, or a local folder that exists (checked before any work)."""
+    if "://" not in text and not Path(text).exists():
+        raise argparse.ArgumentTypeError(f"{text!r}: no such folder (SOURCE must be a local public/data folder or a URL)")
+    return text
 
 
 def _positive_int(text: str) -> int:
@@ -85,8 +117,10 @@ def _run_fetch(args: argparse.Namespace, paths: Paths, source: str | None = None
     _say(f"fetch: reading {source}")
     result = fetch(
         source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
-        fetch_deadline_s=args.fetch_deadline,
+        fetch_deadline_s=args.fetch_deadline, commit_time=getattr(args, "commit_time", None),
     )
+    for notice in result.notices:
+        _say(f"fetch: warning: {notice}")
     state = "new" if result.changed else "unchanged"
     _say(
         f"fetch: {result.file_count} files, {result.total_bytes / 1e6:.1f} MB -> {result.directory} "
@@ -104,8 +138,9 @@ def _run_ingest(args: argparse.Namespace, paths: Paths, snapshot_id: str | None 
     result = ingest(paths, snapshot_id)
     for notice in result.notices:
         _say(f"ingest: warning: {notice}")
-    counts = ", ".join(f"{table} {rows}" for table, rows in result.row_counts.items())
-    _say(f"ingest: {snapshot_id}: {counts} rows ({time.perf_counter() - started:.2f} s)")
+    configurations = sum(result.row_counts.get(t, 0) for t in ("token_configurations", "diffusion_configurations"))
+    _say(f"ingest: {snapshot_id}: {configurations:,} configurations, {sum(result.row_counts.values()):,} rows in "
+         f"{len(result.row_counts)} tables ({time.perf_counter() - started:.2f} s)")
 
 
 def _run_build(args: argparse.Namespace, paths: Paths) -> None:
@@ -145,6 +180,7 @@ def _refresh_record(args: argparse.Namespace, fetched: "FetchResult") -> bytes:
 def _run_refresh(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.files import write_bytes_atomic
 
+    started = time.perf_counter()
     fetched = _run_fetch(args, paths)
     record = _refresh_record(args, fetched)
     published = paths.current / REFRESH_RECORD
@@ -159,6 +195,7 @@ def _run_refresh(args: argparse.Namespace, paths: Paths) -> None:
         _run_export(args, staged)
         write_bytes_atomic(staged.generation / REFRESH_RECORD, record)
     _report_published(paths)
+    _say(f"refresh: published {fetched.snapshot_id} ({time.perf_counter() - started:.1f} s)")
 
 
 def _snapshot_sources(sources: list[str]) -> list[str]:
@@ -179,27 +216,64 @@ def _snapshot_sources(sources: list[str]) -> list[str]:
 def _run_history(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.fetch import read_manifest
 
+    started = time.perf_counter()
     fetched = []
     for source in _snapshot_sources(args.source):
         fetched.append(_run_fetch(args, paths, source).snapshot_id)
     manifests = {snapshot_id: read_manifest(paths.raw_snapshot(snapshot_id)) for snapshot_id in set(fetched)}
+    undated = sorted(s for s in manifests if not manifests[s]["upstream"].get("commit_time"))
+    if undated and len(undated) < len(manifests):
+        raise PipelineError(
+            "these snapshots have no commit time (no snapshot.json), so their place among the others would "
+            "be a guess: " + ", ".join(f"{s} ({manifests[s]['source']})" for s in undated)
+            + ". Give each a snapshot.json with commit_time, or refresh it on its own with --commit-time"
+        )
     in_commit_order = sorted(
         manifests, key=lambda s: (manifests[s]["upstream"].get("commit_time") or "", manifests[s]["retrieved"], s)
     )
     with _new_generation(paths) as staged:
-        for number, snapshot_id in enumerate(in_commit_order, start=1):
-            _say(f"history: {number}/{len(in_commit_order)}")
+        for snapshot_id in _progress(in_commit_order, "history: ingesting"):
             _run_ingest(args, staged, snapshot_id)
         _run_build(args, staged)
         _run_export(args, staged)
-    _report_published(paths)
+    _report_published(paths, every_snapshot=True)
+    _say(f"history: published {len(in_commit_order)} snapshot(s), the index on the newest "
+         f"({time.perf_counter() - started:.1f} s)")
+
+
+def _run_snapshots(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.query import run_query
+
+    rows = run_query(paths, """
+        select s.position, s.snapshot_id, s.commit[:7] as commit, strftime(s.ordered_at, '%Y-%m-%d') as dated,
+               s.commit_time is null as dated_by_fetch,
+               (select count(*) from token_configurations as t where t.snapshot_id = s.snapshot_id)
+               + (select count(*) from diffusion_configurations as d where d.snapshot_id = s.snapshot_id)
+                   as configurations,
+               s.snapshot_id = (select snapshot_id from index_snapshot) as in_index
+        from snapshot_history as s order by s.position""", {}).to_pylist()
+    print(f"{'#':>3}  {'snapshot':<24} {'commit':<8} {'date':<10} {'configurations':>14}")
+    for row in rows:
+        marks = (" <- the index" if row["in_index"] else "") + (" (dated by its fetch)" if row["dated_by_fetch"] else "")
+        print(f"{row['position']:>3}  {row['snapshot_id']:<24} {row['commit'] or '—':<8} {row['dated']:<10} "
+              f"{row['configurations']:>14,}{marks}")
 
 
 def _run_diff(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.diff import format_json, format_text, snapshot_diff
 
     diff = snapshot_diff(paths, args.old, args.new)
-    print(format_json(diff) if args.format == "json" else format_text(diff, args.limit))
+    if diff["swapped"]:
+        _say(f"diff: {args.old} is newer than {args.new} in commit order; comparing {args.new} -> {args.old}")
+    if args.format == "json":
+        print(format_json(diff))
+    elif sys.stdout.isatty():
+        import pydoc
+        import shutil
+
+        pydoc.pager(format_text(diff, args.limit, shutil.get_terminal_size().columns))
+    else:
+        print(format_text(diff, args.limit))
 
 
 def _run_sql(args: argparse.Namespace, paths: Paths) -> None:
@@ -264,18 +338,31 @@ def _run_synth(args: argparse.Namespace, paths: Paths) -> None:
     )
 
 
-def _report_published(paths: Paths) -> None:
+def _report_published(paths: Paths, every_snapshot: bool = False) -> None:
     from pipeline.audit import audit_summary
 
     _say(f"published: {paths.out / 'energy_index.duckdb'}, {paths.out / 'parquet'}/, {paths.out / 'index'}/")
-    _say(audit_summary(paths))
+    _say(audit_summary(paths, every_snapshot))
+
+
+def _progress(items: list[str], label: str) -> Iterator[str]:
+    """Yield `items`, with a bar that updates in place on a terminal; in a log or under cron, one line
+    per item instead (tqdm draws only where stderr is a terminal)."""
+    if not sys.stderr.isatty():
+        for number, item in enumerate(items, start=1):
+            _say(f"{label} {number}/{len(items)}: {item}")
+            yield item
+        return
+    from tqdm import tqdm
+
+    yield from tqdm(items, desc=label, unit="snapshot", leave=False, file=sys.stderr, ncols=100)
 
 
 def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
     from pipeline.fetch import DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_SOURCE, DEFAULT_TIMEOUT_S
 
     parser.add_argument(
-        "--source",
+        "--source", type=_source,
         default=DEFAULT_SOURCE,
         help="a local directory with the upstream public/data layout (index.json, tasks/, models/), or an "
         "http(s):// URL of one (default: the upstream's raw files pinned to commit 7885788)",
@@ -323,12 +410,12 @@ def _add_full_build_option(parser: argparse.ArgumentParser) -> None:
 
 def _add_export_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--as-of", metavar="YYYY-MM-DD",
+        "--as-of", metavar="YYYY-MM-DD", type=_calendar_date,
         help="the index's 'updated' and 'data_version' date (default: the snapshot's retrieval date, so that "
         "a rerun on unchanged input writes identical files)",
     )
     parser.add_argument(
-        "--retrieved", metavar="YYYY-MM-DD",
+        "--retrieved", metavar="YYYY-MM-DD", type=_calendar_date,
         help="the 'source.retrieved' date (default: the date the fetch first retrieved the snapshot)",
     )
 
@@ -347,6 +434,15 @@ def _add_ingest_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_commit_time_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--commit-time", type=_iso_time, metavar="TIME",
+        help="the upstream commit time of a source that has no snapshot.json (ISO 8601, e.g. "
+        "2026-02-16T09:48:29Z): it places the snapshot in the history; without it, a folder without "
+        "snapshot.json is ordered by the day it was first fetched",
+    )
+
+
 def _add_history_options(parser: argparse.ArgumentParser) -> None:
     _add_fetch_options(parser)
     source = next(action for action in parser._actions if action.dest == "source")
@@ -358,7 +454,7 @@ def _add_history_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_diff_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("old", metavar="OLD", help="snapshot id to compare from (see table snapshot_history)")
+    parser.add_argument("old", metavar="OLD", help="snapshot id to compare from ('energy-index snapshots' lists them)")
     parser.add_argument("new", metavar="NEW", help="snapshot id to compare to")
     parser.add_argument("--format", choices=["text", "json"], default="text",
                         help="text: a summary by field with examples (default); json: every change")
@@ -408,6 +504,26 @@ def _add_synth_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the value perturbations (default: 0)")
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wrapped descriptions (argparse's default), and the examples epilog kept line by line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    summary: str
+    description: str
+    option_groups: list[Callable[[argparse.ArgumentParser], None]]
+    handler: Callable[[argparse.Namespace, Paths], None]
+    examples: list[str]
+    uses_out: bool = True
+
+
 def make_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -418,95 +534,127 @@ def make_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Turn the ML.ENERGY Leaderboard's published GPU-energy measurements into a validated "
         "DuckDB database and the energy index (Wh per million output tokens, per model and GPU).",
-        epilog="Steps run in order fetch -> ingest -> build -> export; 'refresh' runs all four, 'history' "
-        "runs them over many snapshots, 'diff' compares two. "
-        "Run '%(prog)s COMMAND --help' for a command's options.",
+        epilog="Steps run in order fetch -> ingest -> build -> export; 'refresh' runs all four (it is what "
+        "'make' runs), 'history' runs them over many snapshots, 'diff' compares two. "
+        "Run '%(prog)s COMMAND --help' for a command's options and examples.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    steps: list[tuple[str, str, str, list[Callable[[argparse.ArgumentParser], None]], Callable]] = [
-        (
+    from schemas import TABLE_MODULES
+
+    steps: list[Step] = [
+        Step(
             "fetch", "copy an upstream snapshot into OUT/raw/<snapshot-id>/",
             "Copy an upstream snapshot (local folder or URL) into OUT/raw/<snapshot-id>/ with a manifest of "
             "each file's sha256 and size, the source, the retrieval date and the upstream commit when known. "
             "An unchanged snapshot is left as it was, retrieval date included.",
-            [_add_fetch_options], _run_fetch,
+            [_add_fetch_options, _add_commit_time_option], _run_fetch,
+            ["energy-index fetch --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788"],
         ),
-        (
+        Step(
             "ingest", "flatten the fetched snapshot into validated Parquet tables",
-            "Flatten a fetched snapshot into OUT/parquet/<table>/<snapshot-id>.parquet (snapshots, tasks, "
-            "models, token_configurations, diffusion_configurations), "
-            "each checked by its pandera schema in schemas/. Every problem is reported at once; nothing is "
-            "written unless all tables pass.",
+            f"Flatten a fetched snapshot into OUT/parquet/<table>/<snapshot-id>.parquet, one file per table "
+            f"({', '.join(TABLE_MODULES)}), each checked by its pandera schema in schemas/. Every problem is "
+            "reported at once; nothing is written unless all tables pass.",
             [_add_ingest_options], _run_ingest,
+            ["energy-index ingest", "energy-index ingest --snapshot 2026-02-16-7885788"],
         ),
-        (
+        Step(
             "build", "build OUT/energy_index.duckdb from the Parquet tables and sql/ views",
-            "Load the Parquet tables into a new DuckDB database with the views in sql/, and publish it as "
-            "OUT/energy_index.duckdb by rename once complete.",
+            "Bring OUT/energy_index.duckdb up to the Parquet tables (appending to a copy of the published "
+            "database, or --full: loading everything), with the views and macros in sql/, and publish it by "
+            "rename once complete.",
             [_add_build_options, _add_index_snapshot_option, _add_full_build_option], _run_build,
+            ["energy-index build", "energy-index build --itl-deadline-ms 250 --snapshot 2026-01-01-6e70d23"],
         ),
-        (
+        Step(
             "export", "write the energy index JSON under OUT/index/",
-            "Write OUT/index/<task>/models/<slug>.json per model and OUT/index/<task>/index.json per token "
-            "task from the database's views.",
+            "Write OUT/index/<task>/models/<slug>.json per model and OUT/index/<task>/index.json and tiers.json "
+            "per task from the database's views.",
             [_add_export_options], _run_export,
+            ["energy-index export --as-of 2026-09-27"],
         ),
-        (
-            "refresh", "fetch, ingest, build and export in one go",
+        Step(
+            "refresh", "fetch, ingest, build and export in one go (what make runs)",
             "Run fetch, ingest, build and export in order, holding a lock on OUT so that two refreshes "
-            "never interleave. A failure at any step leaves the previous outputs in place.",
-            [_add_fetch_options, _add_build_options, _add_export_options], _run_refresh,
+            "never interleave. A failure at any step leaves the previous outputs in place; with the content, "
+            "parameters and code of the published build, it does nothing.",
+            [_add_fetch_options, _add_commit_time_option, _add_build_options, _add_export_options], _run_refresh,
+            ["energy-index refresh --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788",
+             "energy-index refresh --source ./my-data --commit-time 2026-03-01T12:00:00Z"],
         ),
-        (
+        Step(
             "history", "ingest a list of snapshots into one database, oldest first",
             "Fetch and ingest every snapshot given (in upstream commit order), then build and export once: "
             "the database holds all of them, the index shows the newest. Snapshots already in OUT stay.",
             [_add_history_options, _add_build_options, _add_export_options], _run_history,
+            ["energy-index history --source ../shared/upstream/ml-energy-leaderboard"],
         ),
-        (
+        Step(
+            "snapshots", "list the snapshots in the published database",
+            "List the snapshots in the published database in upstream commit order: id, commit, commit date, "
+            "configurations, and which one the index shows.",
+            [], _run_snapshots,
+            ["energy-index snapshots"],
+        ),
+        Step(
             "diff", "show what changed between two ingested snapshots",
-            "Report configurations added and removed, every upstream field whose value changed (floats "
-            "compared with a relative tolerance of 1e-9), and the index rows whose figure or best "
-            "configuration changed, from the published database's table macros configuration_diff and index_diff.",
+            "Report, from the published database's table macros configuration_diff and index_diff: a summary "
+            "(configurations added, removed and changed per task; index rows moved), then the index rows, "
+            "largest move first, the configurations added and removed, and every changed field (numbers "
+            "compared with a relative tolerance of 1e-9).",
             [_add_diff_options], _run_diff,
+            ["energy-index diff 2025-11-29-9fa07d1 2026-02-16-7885788",
+             "energy-index diff 2025-12-01-f74deb8 2025-12-15-e0ba9ed --format json"],
         ),
-        (
+        Step(
             "sql", "run one read-only query against the published database",
             "Run one read-only SQL statement against OUT/energy_index.duckdb and print the result. The "
             "database is opened read-only with file access and extension loading off: statements that "
             "write, attach, install, load or read files are refused. See the data_dictionary table for "
             "every column.",
             [_add_sql_options], _run_sql,
+            ['energy-index sql "select gpu, count(*) from best_configurations group by gpu"',
+             "energy-index sql --param task=gpqa --format jsonl \\\n"
+             "      \"select * from best_configurations where task = \\$task\""],
         ),
-        (
+        Step(
             "estimate", "energy per output of a model on a GPU at your concurrency",
             "Estimate energy per output token (or image, video) for a model on a GPU at the concurrency you run, "
             "from the index snapshot's efficiency curves: per measured deployment, interpolated linearly in log "
             "concurrency between neighbouring measured points, never extrapolated; with the range over "
             "deployments. The same figures as the SQL table macro energy_at_concurrency.",
             [_add_estimate_options], _run_estimate,
+            ["energy-index estimate --task lm-arena-chat --model Qwen/Qwen3-8B --gpu H100 --concurrency 100"],
         ),
-        (
+        Step(
             "report", "write OUT/report/index.html: tables and charts of the published database",
             "Write OUT/report/index.html, a self-contained page (no network needed to open it) with, per task, "
             "the index table, the efficiency curves, the energy-latency frontier, the latency-tier table and how "
             "each index figure moved across the snapshots in the database; and one PNG per chart beside it.",
             [], _run_report,
+            ["energy-index report", "energy-index report --out /srv/energy-index/build"],
         ),
-        (
+        Step(
             "synth", "write a synthetic snapshot N times a real one, for benchmarks",
             "Write a snapshot with the upstream's layout and fields, N times the source's configurations: "
             "every model replicated under new ids with energy and power scaled by a seeded factor in "
             "[0.98, 1], so every row stays valid. Deterministic for a given seed.",
             [_add_synth_options], _run_synth,
+            ["energy-index synth --scale 10 --source ./public-data --target build/synth-10"],
+            uses_out=False,
         ),
     ]
-    for name, summary, description, option_groups, handler in steps:
-        command = commands.add_parser(name, parents=[common], help=summary, description=description)
-        for add_options in option_groups:
+    for step in steps:
+        examples = "examples:\n" + "\n".join(f"  {example}" for example in step.examples)
+        command = commands.add_parser(
+            step.name, parents=[common] if step.uses_out else [], help=step.summary, description=step.description,
+            epilog=examples, formatter_class=_HelpFormatter,
+        )
+        for add_options in step.option_groups:
             add_options(command)
-        command.set_defaults(handler=handler)
+        command.set_defaults(handler=step.handler)
     return parser
 
 
@@ -521,13 +669,44 @@ def _interrupt_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, interrupt)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("energy-index")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """A "did you mean" for a mistyped command (Python 3.14's argparse would say it; 3.11's does not)."""
+    import difflib
+
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    if first is None or first in commands:
+        return None
+    close = difflib.get_close_matches(first, commands, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else f"; the commands are {', '.join(commands)}"
+    return f"unknown command '{first}'{hint}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    parser = make_parser()
+    arguments = sys.argv[1:] if argv is None else argv
+    if not arguments:
+        parser.print_help()
+        return 0
+    if (problem := _unknown_command(parser, arguments)) is not None:
+        parser.print_usage(sys.stderr)
+        _say(f"{PROG}: error: {problem}")
+        return 2
+    args = parser.parse_args(arguments)
     if argv is None:
         _interrupt_on_sigterm()
     paths = Paths(args.out)
     try:
-        if args.handler in (_run_diff, _run_synth, _run_sql, _run_estimate):
+        if args.handler in (_run_diff, _run_synth, _run_sql, _run_estimate, _run_snapshots):
             args.handler(args, paths)
             return 0
         with _exclusive_lock(paths):

@@ -2,6 +2,8 @@
 configuration_diff and index_diff (the same ones the stored change tables are computed with)."""
 
 import json
+import shutil
+from collections import Counter
 from typing import Any
 
 import duckdb
@@ -10,9 +12,14 @@ from pipeline.database import fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.paths import Paths
 
+# Index figures print as the index files round them: Wh per million tokens 2 decimals, per image or video 4.
+FIGURE_DECIMALS = {"million output tokens": 2}
+DEFAULT_FIGURE_DECIMALS = 4
+
 
 def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
-    """Configuration and index changes from `old` to `new` (given in either order; compared oldest first)."""
+    """Configuration and index changes from `old` to `new`, compared oldest first (`swapped` says
+    whether the two were given newest first)."""
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with duckdb.connect(str(paths.database), read_only=True) as connection:
@@ -20,7 +27,8 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
         for snapshot_id in (old, new):
             if snapshot_id not in positions:
                 raise PipelineError(
-                    f"snapshot {snapshot_id} is not in {paths.database}; it holds: {', '.join(sorted(positions))}"
+                    f"snapshot {snapshot_id} is not in {paths.database}; 'energy-index snapshots' lists the "
+                    f"{len(positions)} it holds"
                 )
         if old == new:
             raise PipelineError("OLD and NEW are the same snapshot")
@@ -41,17 +49,26 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
             select change, task, model_id, gpu, old_row_id, new_row_id, old_repeat, new_repeat,
                    unit_label, old_wh_per_unit, new_wh_per_unit, relative_change
             from index_diff($older, $newer)
-            order by change, task, model_id, gpu
+            order by abs(relative_change) desc nulls last, change, task, model_id, gpu
             """,
             pair,
         )
         tolerance = connection.execute("select change_relative_tolerance from build_parameters").fetchone()[0]
+    per_task: dict[str, Counter[str]] = {}
+    for row in configurations:
+        per_task.setdefault(row["task"], Counter())[row["change"]] += 1
     return {
         "older_snapshot_id": older,
         "newer_snapshot_id": newer,
+        "swapped": older != old,
         "relative_tolerance": tolerance,
-        "configuration_changes": configurations,
+        "summary": {
+            "configurations_by_task": {task: dict(counts) for task, counts in sorted(per_task.items())},
+            "index_rows_changed": len(index),
+            "index_changes_by_kind": dict(Counter(row["change"] for row in index)),
+        },
         "index_changes": index,
+        "configuration_changes": configurations,
     }
 
 
@@ -59,43 +76,97 @@ def format_json(diff: dict[str, Any]) -> str:
     return json.dumps(diff, indent=2, allow_nan=False)
 
 
-def format_text(diff: dict[str, Any], limit: int) -> str:
-    configurations, index = diff["configuration_changes"], diff["index_changes"]
-    lines = [
-        f"{diff['older_snapshot_id']} -> {diff['newer_snapshot_id']} "
-        f"(floats equal within a relative {diff['relative_tolerance']:g})"
-    ]
-    added = [c for c in configurations if c["change"] == "added"]
-    removed = [c for c in configurations if c["change"] == "removed"]
+def _figure(value: float | None, unit_label: str) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.{FIGURE_DECIMALS.get(unit_label, DEFAULT_FIGURE_DECIMALS)}f}"
+
+
+def _configuration(row_id: str | None, repeat: int | None) -> str:
+    """A row_id less its model slug (the model is shown beside it), and the repeat when there are several."""
+    if row_id is None:
+        return "—"
+    configuration = row_id.split("/", 1)[1]
+    return configuration if repeat in (None, 1) else f"{configuration} #{repeat}"
+
+
+def _value(text: str | None) -> str:
+    if text is None:
+        return "—"
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return f"{number:.6g}"
+
+
+def _fit(cells: list[str], widths: list[int]) -> str:
+    """One line of a table: each cell padded or cut to its width (a cut cell ends in …)."""
+    fitted = []
+    for cell, width in zip(cells, widths):
+        fitted.append(cell.ljust(width) if len(cell) <= width else cell[: width - 1] + "…")
+    return "  ".join(fitted).rstrip()
+
+
+def _table(header: list[str], rows: list[list[str]], width: int, shrinkable: list[int]) -> list[str]:
+    """A table that fits `width`: only the `shrinkable` columns (identifiers) are cut, widest first;
+    figures never are."""
+    widths = [max(len(header[i]), *(len(row[i]) for row in rows)) for i in range(len(header))]
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        candidates = [i for i in shrinkable if widths[i] > 12]
+        if not candidates:
+            break
+        widest = max(candidates, key=lambda i: widths[i])
+        widths[widest] -= 1
+    return [_fit(header, widths), _fit(["-" * w for w in widths], widths)] + [_fit(row, widths) for row in rows]
+
+
+SHORT_CHANGE = {"best configuration changed": "other config", "figure changed": "figure"}
+
+
+def format_text(diff: dict[str, Any], limit: int, width: int | None = None) -> str:
+    """The diff for a reader: a summary, then details; `width` (a terminal's) cuts identifiers to fit."""
+    width = width or 10_000
+    configurations, index, summary = diff["configuration_changes"], diff["index_changes"], diff["summary"]
+    lines = [f"{diff['older_snapshot_id']} → {diff['newer_snapshot_id']} "
+             f"(numbers equal within a relative {diff['relative_tolerance']:g})", "", "Summary"]
+    for task, counts in summary["configurations_by_task"].items():
+        parts = ", ".join(f"{counts[kind]} {kind}" for kind in ("added", "removed", "changed") if kind in counts)
+        lines.append(f"  {task}: configurations {parts}")
+    if not summary["configurations_by_task"]:
+        lines.append("  no configuration added, removed or changed")
+    kinds = ", ".join(f"{count} {kind}" for kind, count in summary["index_changes_by_kind"].items())
+    lines.append(f"  index rows changed: {summary['index_rows_changed']}{f' ({kinds})' if kinds else ''}")
+    if index:
+        lines += ["", f"Index rows, largest move first ({min(limit, len(index))} of {len(index)})"]
+        rows = [
+            ["—" if row["relative_change"] is None else f"{row['relative_change'] * 100:+.1f} %",
+             f"{_figure(row['old_wh_per_unit'], row['unit_label'])} → {_figure(row['new_wh_per_unit'], row['unit_label'])}",
+             f"Wh per {row['unit_label']}", SHORT_CHANGE.get(row["change"], row["change"]), row["task"], row["model_id"],
+             row["gpu"],
+             f"{_configuration(row['old_row_id'], row['old_repeat'])} → {_configuration(row['new_row_id'], row['new_repeat'])}"]
+            for row in index[:limit]
+        ]
+        lines += ["  " + line for line in _table(
+            ["move", "figure", "unit", "change", "task", "model", "GPU", "configuration"], rows, width - 2, [5, 7, 4])]
+    added = [c for c in configurations if c["change"] in ("added", "removed")]
+    if added:
+        lines += ["", f"Configurations added and removed ({min(limit, len(added))} of {len(added)})"]
+        rows = [[c["change"], c["task"], c["model_id"], _configuration(f"-/{c['configuration']}", c["repeat"])]
+                for c in added[:limit]]
+        lines += ["  " + line for line in _table(["change", "task", "model", "configuration"], rows, width - 2, [2, 3])]
     changed = [c for c in configurations if c["change"] == "changed"]
-    for label, group in (("added", added), ("removed", removed)):
-        lines.append(f"configurations {label}: {len(group)}")
-        lines.extend(
-            f"  {c['task']} {c['model_id']} {c['configuration']} #{c['repeat']}" for c in group[:limit]
-        )
-        if len(group) > limit:
-            lines.append(f"  ... {len(group) - limit} more")
-    by_field: dict[str, list[dict[str, Any]]] = {}
-    for c in changed:
-        by_field.setdefault(c["field"], []).append(c)
-    lines.append(f"fields changed: {len(changed)} values in {len(by_field)} fields")
-    for field, group in sorted(by_field.items(), key=lambda item: (-len(item[1]), item[0])):
-        example = group[0]
-        lines.append(
-            f"  {field}: {len(group)} configurations, e.g. {example['task']} {example['model_id']} "
-            f"{example['configuration']} #{example['repeat']}: {example['old_value']} -> {example['new_value']}"
-        )
-    lines.append(f"index rows changed: {len(index)}")
-    for row in index[:limit]:
-        old_figure, new_figure = row["old_wh_per_unit"], row["new_wh_per_unit"]
-        figures = (
-            f"{old_figure if old_figure is None else round(old_figure, 4)} -> "
-            f"{new_figure if new_figure is None else round(new_figure, 4)} Wh per {row['unit_label']}"
-        )
-        lines.append(
-            f"  {row['change']}: {row['task']} {row['model_id']} {row['gpu']}: "
-            f"{row['old_row_id']}#{row['old_repeat']} -> {row['new_row_id']}#{row['new_repeat']}, {figures}"
-        )
-    if len(index) > limit:
-        lines.append(f"  ... {len(index) - limit} more (--format json lists every change)")
+    if changed:
+        by_field = Counter(c["field"] for c in changed)
+        lines += ["", f"Fields changed ({len(changed)} values in {len(by_field)} fields; one example each)"]
+        rows = []
+        for field, count in sorted(by_field.items(), key=lambda item: (-item[1], item[0]))[:limit]:
+            example = next(c for c in changed if c["field"] == field)
+            rows.append([field, str(count), example["task"], example["model_id"],
+                         _configuration(f"-/{example['configuration']}", example["repeat"]),
+                         f"{_value(example['old_value'])} → {_value(example['new_value'])}"])
+        lines += ["  " + line for line in _table(
+            ["field", "configurations", "task", "model", "configuration", "e.g."], rows, width - 2, [3, 4, 2])]
+    if len(index) > limit or len(added) > limit or len(changed) > limit:
+        lines += ["", f"--limit N shows more; --format json lists every change"]
     return "\n".join(lines)

@@ -66,6 +66,7 @@ class FetchResult:
     changed: bool
     # sha256 of the manifest's files and upstream facts: what the snapshot is, whatever its id.
     content_sha256: str
+    notices: tuple[str, ...] = ()
 
 
 def _is_url(source: str) -> bool:
@@ -382,6 +383,7 @@ def fetch(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     fetch_deadline_s: float = DEFAULT_FETCH_DEADLINE_S,
+    commit_time: str | None = None,
 ) -> FetchResult:
     """Bring `source` into OUT/raw/<snapshot-id>/. A local folder whose content is already there is
     only read where its files' stat changed, and nothing is written."""
@@ -390,7 +392,7 @@ def fetch(
         root = _check_local_source(source)
         names = _local_files(root)
         paths.raw_dir.mkdir(parents=True, exist_ok=True)
-        upstream = _local_commit_facts(root)
+        upstream = _with_commit_time(_local_commit_facts(root), commit_time, source)
         files = _StatCache(paths).describe(root, names, max_file_bytes)
         recorded_source = str(root.resolve())
     try:
@@ -399,6 +401,7 @@ def fetch(
             staging.mkdir(parents=True)
             if _is_url(source):
                 upstream, files = _fetch_url(source, staging, timeout_s, max_file_bytes, fetch_deadline_s)
+                upstream = _with_commit_time(upstream, commit_time, source)
                 recorded_source = source
             else:
                 copied = _copy_local(root, staging, names)
@@ -421,6 +424,14 @@ def fetch(
         write_bytes_atomic(paths.latest_snapshot_pointer, f"{snapshot_id}\n".encode())
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    notices = ()
+    if not upstream.get("commit_time"):
+        retrieved = read_manifest(target)["retrieved"]
+        notices = (
+            f"{source} has no commit time (no snapshot.json): it is snapshot {snapshot_id}, placed in the history by "
+            f"the day it was first fetched, {retrieved}. To place it by its upstream commit, give --commit-time "
+            f"(make COMMIT_TIME=2026-02-16T09:48:29Z) or a snapshot.json with commit_time beside its files",
+        )
     return FetchResult(
         snapshot_id=snapshot_id,
         directory=target,
@@ -428,4 +439,18 @@ def fetch(
         total_bytes=sum(f["size"] for f in files),
         changed=changed,
         content_sha256=content_digest(upstream, files),
+        notices=notices,
     )
+
+
+def _with_commit_time(upstream: dict[str, Any], commit_time: str | None, source: str) -> dict[str, Any]:
+    """The upstream facts with a commit time given on the command line, which must not contradict them."""
+    if commit_time is None:
+        return upstream
+    if upstream.get("commit_time") not in (None, commit_time):
+        raise PipelineError(
+            f"{source}: --commit-time {commit_time} contradicts its snapshot.json ({upstream['commit_time']})"
+        )
+    if not COMMIT_TIME_PATTERN.match(commit_time):
+        raise PipelineError(f"--commit-time {commit_time!r} is not an ISO 8601 time")
+    return {**upstream, "commit_time": commit_time}

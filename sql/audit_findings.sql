@@ -112,17 +112,15 @@ judged as (
         o.rule,
         r.severity,
         o.observed,
-        -- Identities are breached on either side of 1; a floor from below; the rest from above.
-        case
-            when o.rule in ('energy_per_token_vs_power_over_throughput', 'diffusion_energy_vs_power_latency')
-                then o.observed not between 1 - r.tolerance and 1 + r.tolerance
-            when o.rule = 'gpu_power_fraction' then o.observed < r.tolerance
+        -- Each rule's direction is declared in pipeline/audit_rules.toml.
+        case r.direction
+            when 'around_one' then o.observed not between 1 - r.tolerance and 1 + r.tolerance
+            when 'at_least' then o.observed < r.tolerance
             else o.observed > r.tolerance
         end as is_breach,
-        case
-            when o.rule in ('energy_per_token_vs_power_over_throughput', 'diffusion_energy_vs_power_latency')
-                then printf('%g to %g', 1 - r.tolerance, 1 + r.tolerance)
-            when o.rule = 'gpu_power_fraction' then printf('at least %g', r.tolerance)
+        case r.direction
+            when 'around_one' then printf('%g to %g', 1 - r.tolerance, 1 + r.tolerance)
+            when 'at_least' then printf('at least %g', r.tolerance)
             else printf('at most %g', r.tolerance)
         end as expected,
     from observations as o

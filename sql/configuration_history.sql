@@ -2,7 +2,7 @@
 -- vocabulary, with derived units.
 -- grain: one row per snapshot × task × model × GPU × GPU count × max_num_seqs × repeat
 -- key: (snapshot_id, task, model_id, gpu, num_gpus, max_num_seqs, repeat)
--- inputs: token_configurations, build_parameters
+-- inputs: token_configurations, build_parameters, token_configuration_label
 create or replace view configuration_history as
 
 with
@@ -51,7 +51,7 @@ flagged as (
     select
         renamed.*,
         renamed.median_itl_ms <= parameters.itl_deadline_ms as under_itl_deadline,
-        concat_ws('/', renamed.slug, renamed.gpu, renamed.num_gpus, renamed.max_num_seqs) as row_id,
+        renamed.slug || '/' || token_configuration_label(renamed.gpu, renamed.num_gpus, renamed.max_num_seqs) as row_id,
     from renamed
     cross join parameters
 )

@@ -2,7 +2,7 @@
 -- every snapshot, in the index's vocabulary, with derived units.
 -- grain: one row per snapshot × diffusion task file entry
 -- key: (snapshot_id, task, row_id, repeat)
--- inputs: diffusion_configurations, latency_ceilings
+-- inputs: diffusion_configurations, latency_ceilings, diffusion_configuration_label
 create or replace view diffusion_configuration_history as
 
 with
@@ -48,10 +48,9 @@ flagged as (
     select
         renamed.*,
         renamed.batch_latency_s <= ceilings.batch_latency_ceiling_s as under_latency_ceiling,
-        concat_ws(
-            '/', renamed.slug, renamed.gpu, renamed.num_gpus, renamed.batch_size,
-            renamed.width || 'x' || renamed.height, renamed.num_frames || 'f', renamed.fps || 'fps',
-            renamed.inference_steps || 'steps', 'u' || renamed.ulysses_degree || 'r' || renamed.ring_degree
+        renamed.slug || '/' || diffusion_configuration_label(
+            renamed.gpu, renamed.num_gpus, renamed.batch_size, renamed.width, renamed.height, renamed.num_frames,
+            renamed.fps, renamed.inference_steps, renamed.ulysses_degree, renamed.ring_degree
         ) as row_id,
     from renamed
     left join ceilings on ceilings.task = renamed.task

@@ -1,4 +1,5 @@
--- token_configuration_label: macro naming what was measured for a token task, less the model.
+-- token_configuration_label: macro naming what was measured for a token task, less the model:
+-- gpu/num_gpus/max_num_seqs. The one identity format: row_id is the slug, '/', and this.
 -- grain: scalar macro
 -- key: none
 -- inputs:
