@@ -74,8 +74,8 @@ test: $(INSTALLED) $(ENGINES) ## the test suite on both cores (slow tests exclud
 	@echo "make test: about 5 minutes on 2 cores; each dot is a passed test"
 	$(VENV)/bin/python -m pytest -q -n 2
 
-test-all: $(INSTALLED) $(ENGINES) ## the test suite with the slow scale tests
-	$(VENV)/bin/python -m pytest -q -n 2 -m ''
+test-all: $(INSTALLED) $(ENGINES) ## the test suite with the slow scale tests and 60 hostile inputs
+	HOSTILE_EXAMPLES=60 $(VENV)/bin/python -m pytest -q -n 2 -m ''
 
 bench: $(INSTALLED) ## time the pipeline against DuckDB alone and pandas at BENCH_SCALES (1,100,1000)
 	$(VENV)/bin/python -m pipeline.bench --scales "$$EI_BENCH_SCALES" --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench"

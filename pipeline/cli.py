@@ -704,7 +704,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(arguments)
     if argv is None:
         _interrupt_on_sigterm()
-    paths = Paths(args.out)
+    paths = Paths(getattr(args, "out", Path("build")))
     try:
         if args.handler in (_run_diff, _run_synth, _run_sql, _run_estimate, _run_snapshots):
             args.handler(args, paths)
@@ -719,10 +719,10 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"{PROG}: error: {error}")
         return 1
     except KeyboardInterrupt:
-        _say(f"{PROG}: error: interrupted; the last published build in {args.out} is unchanged")
+        _say(f"{PROG}: error: interrupted; the last published build in {paths.out} is unchanged")
         return 1
     except OSError as error:
-        _say(f"{PROG}: error: {_environment_problem(error, args.out)}")
+        _say(f"{PROG}: error: {_environment_problem(error, paths.out)}")
         return 1
     except Exception as error:
         import errno
@@ -732,10 +732,10 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(error, duckdb.Error):
             raise
         if "No space left on device" in str(error):
-            _say(f"{PROG}: error: {_environment_problem(OSError(errno.ENOSPC, 'no space'), args.out)}")
+            _say(f"{PROG}: error: {_environment_problem(OSError(errno.ENOSPC, 'no space'), paths.out)}")
         else:
             _say(f"{PROG}: error: the database engine failed: {str(error).splitlines()[0]}; "
-                 f"the last published build in {args.out} is unchanged")
+                 f"the last published build in {paths.out} is unchanged")
         return 1
     return 0
 

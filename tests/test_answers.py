@@ -185,10 +185,10 @@ print(json.dumps({"errors": errors, "requests": requests, "charts": charts}))
 
 
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium is not installed (.ci/run installs it)")
-def test_the_report_opens_offline_and_every_chart_draws(history_build: Paths, tmp_path: Path) -> None:
-    made = subprocess.run([CLI, "report", "--out", str(history_build.out)], capture_output=True, text=True, timeout=300)
+def test_the_report_opens_offline_and_every_chart_draws(newest_build: Paths, tmp_path: Path) -> None:
+    made = subprocess.run([CLI, "report", "--out", str(newest_build.out)], capture_output=True, text=True, timeout=300)
     assert made.returncode == 0, made.stderr
-    page = history_build.out / "report" / "index.html"
+    page = newest_build.out / "report" / "index.html"
     result = subprocess.run([sys.executable, "-c", PAGE_CHECK, page.as_uri(), str(tmp_path / "shot.png")],
                             capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr

@@ -23,6 +23,11 @@ def six(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return chain(NEWEST, tmp_path_factory.mktemp("chain") / "snapshots", 6, seed=3)
 
 
+@pytest.fixture(scope="module")
+def in_order(six: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Paths:
+    return history(tmp_path_factory.mktemp("in-order") / "out", *six)
+
+
 def rows(paths: Paths, sql: str, *parameters: object) -> list[tuple]:
     with duckdb.connect(str(paths.database), read_only=True) as connection:
         return connection.execute(sql, list(parameters)).fetchall()
@@ -33,8 +38,8 @@ def history(out: Path, *sources: Path) -> Paths:
     return Paths(out)
 
 
-def test_stored_changes_equal_a_direct_comparison_of_each_consecutive_pair(six: list[Path], tmp_path: Path) -> None:
-    paths = history(tmp_path / "out", *six)
+def test_stored_changes_equal_a_direct_comparison_of_each_consecutive_pair(in_order: Paths) -> None:
+    paths = in_order
     order = [row[0] for row in rows(paths, "select snapshot_id from snapshot_history order by position")]
     assert len(order) == 6
     for table, macro in (("configuration_changes", "configuration_diff"), ("index_changes", "index_diff")):
@@ -49,9 +54,8 @@ def test_stored_changes_equal_a_direct_comparison_of_each_consecutive_pair(six: 
 
 
 def test_out_of_order_arrival_gives_the_same_tables_and_recomputes_only_neighbours(
-    six: list[Path], tmp_path: Path
+    six: list[Path], in_order: Paths, tmp_path: Path
 ) -> None:
-    in_order = history(tmp_path / "in-order", *six)
     late = six[2]
     shuffled = history(tmp_path / "shuffled", *(s for s in six if s != late))
     before = {

@@ -304,9 +304,12 @@ def test_9_published_files_honour_the_umask(tmp_path: Path, umask: int) -> None:
 
 
 def test_9_exit_statuses_as_the_readme_states(tmp_path: Path) -> None:
-    missing = tmp_path / "missing"
-    assert cli("refresh", "--source", missing, "--out", tmp_path / "out").returncode == 1
+    not_a_snapshot = tmp_path / "empty"
+    not_a_snapshot.mkdir()
+    assert cli("refresh", "--source", not_a_snapshot, "--out", tmp_path / "out").returncode == 1
     assert cli("refresh", "--no-such-option").returncode == 2
-    through_make = make(tmp_path / "out", missing)
+    missing = tmp_path / "missing"
+    assert cli("refresh", "--source", missing, "--out", tmp_path / "out").returncode == 2  # a usage error
+    through_make = make(tmp_path / "out", not_a_snapshot)
     assert through_make.returncode == 2  # GNU make's own status for any failed recipe
-    assert f"{missing}: no such folder" in through_make.stderr
+    assert f"{not_a_snapshot}: not a snapshot folder (no index.json)" in through_make.stderr
