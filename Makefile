@@ -48,7 +48,7 @@ INSTALLED := $(VENV)/.installed
 BUILD_ARGS = --out "$$EI_OUT" --itl-deadline-ms "$$EI_ITL_DEADLINE_MS" \
 	$${EI_AS_OF:+--as-of "$$EI_AS_OF"} $${EI_RETRIEVED:+--retrieved "$$EI_RETRIEVED"}
 
-.PHONY: all refresh history test test-all bench bench-history synth report docs clean help
+.PHONY: all refresh history test test-all bench bench-history synth report release docs clean help
 
 # Every run asks the CLI, which decides under its lock whether anything changed (content digests,
 # parameters, code) and otherwise does nothing; Make keeps no state of its own in OUT.
@@ -88,6 +88,9 @@ synth: $(INSTALLED) ## write a synthetic snapshot SCALE times SYNTH_SOURCE into 
 
 report: $(INSTALLED) ## write OUT/report/index.html (tables and charts, self-contained) and a PNG per chart
 	@"$(CLI)" report --out "$$EI_OUT"
+
+release: $(INSTALLED) ## write OUT/release/<snapshot-id>/: data, Frictionless and Croissant metadata, citation, checksums
+	@"$(CLI)" release --out "$$EI_OUT"
 
 docs: $(INSTALLED) ## regenerate README.md's data dictionary section from the build in OUT
 	$(VENV)/bin/python -m pipeline.docs --out "$$EI_OUT"

@@ -327,6 +327,14 @@ def _run_report(args: argparse.Namespace, paths: Paths) -> None:
     _say(f"report: {charts} charts -> {page} (and one PNG per chart beside it) ({time.perf_counter() - started:.2f} s)")
 
 
+def _run_release(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.release import write_release
+
+    started = time.perf_counter()
+    target = write_release(paths)
+    _say(f"release: {target} ({time.perf_counter() - started:.2f} s)")
+
+
 def _run_synth(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.synth import synthesize
 
@@ -637,6 +645,15 @@ def make_parser() -> argparse.ArgumentParser:
             ["energy-index report", "energy-index report --out /srv/energy-index/build"],
         ),
         Step(
+            "release", "write OUT/release/<snapshot-id>/: a citable data release",
+            "Write OUT/release/<snapshot-id>/ for the index snapshot: the index JSON files, Parquet and CSV of "
+            "the main views, datapackage.json (Frictionless), croissant.json (Croissant 1.0), CITATION.cff, "
+            "CHANGES.md (the index changes since the previous snapshot) and SHA256SUMS. The same database "
+            "gives the same bytes.",
+            [], _run_release,
+            ["energy-index release", "energy-index release --out /srv/energy-index/build"],
+        ),
+        Step(
             "synth", "write a synthetic snapshot N times a real one, for benchmarks",
             "Write a snapshot with the upstream's layout and fields, N times the source's configurations: "
             "every model replicated under new ids with energy and power scaled by a seeded factor in "
@@ -710,7 +727,7 @@ def main(argv: list[str] | None = None) -> int:
             args.handler(args, paths)
             return 0
         with _exclusive_lock(paths):
-            if args.handler in (_run_fetch, _run_refresh, _run_history, _run_report):
+            if args.handler in (_run_fetch, _run_refresh, _run_history, _run_report, _run_release):
                 args.handler(args, paths)
             else:
                 with _new_generation(paths) as staged:

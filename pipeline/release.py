@@ -1,0 +1,230 @@
+"""energy-index release: OUT/release/<snapshot-id>/, a citable data release other tools take in as it is.
+
+What it holds: the index JSON files; Parquet and CSV of the main views (written by DuckDB, rows in a
+fixed order); datapackage.json (a Frictionless Data Package: every field's type, unit and description
+from the field dictionary, every file's sha256); croissant.json (Croissant 1.0 metadata: licence,
+citation, distributions with checksums, one record set per table); CITATION.cff; CHANGES.md (the
+index changes since the previous snapshot, from the stored index_changes); SHA256SUMS. The same
+database gives the same bytes: nothing in it depends on the time or the machine.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipeline.database import fetch_dicts
+from pipeline.errors import NEXT_STEP, PipelineError
+from pipeline.files import replace_directory
+from pipeline.paths import Paths
+from pipeline.source_card import load_source_card
+
+# The release's tables: file stem -> the view it is, in the order the metadata lists them.
+RELEASE_TABLES = {
+    "best_configurations": "best_configurations",
+    "tiered_best_configurations": "tiered_best_configurations",
+    "efficiency_curves": "efficiency_curves",
+    "energy_latency_frontier": "energy_latency_frontier",
+    "token_configurations": "configurations",
+    "diffusion_configurations": "diffusion_configurations_current",
+}
+# DuckDB type -> (Frictionless Table Schema type, Croissant/schema.org data type).
+TYPES = {
+    "VARCHAR": ("string", "sc:Text"), "BIGINT": ("integer", "sc:Integer"), "INTEGER": ("integer", "sc:Integer"),
+    "DOUBLE": ("number", "sc:Float"), "FLOAT": ("number", "sc:Float"), "BOOLEAN": ("boolean", "sc:Boolean"),
+    "DATE": ("date", "sc:Date"), "TIMESTAMP WITH TIME ZONE": ("datetime", "sc:DateTime"),
+}
+CROISSANT_CONTEXT = {
+    "@language": "en", "@vocab": "https://schema.org/", "citeAs": "cr:citeAs", "column": "cr:column",
+    "conformsTo": "dct:conformsTo", "cr": "http://mlcommons.org/croissant/", "data": {"@id": "cr:data", "@type": "@json"},
+    "dataType": {"@id": "cr:dataType", "@type": "@vocab"}, "dct": "http://purl.org/dc/terms/",
+    "examples": {"@id": "cr:examples", "@type": "@json"}, "extract": "cr:extract", "field": "cr:field",
+    "fileProperty": "cr:fileProperty", "fileObject": "cr:fileObject", "fileSet": "cr:fileSet", "format": "cr:format",
+    "includes": "cr:includes", "isLiveDataset": "cr:isLiveDataset", "jsonPath": "cr:jsonPath", "key": "cr:key",
+    "md5": "cr:md5", "parentField": "cr:parentField", "path": "cr:path", "rai": "http://mlcommons.org/croissant/RAI/",
+    "recordSet": "cr:recordSet", "references": "cr:references", "regex": "cr:regex", "repeated": "cr:repeated",
+    "replace": "cr:replace", "samplingRate": "cr:samplingRate", "sc": "https://schema.org/",
+    "equivalentProperty": "cr:equivalentProperty", "separator": "cr:separator", "source": "cr:source",
+    "subField": "cr:subField", "transform": "cr:transform",
+}
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _json(document: Any) -> bytes:
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def _fields(connection: duckdb.DuckDBPyConnection, view: str) -> list[dict[str, Any]]:
+    return fetch_dicts(connection, """
+        select column_name, data_type, unit, description from data_dictionary
+        where object_name = $view order by position""", {"view": view})
+
+
+def write_release(paths: Paths) -> Path:
+    """Write OUT/release/<index snapshot>/ (replaced whole) and return it."""
+    if not paths.database.is_file():
+        raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
+    card = load_source_card()["source"]
+    connection = duckdb.connect(str(paths.database), read_only=True)
+    try:
+        snapshot = fetch_dicts(connection, """
+            select s.snapshot_id, s.commit, s.commit_subject, strftime(s.last_updated, '%Y-%m-%d') as compiled,
+                   h.previous_snapshot_id
+            from snapshots as s join snapshot_history as h using (snapshot_id)
+            where snapshot_id = (select snapshot_id from index_snapshot)""", {})[0]
+        release_id = snapshot["snapshot_id"]
+        staging = paths.out / f".release-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        try:
+            shutil.copytree(paths.index_dir, staging / "index")
+            tables = {}
+            for stem, view in RELEASE_TABLES.items():
+                fields = _fields(connection, view)
+                columns = ", ".join(f'"{field["column_name"]}"' for field in fields)
+                query = f"select {columns} from {view} order by all"
+                for extension, options in (("parquet", "(format parquet, compression zstd)"), ("csv", "(format csv, header true)")):
+                    target = staging / "data" / f"{stem}.{extension}"
+                    target.parent.mkdir(exist_ok=True)
+                    connection.execute(f"copy ({query}) to '{str(target).replace(chr(39), chr(39) * 2)}' {options}")
+                tables[stem] = (view, fields)
+            changes = fetch_dicts(connection, """
+                select task, model_id, gpu, change, old_row_id, new_row_id, old_wh_per_unit, new_wh_per_unit,
+                       relative_change, unit_label
+                from index_changes where newer_snapshot_id = $id
+                order by abs(relative_change) desc nulls last, task, model_id, gpu""", {"id": release_id})
+        finally:
+            connection.close()
+        (staging / "CHANGES.md").write_bytes(_changes(snapshot, changes).encode())
+        (staging / "CITATION.cff").write_bytes(_citation(card, release_id).encode())
+        (staging / "datapackage.json").write_bytes(_json(_datapackage(card, release_id, staging, tables)))
+        (staging / "croissant.json").write_bytes(_json(_croissant(card, release_id, staging, tables)))
+        files = sorted(p for p in staging.rglob("*") if p.is_file())
+        sums = "".join(f"{_sha256(p)}  {p.relative_to(staging).as_posix()}\n" for p in files)
+        (staging / "SHA256SUMS").write_text(sums, encoding="utf-8")
+        target = paths.out / "release" / release_id
+        target.parent.mkdir(parents=True, exist_ok=True)
+        replace_directory(staging, target)
+    finally:
+        shutil.rmtree(paths.out / f".release-{os.getpid()}", ignore_errors=True)
+    return target
+
+
+def _datapackage(card: dict[str, Any], release_id: str, root: Path, tables: dict[str, Any]) -> dict[str, Any]:
+    resources = []
+    for stem, (view, fields) in tables.items():
+        path = root / "data" / f"{stem}.csv"
+        resources.append({
+            "name": stem.replace("_", "-"),
+            "path": f"data/{stem}.csv",
+            "format": "csv",
+            "mediatype": "text/csv",
+            "encoding": "utf-8",
+            "bytes": path.stat().st_size,
+            "hash": f"sha256:{_sha256(path)}",
+            "description": f"The view {view} of the energy-index database, snapshot {release_id}.",
+            "schema": {"fields": [
+                {"name": f["column_name"], "type": TYPES.get(f["data_type"], ("string", ""))[0],
+                 "description": f["description"] + (f" Unit: {f['unit']}." if f["unit"] else ""),
+                 **({"unit": f["unit"]} if f["unit"] else {})}
+                for f in fields
+            ]},
+        })
+    return {
+        "name": "energy-index",
+        "title": "energy-index: GPU energy per output of open models (ML.ENERGY Leaderboard)",
+        "version": release_id,
+        "description": "Wh per million output tokens (and per image or video) per model and GPU, with the "
+                       "configurations, efficiency curves, latency tiers and frontiers they come from.",
+        "homepage": card["url"],
+        "licenses": [{"name": "Apache-2.0", "path": "https://www.apache.org/licenses/LICENSE-2.0",
+                      "title": card["licence"]}],
+        "sources": [{"title": card["name"], "path": card["url"]}],
+        "resources": resources,
+    }
+
+
+def _croissant(card: dict[str, Any], release_id: str, root: Path, tables: dict[str, Any]) -> dict[str, Any]:
+    distribution, record_sets = [], []
+    for stem, (view, fields) in tables.items():
+        path = root / "data" / f"{stem}.csv"
+        distribution.append({
+            "@type": "cr:FileObject", "@id": f"{stem}.csv", "name": f"{stem}.csv",
+            "contentUrl": f"data/{stem}.csv", "encodingFormat": "text/csv", "sha256": _sha256(path),
+        })
+        record_sets.append({
+            "@type": "cr:RecordSet", "@id": stem, "name": stem,
+            "description": f"The view {view} of the energy-index database.",
+            "field": [{
+                "@type": "cr:Field", "@id": f"{stem}/{f['column_name']}", "name": f["column_name"],
+                "description": f["description"] + (f" Unit: {f['unit']}." if f["unit"] else ""),
+                "dataType": TYPES.get(f["data_type"], ("string", "sc:Text"))[1],
+                "source": {"fileObject": {"@id": f"{stem}.csv"}, "extract": {"column": f["column_name"]}},
+            } for f in fields],
+        })
+    return {
+        "@context": CROISSANT_CONTEXT,
+        "@type": "sc:Dataset",
+        "name": "energy-index",
+        "conformsTo": "http://mlcommons.org/croissant/1.0",
+        "description": "GPU energy per output of open models served with vLLM and xDiT on H100 and B200, per "
+                       f"model and GPU, from the ML.ENERGY Leaderboard's published measurements; snapshot {release_id}.",
+        "version": "1.0.0",
+        "license": "https://www.apache.org/licenses/LICENSE-2.0",
+        "url": card["url"],
+        "citeAs": card["cite"] + ", " + card["cite_url"],
+        **({"datePublished": release_id[:10]} if release_id[:4].isdigit() else {}),
+        "distribution": distribution,
+        "recordSet": record_sets,
+    }
+
+
+def _citation(card: dict[str, Any], release_id: str) -> str:
+    return "\n".join([
+        "cff-version: 1.2.0",
+        "message: If you use these figures, cite the ML.ENERGY Benchmark paper and this data release.",
+        "type: dataset",
+        f"title: \"energy-index: GPU energy per output of open models (ML.ENERGY Leaderboard), snapshot {release_id}\"",
+        f"version: \"{release_id}\"",
+        "license: Apache-2.0",
+        f"url: \"{card['url']}\"",
+        "authors:",
+        f"  - name: \"{card['publisher']}\"",
+        "preferred-citation:",
+        "  type: conference-paper",
+        "  title: \"The ML.ENERGY Benchmark: Toward Automated Inference Energy Measurement and Optimization\"",
+        "  authors:",
+        "    - family-names: Chung",
+        "      given-names: Jae-Won",
+        "  collection-title: \"NeurIPS 2025 Datasets and Benchmarks\"",
+        "  year: 2025",
+        f"  url: \"{card['cite_url']}\"",
+        "",
+    ])
+
+
+def _changes(snapshot: dict[str, Any], changes: list[dict[str, Any]]) -> str:
+    lines = [f"# Changes in {snapshot['snapshot_id']}", ""]
+    if snapshot["previous_snapshot_id"] is None:
+        lines.append("The first snapshot in the database: nothing to compare with.")
+        return "\n".join(lines) + "\n"
+    commit = f"upstream commit {snapshot['commit'][:7]}" if snapshot["commit"] else "the upstream"
+    subject = f" (\"{snapshot['commit_subject']}\")" if snapshot["commit_subject"] else ""
+    lines += [f"Index rows that {commit}{subject} changed since {snapshot['previous_snapshot_id']}: {len(changes)}.", ""]
+    if changes:
+        lines += ["| task | model | GPU | change | old → new configuration | old → new | move |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for row in changes:
+            figures = " → ".join("—" if v is None else f"{v:.4g}" for v in (row["old_wh_per_unit"], row["new_wh_per_unit"]))
+            move = "—" if row["relative_change"] is None else f"{row['relative_change'] * 100:+.1f} %"
+            lines.append(f"| {row['task']} | {row['model_id']} | {row['gpu']} | {row['change']} | "
+                         f"{row['old_row_id'] or '—'} → {row['new_row_id'] or '—'} | {figures} Wh per {row['unit_label']} | {move} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,89 @@
+"""A citable data release (issue 13): the two validators catalogues use accept a real release, a
+rebuild gives the same bytes, the checksums hold and the data load in DuckDB and pyarrow."""
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.paths import Paths
+from pipeline.release import RELEASE_TABLES
+
+CLI = str(Path(sys.executable).with_name("energy-index"))
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def release(history_build: Paths) -> Path:
+    made = subprocess.run([CLI, "release", "--out", str(history_build.out)], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    folder = history_build.out / "release" / "2026-02-16-7885788"
+    assert f"release: {folder}" in made.stderr
+    return folder
+
+
+def test_frictionless_validates_the_data_package(release: Path) -> None:
+    result = subprocess.run([str(BIN / "frictionless"), "validate", "--json", "datapackage.json"],
+                            capture_output=True, text=True, timeout=300, cwd=release)
+    report = json.loads(result.stdout)
+    assert report["valid"], json.dumps(report)[:2000]
+    assert len(report["tasks"]) == len(RELEASE_TABLES)
+
+
+def test_mlcroissant_validates_the_croissant_metadata_and_loads_records(release: Path) -> None:
+    validated = subprocess.run([str(BIN / "mlcroissant"), "validate", "--jsonld", "croissant.json"],
+                               capture_output=True, text=True, timeout=300, cwd=release)
+    assert validated.returncode == 0, validated.stderr[-2000:]
+    assert "Done." in validated.stderr and "WARNING" not in validated.stderr
+    loaded = subprocess.run([str(BIN / "mlcroissant"), "load", "--jsonld", "croissant.json", "--record_set",
+                             "best_configurations", "--num_records", "3"], capture_output=True, text=True, timeout=300,
+                            cwd=release)
+    assert loaded.returncode == 0 and loaded.stdout.count("best_configurations/wh_per_unit") == 3
+
+
+def test_metadata_carries_units_descriptions_licence_citation_and_checksums(release: Path) -> None:
+    package = json.loads((release / "datapackage.json").read_text())
+    best = next(r for r in package["resources"] if r["name"] == "best-configurations")
+    field = next(f for f in best["schema"]["fields"] if f["name"] == "median_itl_ms")
+    assert field["unit"] == "ms" and field["type"] == "number" and field["description"]
+    assert package["licenses"][0]["name"] == "Apache-2.0"
+    croissant = json.loads((release / "croissant.json").read_text())
+    assert croissant["citeAs"].startswith("Chung et al.") and croissant["license"].endswith("LICENSE-2.0")
+    for distribution in croissant["distribution"]:
+        data = (release / distribution["contentUrl"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == distribution["sha256"]
+    assert "cff-version: 1.2.0" in (release / "CITATION.cff").read_text()
+    sums = (release / "SHA256SUMS").read_text().splitlines()
+    files = sorted(p.relative_to(release).as_posix() for p in release.rglob("*") if p.is_file() and p.name != "SHA256SUMS")
+    assert [line.split("  ", 1)[1] for line in sums] == files
+    for line in sums:
+        digest, name = line.split("  ", 1)
+        assert hashlib.sha256((release / name).read_bytes()).hexdigest() == digest
+
+
+def test_a_rebuilt_release_is_byte_identical(release: Path, history_build: Paths, tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    shutil.copytree(release, first)
+    again = subprocess.run([CLI, "release", "--out", str(history_build.out)], capture_output=True, text=True)
+    assert again.returncode == 0
+    assert sorted(p.relative_to(first) for p in first.rglob("*")) == sorted(p.relative_to(release) for p in release.rglob("*"))
+    for path in first.rglob("*"):
+        if path.is_file():
+            assert path.read_bytes() == (release / path.relative_to(first)).read_bytes(), path
+
+
+def test_the_data_load_as_they_are(release: Path, history_build: Paths) -> None:
+    table = pq.read_table(release / "data" / "best_configurations.parquet")
+    with duckdb.connect(str(history_build.database), read_only=True) as connection:
+        rows = connection.execute("select count(*) from best_configurations").fetchone()[0]
+        from_csv = connection.execute(f"select count(*) from read_csv('{release / 'data' / 'best_configurations.csv'}')").fetchone()[0]
+    assert table.num_rows == rows == from_csv
+    assert (release / "index" / "lm-arena-chat" / "index.json").is_file()
+    changes = (release / "CHANGES.md").read_text()
+    assert changes.startswith("# Changes in 2026-02-16-7885788") and "since 2026-02-13-0578467" in changes
