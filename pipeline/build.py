@@ -76,9 +76,9 @@ def _parquet_files(paths: Paths) -> dict[tuple[str, str], str]:
     file is replaced, so its inode and mtime change)."""
     files = {}
     for table in TABLES:
-        for path in sorted(paths.parquet_dir.joinpath(table).glob("*.parquet")):
+        for snapshot_id, path in paths.parquet_files(table).items():
             stat = path.stat()
-            files[(table, path.stem)] = f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
+            files[(table, snapshot_id)] = f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
         if not any(key[0] == table for key in files):
             raise PipelineError(f"no snapshot has been ingested into table {table} yet; {NEXT_STEP}")
     return files
@@ -91,7 +91,7 @@ def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths, loaded: di
     for table in TABLES:
         if not loaded:
             connection.execute(
-                f"create table {table} as select * from read_parquet($files, union_by_name = true)",
+                f"create table {table} as select * from read_parquet($files, union_by_name = true, hive_partitioning = false)",
                 {"files": [str(paths.parquet_path(table, s)) for (t, s) in files if t == table]},
             )
             continue
@@ -102,7 +102,7 @@ def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths, loaded: di
             if key[0] == table and loaded.get(key) != signature:
                 connection.execute(f"delete from {table} where snapshot_id = $id", {"id": key[1]})
                 connection.execute(
-                    f"insert into {table} by name select * from read_parquet($file)",
+                    f"insert into {table} by name select * from read_parquet($file, hive_partitioning = false)",
                     {"file": str(paths.parquet_path(table, key[1]))},
                 )
     connection.execute("create or replace table build_inputs (table_name varchar, snapshot_id varchar,"
@@ -272,12 +272,10 @@ def _store_changes(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
         " where previous_snapshot_id is not null order by position"
     ).fetchall()
     for table, macro in STORED_CHANGES.items():
-        folder = paths.parquet_dir / table
-        folder.mkdir(parents=True, exist_ok=True)
         wanted = set()
         for older, newer in pairs:
             target = paths.parquet_path(table, newer)
-            wanted.add(target.name)
+            wanted.add(newer)
             inputs = _pair_inputs(paths, older, newer, context)
             if target.is_file() and (pq.read_schema(target).metadata or {}).get(b"inputs") == inputs:
                 continue
@@ -286,11 +284,11 @@ def _store_changes(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
             rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
             with atomic_path(target) as tmp:
                 pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
-        for stale in folder.glob("*.parquet"):
-            if stale.name not in wanted:
-                stale.unlink()
-        files = sorted(str(path) for path in folder.glob("*.parquet"))
-        source = f"read_parquet($files)" if files else f"{macro}('', '')"
+        for snapshot_id, stale in paths.parquet_files(table).items():
+            if snapshot_id not in wanted:
+                shutil.rmtree(stale.parent)
+        files = [str(path) for path in paths.parquet_files(table).values()]
+        source = "read_parquet($files, hive_partitioning = false)" if files else f"{macro}('', '')"
         connection.execute(f"create or replace table {table} as select * from {source}", {"files": files} if files else {})
 
 

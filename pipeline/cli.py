@@ -562,7 +562,7 @@ def make_parser() -> argparse.ArgumentParser:
         ),
         Step(
             "ingest", "flatten the fetched snapshot into validated Parquet tables",
-            f"Flatten a fetched snapshot into OUT/parquet/<table>/<snapshot-id>.parquet, one file per table "
+            f"Flatten a fetched snapshot into OUT/parquet/<table>/snapshot_id=<id>/data.parquet, one file per table "
             f"({', '.join(TABLE_MODULES)}), each checked by its pandera schema in schemas/. Every problem is "
             "reported at once; nothing is written unless all tables pass.",
             [_add_ingest_options], _run_ingest,

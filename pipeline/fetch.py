@@ -350,7 +350,10 @@ def _differing_files(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> li
 
 
 def _is_published(paths: Paths, snapshot_id: str) -> bool:
-    return Paths(paths.out).parquet_path("snapshots", snapshot_id).is_file()
+    published = Paths(paths.out)
+    return snapshot_id in published.parquet_files("snapshots") or (
+        published.parquet_dir / "snapshots" / f"{snapshot_id}.parquet"  # a build from before the hive layout
+    ).is_file()
 
 
 def _check_same_content(

@@ -2,7 +2,8 @@
 
 Layout under OUT:
   raw/<snapshot-id>/           fetched snapshots (append-only store, outside the published generations)
-  .generations/<n>/            complete builds: parquet/<table>/<snapshot-id>.parquet, energy_index.duckdb, index/
+  .generations/<n>/            complete builds: parquet/<table>/snapshot_id=<id>/data.parquet (hive layout),
+                               energy_index.duckdb, index/
   current -> .generations/<n>  the published build, switched by one atomic rename
   parquet, energy_index.duckdb, index -> current/...   fixed names for readers
 """
@@ -17,6 +18,8 @@ AUDIT_RULES = Path(__file__).resolve().parent / "audit_rules.toml"
 LATENCY_TIERS = Path(__file__).resolve().parent / "latency_tiers.toml"
 
 PUBLISHED_OUTPUTS = ("parquet", "energy_index.duckdb", "index")
+HIVE_KEY = "snapshot_id"
+PARQUET_FILE = "data.parquet"
 
 
 @dataclass(frozen=True)
@@ -61,11 +64,18 @@ class Paths:
         return self.build_root / "parquet"
 
     def parquet_path(self, table: str, snapshot_id: str) -> Path:
-        """One file per table and snapshot: a new snapshot adds files and never rewrites another's."""
-        return self.parquet_dir / table / f"{snapshot_id}.parquet"
+        """One file per table and snapshot, in the hive layout (<table>/snapshot_id=<id>/data.parquet) that
+        Spark, Trino, DuckDB, pyarrow and polars read as one dataset: a new snapshot adds a folder and
+        never rewrites another's."""
+        return self.parquet_dir / table / f"{HIVE_KEY}={snapshot_id}" / PARQUET_FILE
 
-    def parquet_glob(self, table: str) -> Path:
-        return self.parquet_dir / table / "*.parquet"
+    def parquet_files(self, table: str) -> dict[str, Path]:
+        """The table's file of every snapshot, by snapshot id."""
+        folder = self.parquet_dir / table
+        return {
+            path.parent.name.removeprefix(f"{HIVE_KEY}="): path
+            for path in sorted(folder.glob(f"{HIVE_KEY}=*/{PARQUET_FILE}"))
+        }
 
     @property
     def database(self) -> Path:

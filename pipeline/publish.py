@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from pipeline.paths import PUBLISHED_OUTPUTS, Paths
+from pipeline.paths import HIVE_KEY, PARQUET_FILE, PUBLISHED_OUTPUTS, Paths
 
 STAGING_PREFIX = "staging-"
 
@@ -29,9 +29,19 @@ def begin(paths: Paths) -> Paths:
     staging = paths.generations_dir / f"{STAGING_PREFIX}{os.getpid()}"
     if paths.current.is_dir():
         _link_copy(paths.current.resolve(), staging)
+        _move_to_hive_layout(staging / "parquet")
     else:
         staging.mkdir()
     return paths.staged(staging)
+
+
+def _move_to_hive_layout(parquet: Path) -> None:
+    """Builds before the hive layout kept <table>/<id>.parquet; the staged links move to
+    <table>/snapshot_id=<id>/data.parquet (the published files stay where they are)."""
+    for legacy in sorted(parquet.glob("*/*.parquet")):
+        target = legacy.parent / f"{HIVE_KEY}={legacy.stem}" / PARQUET_FILE
+        target.parent.mkdir(exist_ok=True)
+        os.replace(legacy, target)
 
 
 def abandon(staged: Paths) -> None:

@@ -103,11 +103,11 @@ def test_the_data_dictionary_covers_every_column_and_agrees_with_the_catalog(his
 
 
 def test_parquet_is_typed_and_carries_the_descriptions(newest_build: Paths) -> None:
-    snapshots = pq.read_schema(next((newest_build.parquet_dir / "snapshots").glob("*.parquet")))
+    snapshots = pq.read_schema(next(iter(newest_build.parquet_files("snapshots").values())))
     assert str(snapshots.field("retrieved").type) == "date32[day]"
     assert str(snapshots.field("last_updated").type) == "date32[day]"
     assert str(snapshots.field("commit_time").type) == "timestamp[us, tz=UTC]"
-    tokens = pq.read_schema(next((newest_build.parquet_dir / "token_configurations").glob("*.parquet")))
+    tokens = pq.read_schema(next(iter(newest_build.parquet_files("token_configurations").values())))
     batched = tokens.field("max_num_batched_tokens")
     assert str(batched.type) == "int64" and batched.nullable
     assert tokens.metadata[b"description"].decode() == dictionary.table_description("token_configurations")
@@ -200,3 +200,19 @@ def test_the_readme_data_dictionary_is_generated_from_the_build(history_build: P
 
     readme = (PROJECT / "README.md").read_text(encoding="utf-8")
     assert docs.section(readme) == docs.render(history_build.database), "README is stale: run 'make docs'"
+
+
+def test_the_parquet_reads_as_one_hive_partitioned_dataset(history_build: Paths) -> None:
+    import pyarrow.dataset
+
+    folder = history_build.parquet_dir / "token_configurations"
+    dataset = pyarrow.dataset.dataset(folder, format="parquet", partitioning="hive")
+    by_arrow = dataset.to_table(columns=["snapshot_id"]).group_by("snapshot_id").aggregate([("snapshot_id", "count")])
+    with duckdb.connect(str(history_build.database), read_only=True) as connection:
+        expected = dict(connection.execute("select snapshot_id, count(*) from token_configurations group by 1").fetchall())
+        by_duckdb = dict(connection.execute(
+            f"select snapshot_id, count(*) from read_parquet('{folder}/*/*.parquet', hive_partitioning = true) group by 1"
+        ).fetchall())
+    assert dict(zip(by_arrow["snapshot_id"].to_pylist(), by_arrow["snapshot_id_count"].to_pylist())) == expected
+    assert by_duckdb == expected and len(expected) == 11
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"snapshot_id={s}" for s in expected)

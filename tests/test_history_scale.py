@@ -59,16 +59,16 @@ def test_out_of_order_arrival_gives_the_same_tables_and_recomputes_only_neighbou
     late = six[2]
     shuffled = history(tmp_path / "shuffled", *(s for s in six if s != late))
     before = {
-        table: {p.name: p.stat().st_ino for p in (shuffled.parquet_dir / table).glob("*.parquet")} for table in STORED
+        table: {s: p.stat().st_ino for s, p in shuffled.parquet_files(table).items()} for table in STORED
     }
     assert main(["refresh", "--source", str(late), "--out", str(shuffled.out)]) == 0
     order = [row[0] for row in rows(in_order, "select snapshot_id from snapshot_history order by position")]
     for table in STORED:
         assert rows(shuffled, f"select * from {table} order by all") == rows(in_order, f"select * from {table} order by all")
-        after = {p.name: p.stat().st_ino for p in (shuffled.parquet_dir / table).glob("*.parquet")}
+        after = {s: p.stat().st_ino for s, p in shuffled.parquet_files(table).items()}
         recomputed = {name for name in after if before[table].get(name) != after[name]}
         # The late snapshot's own pair and its successor's: nothing else.
-        assert recomputed == {f"{order[2]}.parquet", f"{order[3]}.parquet"}, recomputed
+        assert recomputed == {order[2], order[3]}, recomputed
 
 
 def test_no_object_compares_every_pair(history_build: Paths) -> None:
