@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import atomic_path
-from pipeline.paths import AUDIT_RULES, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest
+from pipeline.paths import AUDIT_RULES, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest
 from pipeline.source_card import load_source_card
 from pipeline.validate import json_paths
 from schemas import TABLES, dictionary
@@ -194,6 +194,15 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
         " latency_limit double not null)"
     )
     connection.executemany("insert into latency_tiers values (?, ?, ?, ?)", load_latency_tiers(latency_tiers))
+    with ECOLOGITS.open("rb") as handle:
+        ecologits = tomllib.load(handle)
+    connection.execute(
+        "create or replace table ecologits_coefficients as select $version::varchar as version, $source::varchar as source,"
+        " $alpha::double as alpha, $beta::double as beta, $gamma::double as gamma, $batch_size::bigint as batch_size,"
+        " $quantization_bits::bigint as quantization_bits, $gpu_memory_gb::double as gpu_memory_gb,"
+        " $memory_overhead::double as memory_overhead",
+        ecologits,
+    )
     connection.execute("create or replace table gpu_ratings (gpu varchar primary key, rated_board_power_w double not null)")
     connection.executemany("insert into gpu_ratings values (?, ?)", sorted(RATED_BOARD_POWER_W.items()))
     connection.execute(

@@ -16,6 +16,7 @@ SQL_DIR = PROJECT_ROOT / "sql"
 SOURCE_CARD = Path(__file__).resolve().parent / "source_card.toml"
 AUDIT_RULES = Path(__file__).resolve().parent / "audit_rules.toml"
 LATENCY_TIERS = Path(__file__).resolve().parent / "latency_tiers.toml"
+ECOLOGITS = Path(__file__).resolve().parent / "ecologits.toml"
 
 PUBLISHED_OUTPUTS = ("parquet", "energy_index.duckdb", "index")
 HIVE_KEY = "snapshot_id"

@@ -96,6 +96,10 @@ def write_release(paths: Paths) -> Path:
                     target.parent.mkdir(exist_ok=True)
                     connection.execute(f"copy ({query}) to '{str(target).replace(chr(39), chr(39) * 2)}' {options}")
                 tables[stem] = (view, fields)
+            refits = fetch_dicts(connection, """
+                select * exclude (snapshot_id) from ecologits_refit
+                order by task, gpu, latency_metric, latency_limit""", {})
+            coefficients = fetch_dicts(connection, "select * from ecologits_coefficients", {})[0]
             changes = fetch_dicts(connection, """
                 select task, model_id, gpu, change, old_row_id, new_row_id, old_wh_per_unit, new_wh_per_unit,
                        relative_change, unit_label
@@ -103,6 +107,8 @@ def write_release(paths: Paths) -> Path:
                 order by abs(relative_change) desc nulls last, task, model_id, gpu""", {"id": release_id})
         finally:
             connection.close()
+        (staging / "adapters").mkdir()
+        (staging / "adapters" / "ecologits.json").write_bytes(_json(_ecologits(release_id, coefficients, refits)))
         (staging / "CHANGES.md").write_bytes(_changes(snapshot, changes).encode())
         (staging / "CITATION.cff").write_bytes(_citation(card, release_id).encode())
         (staging / "datapackage.json").write_bytes(_json(_datapackage(card, release_id, staging, tables)))
@@ -184,6 +190,23 @@ def _croissant(card: dict[str, Any], release_id: str, root: Path, tables: dict[s
         **({"datePublished": release_id[:10]} if release_id[:4].isdigit() else {}),
         "distribution": distribution,
         "recordSet": record_sets,
+    }
+
+
+def _significant(value: Any) -> Any:
+    """Fitted floats to 6 significant digits: a parallel aggregate may differ in the last bits."""
+    return float(f"{value:.6g}") if isinstance(value, float) else value
+
+
+def _ecologits(release_id: str, coefficients: dict[str, Any], refits: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "snapshot_id": release_id,
+        "method": "EcoLogits' GPU-energy fit refitted on these measurements: per task, GPU and latency tier, "
+                  "energy per output token of all the deployment's GPUs (Wh) = intercept + slope × active "
+                  "parameters (billions), ordinary least squares over one point per model, its lowest-energy "
+                  "configuration at max_num_seqs = concurrency within the tier. Residuals are measured − fitted.",
+        "ecologits": {key: coefficients[key] for key in ("version", "source", "alpha", "beta", "gamma", "batch_size")},
+        "fits": [{key: _significant(value) for key, value in row.items()} for row in refits],
     }
 
 

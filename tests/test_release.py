@@ -111,3 +111,24 @@ def test_every_view_transpiles_to_spark_sql() -> None:
         translated += 1
     assert failures == {}, f"views sqlglot cannot translate to Spark SQL: {failures}"
     assert translated >= 15
+
+
+def test_the_ecologits_adapter_is_the_least_squares_fit_of_its_points(release: Path, history_build: Paths) -> None:
+    import numpy
+
+    adapter = json.loads((release / "adapters" / "ecologits.json").read_text())
+    assert adapter["ecologits"]["version"] == "0.9.1" and adapter["ecologits"]["batch_size"] == 64
+    fit = next(f for f in adapter["fits"] if (f["task"], f["gpu"], f["latency_metric"], f["latency_limit"])
+               == ("lm-arena-chat", "H100", "median_itl_ms", 500.0))
+    with duckdb.connect(str(history_build.database), read_only=True) as connection:
+        points = connection.execute("""
+            select m.activated_params_billions, min(c.joules_per_output_token) / 3600
+            from configurations as c join models as m using (snapshot_id, model_id)
+            where c.task = 'lm-arena-chat' and c.gpu = 'H100' and c.max_num_seqs = 64 and c.median_itl_ms <= 500
+            group by c.model_id, m.activated_params_billions""").fetchall()
+    slope, intercept = numpy.polyfit([p[0] for p in points], [p[1] for p in points], 1)
+    assert fit["models"] == len(points) >= 3
+    assert fit["wh_per_token_per_billion_active"] == pytest.approx(slope, rel=1e-5)
+    assert fit["wh_per_token_intercept"] == pytest.approx(intercept, rel=1e-5)
+    assert fit["min_residual_wh_per_token"] < 0 < fit["max_residual_wh_per_token"]
+    assert fit["concurrency"] == 64 and fit["ecologits_over_measured_min"] <= fit["ecologits_over_measured_max"]
