@@ -39,49 +39,35 @@ def _chart_specs(task: str, family: str, data: dict[str, list[dict[str, Any]]]) 
     concurrency = "max_num_seqs (requests in flight cap)" if family == "token" else "batch size"
     latency = "median inter-token latency (ms)" if family == "token" else "batch latency (s)"
     model = alt.Color("model_id:N", title="model", legend=alt.Legend(columns=1, symbolLimit=60))
+
+    def energy_lines(values: list[dict[str, Any]], x: Any, height: int, **encodings: Any) -> Any:
+        """Lines with points, energy per output on a log scale, one colour per model."""
+        return (
+            alt.Chart(alt.Data(values=values))
+            .mark_line(point=True)
+            .encode(x=x, y=alt.Y("wh_per_unit:Q", scale=alt.Scale(type="log"), title=unit), color=model, **encodings)
+            .properties(width=CHART_WIDTH, height=height)
+        )
+
     charts = []
     if data["curves"]:
-        curves = (
-            alt.Chart(alt.Data(values=data["curves"]))
-            .mark_line(point=True)
-            .encode(
-                x=alt.X("batch_limit:Q", scale=alt.Scale(type="log"), title=concurrency),
-                y=alt.Y("wh_per_unit:Q", scale=alt.Scale(type="log"), title=unit),
-                color=model,
-                detail="deployment:N",
-                tooltip=["model_id:N", "gpu:N", "deployment:N", "batch_limit:Q", "wh_per_unit:Q"],
-            )
-            .properties(width=CHART_WIDTH // 2, height=260)
-            .facet(column=alt.Column("gpu:N", title="GPU"))
-        )
+        curves = energy_lines(
+            data["curves"], alt.X("batch_limit:Q", scale=alt.Scale(type="log"), title=concurrency), 260,
+            detail="deployment:N",
+            tooltip=["model_id:N", "gpu:N", "deployment:N", "batch_limit:Q", "wh_per_unit:Q"],
+        ).properties(width=CHART_WIDTH // 2).facet(column=alt.Column("gpu:N", title="GPU"))
         charts.append(Chart("curves", "Efficiency curves: energy per output against the batch limit", curves.to_dict()))
     if data["frontier"]:
-        frontier = (
-            alt.Chart(alt.Data(values=data["frontier"]))
-            .mark_line(point=True)
-            .encode(
-                x=alt.X("latency:Q", scale=alt.Scale(type="log"), title=latency),
-                y=alt.Y("wh_per_unit:Q", scale=alt.Scale(type="log"), title=unit),
-                color=model,
-                order="latency:Q",
-                tooltip=["model_id:N", "gpu:N", "row_id:N", "latency:Q", "wh_per_unit:Q"],
-            )
-            .properties(width=CHART_WIDTH, height=320)
+        frontier = energy_lines(
+            data["frontier"], alt.X("latency:Q", scale=alt.Scale(type="log"), title=latency), 320,
+            order="latency:Q", tooltip=["model_id:N", "gpu:N", "row_id:N", "latency:Q", "wh_per_unit:Q"],
         )
         charts.append(Chart("frontier", "Energy-latency frontier per model, across GPUs", frontier.to_dict()))
     if data["history"]:
-        history = (
-            alt.Chart(alt.Data(values=data["history"]))
-            .mark_line(point=True)
-            .encode(
-                x=alt.X("ordered_at:T", title="upstream commit"),
-                y=alt.Y("wh_per_unit:Q", scale=alt.Scale(type="log"), title=unit),
-                color=model,
-                strokeDash=alt.StrokeDash("gpu:N", title="GPU"),
-                detail="gpu:N",
-                tooltip=["snapshot_id:N", "model_id:N", "gpu:N", "row_id:N", "wh_per_unit:Q"],
-            )
-            .properties(width=CHART_WIDTH, height=300)
+        history = energy_lines(
+            data["history"], alt.X("ordered_at:T", title="upstream commit"), 300,
+            strokeDash=alt.StrokeDash("gpu:N", title="GPU"), detail="gpu:N",
+            tooltip=["snapshot_id:N", "model_id:N", "gpu:N", "row_id:N", "wh_per_unit:Q"],
         )
         charts.append(Chart("history", "Index figures across the snapshots in the database", history.to_dict()))
     return charts
