@@ -25,7 +25,12 @@ REFRESH_RECORD = "refresh.json"
 
 
 def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        tqdm.write(message, file=sys.stderr)  # above any progress bar being drawn, not through it
+    else:
+        print(message, file=sys.stderr, flush=True)
 
 
 def _positive_float(text: str) -> float:

@@ -26,6 +26,7 @@ from pipeline.database import fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import replace_directory
 from pipeline.paths import Paths
+from pipeline.progress import progress
 from pipeline.source_card import load_source_card
 
 DATE_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -472,6 +473,8 @@ def write_model_files(
     Runs in a worker process when the export is split; each opens the database read-only itself.
     """
     connection = duckdb.connect(database, read_only=True)
+    # A counter in the main process only (share 0): workers' output would interleave with it.
+    counter = progress(None, "export: model files") if share == 0 else progress(0, "")
     try:
         written = 0
         by_task = {plan.task: plan for plan in plans}
@@ -497,8 +500,10 @@ def write_model_files(
                 floats_vetted = plan.header_prints_alike and all(row["plain_floats"] for row in rows_of_file + best_of_file)
                 Path(staging, task, "models", f"{slug}.json").write_bytes(dump_json(document, floats_vetted))
                 written += 1
+                counter.update(1)
         return written
     finally:
+        counter.close()
         connection.close()
 
 

@@ -32,6 +32,7 @@ from pipeline.errors import PipelineError
 from pipeline.fetch import TASK_NAME_PATTERN, check_snapshot_id, read_manifest
 from pipeline.files import atomic_path, load_json_strict, release_memory
 from pipeline.paths import Paths
+from pipeline.progress import progress
 from pipeline.source_card import load_source_card
 from pipeline.validate import (
     arrow_schema,
@@ -841,10 +842,12 @@ class _DetailReader:
     up in memory, each written as soon as it and those before it are done (in order, so the files
     are the same whatever the split)."""
 
-    def __init__(self, pool: Executor, in_flight: int, writers: "_TableWriters", jobs: list[tuple[Any, ...]]) -> None:
-        self._pool, self._in_flight, self._writers = pool, in_flight, writers
+    def __init__(
+        self, pool: Executor, in_flight: int, writers: "_TableWriters", jobs: list[tuple[Any, ...]], bar: Any
+    ) -> None:
+        self._pool, self._in_flight, self._writers, self._bar = pool, in_flight, writers, bar
         self._waiting = list(reversed(jobs))
-        self._running: list[Future] = []
+        self._running: list[tuple[Future, int]] = []
         self.model_details: list[pyarrow.Table] = []
         self.problems: list[str] = []
         self.failures: list[str] = []
@@ -853,12 +856,15 @@ class _DetailReader:
 
     def top_up(self) -> None:
         while self._waiting and len(self._running) < self._in_flight:
-            self._running.append(self._pool.submit(_read_detail_chunk, *self._waiting.pop()))
+            job = self._waiting.pop()
+            self._running.append((self._pool.submit(_read_detail_chunk, *job), len(job[3])))
 
     def collect(self, until_done: bool = False) -> None:
         """Write the chunks done so far (all of them with until_done) and start more."""
-        while self._running and (until_done or self._running[0].done()):
-            result = self._running.pop(0).result()
+        while self._running and (until_done or self._running[0][0].done()):
+            future, files = self._running.pop(0)
+            result = future.result()
+            self._bar.update(files)
             self.problems += result.problems
             self.failures += result.failures
             self.notices += result.notices
@@ -1011,10 +1017,12 @@ def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> Inge
             if processes > 1 else _InlineExecutor()
         )
         writers = _TableWriters(stack, paths, snapshot_id)
+        bar = stack.enter_context(progress(len(index["tasks"]) + len(detail_names), f"ingest {snapshot_id}"))
         chunk_size = min(DETAIL_CHUNK_FILES, max(1, -(-len(detail_names) // processes)))
         details = _DetailReader(
             pool, processes + 1, writers,
             [(snapshot_id, str(snapshot_dir), manifest, names, families) for names in _chunks(detail_names, chunk_size)],
+            bar,
         )
         # The workers read detail files while this process reads the task files.
         details.top_up()
@@ -1039,6 +1047,7 @@ def ingest(paths: Paths, snapshot_id: str, processes: int | None = None) -> Inge
             failures.extend(table_failed)
             notices.extend(table_notices)
             named_models.update(pc.unique(table["model_id"]).to_pylist())
+            bar.update(1)
             if not failures:  # else nothing will be written, and the table may hold nulls it must not
                 writers.write(name, table)
 

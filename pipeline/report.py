@@ -21,6 +21,7 @@ from pipeline.database import fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import replace_directory
 from pipeline.paths import Paths
+from pipeline.progress import progress
 
 CHART_WIDTH = 560
 
@@ -165,6 +166,13 @@ for (const [id, spec] of Object.entries(charts)) {{
 """
 
 
+def progress_over(items: list[Any], label: str) -> Any:
+    with progress(len(items), label, unit="task") as bar:
+        for item in items:
+            yield item
+            bar.update(1)
+
+
 def write_report(paths: Paths) -> tuple[Path, int]:
     """Write OUT/report (replaced whole); return its index.html and the number of charts."""
     import vl_convert
@@ -184,7 +192,7 @@ def write_report(paths: Paths) -> tuple[Path, int]:
     try:
         specs: dict[str, dict[str, Any]] = {}
         sections = []
-        for task in tasks:
+        for task in progress_over(tasks, "report: tasks"):
             name, data = task["task"], gathered[task["task"]]
             parts = [f'<section id="{name}"><h2>{html.escape(task["display_name"] or name)} ({name})</h2>',
                      "<h3>Index: the lowest-energy configuration per model and GPU</h3>",
