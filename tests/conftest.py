@@ -1,5 +1,6 @@
 """Shared fixtures: the real upstream snapshots in ../shared, and helpers to run the CLI."""
 
+import fcntl
 import hashlib
 import re
 import json
@@ -65,13 +66,27 @@ def upstream_rows(snapshot: Path, task: str) -> list[dict[str, Any]]:
     return read_json(snapshot / "tasks" / f"{task}.json")["configurations"]
 
 
-@pytest.fixture(scope="session")
-def newest_build(tmp_path_factory: pytest.TempPathFactory) -> Paths:
-    """A refresh of the newest shared snapshot with the seed's dates."""
-    out = tmp_path_factory.mktemp("newest") / "out"
-    code = main(refresh_args(NEWEST, out, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED))
-    assert code == 0
+def _shared_build(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str, arguments: list[str]) -> Paths:
+    """A build made once per test session, shared by the xdist workers (the first to take the lock
+    builds it; the others wait and read it). Tests only read it, or write beside it under OUT's lock."""
+    base = tmp_path_factory.getbasetemp()
+    root = base if worker_id == "master" else base.parent  # the parent is this session's, shared by workers
+    out = root / f"shared-{name}" / "out"
+    with open(root / f"shared-{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = root / f"shared-{name}" / "done"
+        if not done.exists():
+            shutil.rmtree(out.parent, ignore_errors=True)
+            assert main([*arguments, "--out", str(out)]) == 0
+            done.touch()
     return Paths(out)
+
+
+@pytest.fixture(scope="session")
+def newest_build(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Paths:
+    """A refresh of the newest shared snapshot with the seed's dates."""
+    arguments = ["refresh", "--source", str(NEWEST), "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED]
+    return _shared_build(tmp_path_factory, worker_id, "newest", arguments)
 
 
 @pytest.fixture
@@ -94,12 +109,10 @@ def snapshot_build(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
 
 
 @pytest.fixture(scope="session")
-def history_build(tmp_path_factory: pytest.TempPathFactory) -> Paths:
+def history_build(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Paths:
     """All eleven shared snapshots in one database, the index on the newest, with the seed's dates."""
-    out = tmp_path_factory.mktemp("history") / "out"
-    arguments = ["history", "--source", str(UPSTREAM), "--out", str(out)]
-    assert main([*arguments, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED]) == 0
-    return Paths(out)
+    arguments = ["history", "--source", str(UPSTREAM), "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED]
+    return _shared_build(tmp_path_factory, worker_id, "history", arguments)
 
 
 def readme_queries() -> list[str]:
