@@ -2,7 +2,6 @@
 configuration_diff and index_diff (the same ones the stored change tables are computed with)."""
 
 import json
-import shutil
 from collections import Counter
 from typing import Any
 

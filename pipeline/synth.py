@@ -7,7 +7,6 @@ rises above the rated board power) and the physical identities between fields st
 """
 
 import hashlib
-import json
 import random
 import shutil
 from pathlib import Path

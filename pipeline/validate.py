@@ -14,7 +14,6 @@ from typing import Any
 import pandas as pd
 import pandera.pandas as pa
 import pyarrow
-import pyarrow.compute as pc
 
 from pipeline.errors import PipelineError
 from schemas import dictionary

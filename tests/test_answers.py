@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import PROJECT, SEED
+from conftest import SEED
 from test_views import connect, fetch, measured
 
 from pipeline.paths import Paths

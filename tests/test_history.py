@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import NEWEST, SEED, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, UPSTREAM, read_json, refresh_args
+from conftest import NEWEST, SEED, SNAPSHOTS, read_json, refresh_args
 
 from pipeline.cli import main
 from pipeline.paths import Paths
