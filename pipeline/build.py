@@ -5,6 +5,7 @@ import os
 import shutil
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +43,9 @@ def view_files() -> dict[str, Path]:
 
 
 def views_in_dependency_order(files: dict[str, Path]) -> list[str]:
-    """Order views so each comes after the views its '-- inputs:' header names."""
-    inputs = {}
+    """Order the sql/ files and the stored tables (STORED) so each comes after what its '-- inputs:'
+    header names (a stored table after its macro and snapshot_history)."""
+    inputs = {name: {STORED[name][0], "snapshot_history"} for name in STORED}
     for name, path in files.items():
         header = INPUTS_HEADER.search(path.read_text(encoding="utf-8"))
         if header is None:
@@ -58,11 +60,11 @@ def views_in_dependency_order(files: dict[str, Path]) -> list[str]:
         if name in visiting:
             raise PipelineError(f"sql/{name}.sql: views depend on each other in a cycle")
         visiting.add(name)
-        for dependency in sorted(inputs[name] & set(files)):
+        for dependency in sorted(inputs[name] & inputs.keys()):
             visit(dependency)
         ordered.append(name)
 
-    for name in sorted(files):
+    for name in sorted(inputs):
         visit(name)
     return ordered
 
@@ -218,16 +220,26 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
     connection.executemany("insert into latency_ceilings values (?, ?)", sorted(ceilings.items()))
 
 
-def create_views(connection: duckdb.DuckDBPyConnection) -> list[str]:
-    """Create every view in sql/ on `connection`, each after the views it reads."""
+def create_views(
+    connection: duckdb.DuckDBPyConnection, store: Callable[[str], None] | None = None
+) -> list[str]:
+    """Create every view and macro in sql/ on `connection`, each after what it reads; a stored table
+    is made by `store` when its turn comes (without one, as a view over its macro, for tests)."""
     files = view_files()
     order = views_in_dependency_order(files)
-    for view in order:
+    for name in order:
+        if name in STORED:
+            macro, kind = STORED[name]
+            if store is not None:
+                store(name)
+            elif kind == "snapshot":
+                connection.execute(f"create or replace view {name} as select * from {macro}(null)")
+            continue
         try:
-            connection.execute(files[view].read_text(encoding="utf-8"))
+            connection.execute(files[name].read_text(encoding="utf-8"))
         except duckdb.Error as error:
-            raise PipelineError(f"sql/{view}.sql: {error}") from None
-    return order
+            raise PipelineError(f"sql/{name}.sql: {error}") from None
+    return [name for name in order if name not in STORED]
 
 
 def view_description(path: Path) -> str:
@@ -250,61 +262,70 @@ def view_description(path: Path) -> str:
     return f"{what[0].upper()}{what[1:]} Grain: {grain}. Key: {key}."
 
 
-# Changes between consecutive snapshots, stored one Parquet file per newer snapshot beside the
-# ingested tables and loaded as tables: each is computed once, by the two-snapshot table macro, when
-# its pair first appears (or its inputs change), so a refresh costs the same whatever the history's length.
-STORED_CHANGES = {"configuration_changes": "configuration_diff", "index_changes": "index_diff"}
-# What a stored pair's rows depend on besides the two snapshots' rows.
-CHANGE_INPUT_TABLES = ("token_configurations", "diffusion_configurations")
+# Tables stored beside the ingested ones, one Parquet file per snapshot (or per consecutive pair,
+# under the newer snapshot) and loaded as tables: each unit is computed once, by its table macro,
+# when it first appears or its inputs change, so a refresh costs the same whatever the history's
+# length. table -> (table macro, "snapshot" or "pair").
+STORED = {
+    "best_configuration_history": ("best_configurations_in", "snapshot"),
+    "configuration_changes": ("configuration_diff", "pair"),
+    "index_changes": ("index_diff", "pair"),
+}
+# What a stored unit's rows depend on besides the build parameters and the SQL.
+STORED_INPUT_TABLES = ("token_configurations", "diffusion_configurations")
 
 
-def _pair_inputs(paths: Paths, older: str, newer: str, parameters: str) -> bytes:
-    """A digest of what one stored pair was computed from: both snapshots' files (a re-ingest
-    replaces a file, so its inode and mtime change), the build parameters and the SQL."""
-    digest = hashlib.sha256(parameters.encode())
-    for snapshot_id in (older, newer):
-        for table in CHANGE_INPUT_TABLES:
+def _unit_inputs(paths: Paths, snapshot_ids: tuple[str, ...], context: str) -> bytes:
+    """A digest of what one stored unit was computed from: its snapshots' files (a re-ingest replaces
+    a file, so its inode and mtime change), the build parameters and the SQL."""
+    digest = hashlib.sha256(context.encode())
+    for snapshot_id in snapshot_ids:
+        for table in STORED_INPUT_TABLES:
             stat = paths.parquet_path(table, snapshot_id).stat()
             digest.update(f"{table}/{snapshot_id}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}".encode())
     return digest.hexdigest().encode()
 
 
-def _store_changes(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
-    """Compute the stored change rows of every consecutive pair whose file is missing or stale, then
-    load every pair's rows as the tables configuration_changes and index_changes."""
+def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str) -> None:
+    """Compute the stored rows of every unit (snapshot or consecutive pair) whose file is missing or
+    stale, drop those no longer wanted, and load them all as the table."""
+    macro, kind = STORED[table]
     code = hashlib.sha256(b"".join(path.read_bytes() for path in sorted(SQL_DIR.glob("*.sql"))))
     code.update(SOURCE_CARD.read_bytes())
-    parameters = connection.execute("select * from build_parameters").fetchone()
-    context = f"{code.hexdigest()}:{parameters[1:]!r}"
-    pairs = connection.execute(
-        "select previous_snapshot_id, snapshot_id from snapshot_history"
-        " where previous_snapshot_id is not null order by position"
+    parameters = connection.execute("select itl_deadline_ms, change_relative_tolerance from build_parameters").fetchone()
+    context = f"{code.hexdigest()}:{parameters!r}"
+    history = connection.execute(
+        "select previous_snapshot_id, snapshot_id from snapshot_history order by position"
     ).fetchall()
-    for table, macro in STORED_CHANGES.items():
-        wanted = set()
-        for older, newer in pairs:
-            target = paths.parquet_path(table, newer)
-            wanted.add(newer)
-            inputs = _pair_inputs(paths, older, newer, context)
-            if target.is_file() and (pq.read_schema(target).metadata or {}).get(b"inputs") == inputs:
-                continue
-            relation = connection.sql(f"select * from {macro}($older, $newer) order by all",
-                                      params={"older": older, "newer": newer})
-            rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
-            with atomic_path(target) as tmp:
-                pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
-        for snapshot_id, stale in paths.parquet_files(table).items():
-            if snapshot_id not in wanted:
-                shutil.rmtree(stale.parent)
-        files = [str(path) for path in paths.parquet_files(table).values()]
-        source = "read_parquet($files, hive_partitioning = false)" if files else f"{macro}('', '')"
-        connection.execute(f"create or replace table {table} as select * from {source}", {"files": files} if files else {})
+    units = [(snapshot,) for _, snapshot in history] if kind == "snapshot" else [
+        (older, newer) for older, newer in history if older is not None
+    ]
+    for unit in units:
+        target = paths.parquet_path(table, unit[-1])
+        inputs = _unit_inputs(paths, unit, context)
+        if target.is_file() and (pq.read_schema(target).metadata or {}).get(b"inputs") == inputs:
+            continue
+        arguments = ", ".join(f"$u{i}" for i in range(len(unit)))
+        relation = connection.sql(f"select * from {macro}({arguments}) order by all",
+                                  params={f"u{i}": value for i, value in enumerate(unit)})
+        rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
+        with atomic_path(target) as tmp:
+            pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
+    wanted = {unit[-1] for unit in units}
+    for snapshot_id, stale in paths.parquet_files(table).items():
+        if snapshot_id not in wanted:
+            shutil.rmtree(stale.parent)
+    files = [str(path) for path in paths.parquet_files(table).values()]
+    empty = f"{macro}({', '.join(['$none'] * (1 if kind == 'snapshot' else 2))}) limit 0"
+    source = "read_parquet($files, hive_partitioning = false)" if files else empty
+    connection.execute(f"create or replace table {table} as select * from {source}",
+                       {"files": files} if files else {"none": ""})
 
 
 def _column_source(table: str, column: str) -> str:
     """Where a column comes from: an upstream JSON key, the pipeline, or the view that computes it."""
-    if table in STORED_CHANGES:
-        return f"sql/{STORED_CHANGES[table]}.sql"
+    if table in STORED:
+        return f"sql/{STORED[table][0]}.sql"
     if table not in TABLES:
         return f"sql/{table}.sql" if table in view_files() else dictionary.table_source(table)
     json_path = json_paths(TABLES[table]).get(column)
@@ -384,8 +405,7 @@ def build(
                 {"snapshot_id": snapshot_id, "deadline": itl_deadline_ms, "tolerance": CHANGE_RELATIVE_TOLERANCE},
             )
             load_reference_tables(connection, latency_tiers)
-            create_views(connection)
-            _store_changes(connection, paths)
+            create_views(connection, lambda table: _store(connection, paths, table))
             describe_objects(connection)
             connection.execute("checkpoint")
         finally:
@@ -394,4 +414,4 @@ def build(
     finally:
         staging.unlink(missing_ok=True)
         Path(f"{staging}.wal").unlink(missing_ok=True)
-    return BuildResult(paths.database, views_in_dependency_order(view_files()), appended=bool(loaded))
+    return BuildResult(paths.database, list(view_files()), appended=bool(loaded))

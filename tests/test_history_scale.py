@@ -48,6 +48,9 @@ def test_stored_changes_equal_a_direct_comparison_of_each_consecutive_pair(in_or
             direct = rows(paths, f"select * from {macro}(?, ?) order by all", older, newer)
             assert stored == direct, (table, older, newer)
         assert rows(paths, f"select count(distinct newer_snapshot_id) from {table}")[0][0] <= 5
+    for snapshot in order:
+        stored = rows(paths, "select * from best_configuration_history where snapshot_id = ? order by all", snapshot)
+        assert stored == rows(paths, "select * from best_configurations_in(?) order by all", snapshot) and stored
     # About 5 % of the rows of each snapshot were re-measured: every pair has changes.
     changed = rows(paths, "select newer_snapshot_id, count(*) from configuration_changes group by 1")
     assert len(changed) == 5 and all(count > 0 for _, count in changed)
@@ -59,7 +62,8 @@ def test_out_of_order_arrival_gives_the_same_tables_and_recomputes_only_neighbou
     late = six[2]
     shuffled = history(tmp_path / "shuffled", *(s for s in six if s != late))
     before = {
-        table: {s: p.stat().st_ino for s, p in shuffled.parquet_files(table).items()} for table in STORED
+        table: {s: p.stat().st_ino for s, p in shuffled.parquet_files(table).items()}
+        for table in (*STORED, "best_configuration_history")
     }
     assert main(["refresh", "--source", str(late), "--out", str(shuffled.out)]) == 0
     order = [row[0] for row in rows(in_order, "select snapshot_id from snapshot_history order by position")]
@@ -69,6 +73,10 @@ def test_out_of_order_arrival_gives_the_same_tables_and_recomputes_only_neighbou
         recomputed = {name for name in after if before[table].get(name) != after[name]}
         # The late snapshot's own pair and its successor's: nothing else.
         assert recomputed == {order[2], order[3]}, recomputed
+    best = {s: p.stat().st_ino for s, p in shuffled.parquet_files("best_configuration_history").items()}
+    assert {s for s in best if before["best_configuration_history"].get(s) != best[s]} == {order[2]}
+    assert rows(shuffled, "select * from best_configuration_history order by all") == rows(
+        in_order, "select * from best_configuration_history order by all")
 
 
 def test_no_object_compares_every_pair(history_build: Paths) -> None:

@@ -1,11 +1,13 @@
--- best_configuration_history: per snapshot, the lowest-energy configuration of each model on each GPU
--- within the task's latency limit: median ITL for token tasks, batch latency for diffusion tasks.
+-- best_configurations_in: table macro; for one snapshot (null: every snapshot), the lowest-energy
+-- configuration of each model on each GPU within the task's latency limit: median ITL for token tasks,
+-- batch latency for diffusion tasks. The build stores its rows once per snapshot as the table
+-- best_configuration_history: select * from best_configurations_in('<snapshot id>').
 -- grain: one row per snapshot × task × model × GPU that has a configuration within the limit
 -- key: (snapshot_id, task, model_id, gpu)
 -- inputs: configuration_history, diffusion_configuration_history
 -- Ties on energy go to fewer GPUs, then the smaller batch (max_num_seqs or batch_size), then the
 -- earlier repeat (and, for diffusion, the earlier entry in the task file).
-create or replace view best_configuration_history as
+create or replace macro best_configurations_in(of_snapshot) as table
 
 with
 
@@ -16,7 +18,7 @@ token_candidates as (
         wh_per_million_output_tokens as wh_per_unit,
         *,
     from configuration_history
-    where under_itl_deadline
+    where under_itl_deadline and (of_snapshot is null or snapshot_id = of_snapshot)
 ),
 
 diffusion_candidates as (
@@ -26,7 +28,7 @@ diffusion_candidates as (
         wh_per_output as wh_per_unit,
         *,
     from diffusion_configuration_history
-    where under_latency_ceiling
+    where under_latency_ceiling and (of_snapshot is null or snapshot_id = of_snapshot)
 ),
 
 token_ranked as (
