@@ -372,7 +372,7 @@ def _progress(items: list[str], label: str) -> Iterator[str]:
 
 
 def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
-    from pipeline.fetch import DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_SOURCE, DEFAULT_TIMEOUT_S
+    from pipeline.fetch import DEFAULT_SOURCE
 
     parser.add_argument(
         "--source", type=_source,
@@ -380,6 +380,12 @@ def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
         help="a local directory with the upstream public/data layout (index.json, tasks/, models/), or an "
         "http(s):// URL of one (default: the upstream's raw files pinned to commit 7885788)",
     )
+    _add_transfer_options(parser)
+
+
+def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
+    from pipeline.fetch import DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_TIMEOUT_S
+
     parser.add_argument(
         "--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
         help=f"give up on a file of a URL that has not fully arrived after this long (default: {DEFAULT_TIMEOUT_S:g})",
@@ -457,13 +463,12 @@ def _add_commit_time_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_history_options(parser: argparse.ArgumentParser) -> None:
-    _add_fetch_options(parser)
-    source = next(action for action in parser._actions if action.dest == "source")
-    source.nargs, source.required, source.default, source.metavar = "+", True, None, "SOURCE"
-    source.help = (
-        "snapshots to ingest: local public/data folders or URLs, or a folder holding snapshot folders "
-        "(e.g. ../shared/upstream/ml-energy-leaderboard)"
+    parser.add_argument(
+        "--source", type=_source, nargs="+", required=True, metavar="SOURCE",
+        help="snapshots to ingest: local public/data folders or URLs, or a folder holding snapshot folders "
+        "(e.g. ../shared/upstream/ml-energy-leaderboard)",
     )
+    _add_transfer_options(parser)
 
 
 def _add_diff_options(parser: argparse.ArgumentParser) -> None:
