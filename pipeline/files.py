@@ -97,8 +97,11 @@ def load_json_strict(path: Path, display_name: str | None = None) -> Any:
 
     Every failure is a PipelineError naming the file and the position.
     """
-    name = display_name or str(path)
-    raw = path.read_bytes()
+    return parse_json_strict(path.read_bytes(), display_name or str(path))
+
+
+def parse_json_strict(raw: bytes, name: str) -> Any:
+    """load_json_strict for bytes already read; `name` is the file the messages name."""
     if raw.startswith(b"\xef\xbb\xbf"):
         raise PipelineError(f"{name}: starts with a UTF-8 byte order mark, which JSON does not allow")
     try:

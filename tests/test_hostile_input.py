@@ -6,9 +6,11 @@ import hashlib
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from conftest import BUILD_OUTPUTS, NEWEST, refresh_args, tree_digest
 from hypothesis import HealthCheck, given, settings
@@ -47,65 +49,118 @@ def mutations(draw: st.DrawFn) -> tuple[str, Any]:
     return kind, draw(st.data())
 
 
-def _apply(kind: str, data: st.DataObject, source: Path, outside: Path) -> list[str]:
-    """Damage `source`; return extra CLI arguments."""
+FLOAT_FIELDS = {"energy_per_token_joules", "avg_power_watts", "median_itl_ms"}
+EXPECTED_WORDS = {int: "an integer", float: "a number"}
+
+
+@dataclass
+class Expected:
+    """What a refresh of the damaged snapshot must end in: exit 0 (`ok`), or exit 1 with a message
+    containing every one of `words` and one of each group of alternatives in `either`."""
+
+    ok: bool = False
+    words: tuple[str, ...] = ()
+    either: tuple[tuple[str, ...], ...] = ()
+    kept_key: str | None = None  # a new upstream key, to be found in its row's extra_fields
+
+
+def _odd_value_outcome(name: str, field: str, value: Any) -> Expected:
+    kind = EXPECTED_WORDS[float if field in FLOAT_FIELDS else int]
+    if value in ("NaN", "Infinity", "-Infinity"):
+        return Expected(words=(f"{name}: invalid JSON: {value} is not a number JSON allows",))
+    if value == "1e999":
+        return Expected(words=(f"{name}: invalid JSON: number 1e999 is out of range for a 64-bit float",))
+    if isinstance(value, int) and not isinstance(value, bool) and field not in FLOAT_FIELDS and abs(value) >= 2**63:
+        return Expected(words=(f"field '{field}': integer {value} is out of the 64-bit range",))
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value < 0):
+        return Expected(words=("validation failed", field))
+    if isinstance(value, int) and not isinstance(value, bool):  # 10**30 as a measurement: the power rule decides
+        return Expected(ok=field != "avg_power_watts", words=("validation failed", field))
+    return Expected(words=(f"{name}: configurations[", f"field '{field}': expected {kind}, got {json.dumps(value)}"))
+
+
+def _apply(kind: str, data: st.DataObject, source: Path, outside: Path) -> tuple[list[str], Expected]:
+    """Damage `source`; return extra CLI arguments and the outcome the damage must have."""
     name = data.draw(st.sampled_from(["index.json", *TASK_FILES]))
     path = source / name
     if kind == "truncate":
         raw = path.read_bytes()
         path.write_bytes(raw[: data.draw(st.integers(0, len(raw) - 1))])
-    elif kind == "bom":
+        return [], Expected(words=(f"{name}: malformed JSON at line ",))
+    if kind == "bom":
         path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
-    elif kind == "bad_utf8":
+        return [], Expected(words=(f"{name}: starts with a UTF-8 byte order mark",))
+    if kind == "bad_utf8":
         raw = path.read_bytes()
         at = data.draw(st.integers(0, len(raw)))
         path.write_bytes(raw[:at] + b"\xc3\x28" + raw[at:])
-    elif kind in ("odd_value", "string_for_number", "number_for_string", "hostile_model_id", "new_field", "duplicate_key"):
-        path, document = _rows(source, data.draw(st.sampled_from(TASK_FILES)))
+        return [], Expected(words=(f"{name}: invalid UTF-8 at byte {at}",))
+    if kind in ("odd_value", "string_for_number", "number_for_string", "hostile_model_id", "new_field", "duplicate_key"):
+        name = data.draw(st.sampled_from(TASK_FILES))
+        path, document = _rows(source, name)
         row = data.draw(st.sampled_from(document["configurations"]))
         if kind == "odd_value":
             value = data.draw(st.sampled_from(ODD_VALUES))
             field = data.draw(st.sampled_from(NUMERIC_FIELDS))
-            text = json.dumps(document)
             row[field] = "__ODD__"
             text = json.dumps(document).replace('"__ODD__"', value if value in ("NaN", "Infinity", "-Infinity", "1e999") else json.dumps(value))
             path.write_text(text)
-            return []
+            return [], _odd_value_outcome(name, field, value)
+        if kind == "duplicate_key":
+            text = json.dumps(document).replace('"gpu_model": "', '"gpu_model": "X", "gpu_model": "', 1)
+            path.write_text(text)
+            return [], Expected(words=(f"{name}: invalid JSON: key 'gpu_model' appears twice in one object with different values",))
         if kind == "string_for_number":
             field = data.draw(st.sampled_from(NUMERIC_FIELDS))
             row[field] = str(row.get(field))
+            expected = Expected(words=(f"field '{field}': expected {EXPECTED_WORDS[float if field in FLOAT_FIELDS else int]}, got {json.dumps(row[field])}",))
         elif kind == "number_for_string":
-            row[data.draw(st.sampled_from(["model_id", "gpu_model", "nickname", "weight_precision"]))] = 12
+            field = data.draw(st.sampled_from(["model_id", "gpu_model", "nickname", "weight_precision"]))
+            row[field] = 12
+            expected = Expected(words=(f"field '{field}': expected a string, got 12",))
         elif kind == "hostile_model_id":
             row["model_id"] = data.draw(st.sampled_from(HOSTILE_MODEL_IDS))
-        elif kind == "new_field":
-            row[data.draw(st.sampled_from(["zz_new", "a b", "é"]))] = data.draw(st.sampled_from([1, "x", [1, 2], {"k": None}]))
-        elif kind == "duplicate_key":
-            text = json.dumps(document).replace('"gpu_model": "', '"gpu_model": "X", "gpu_model": "', 1)
-            path.write_text(text)
-            return []
+            expected = Expected(words=(repr(row["model_id"]),), either=(("would not give a safe file name", "model_id must give a safe file name"),))
+        else:
+            key = data.draw(st.sampled_from(["zz_new", "a b", "é"]))
+            row[key] = data.draw(st.sampled_from([1, "x", [1, 2], {"k": None}]))
+            expected = Expected(ok=True, kept_key=json.dumps(key, ensure_ascii=False))
         path.write_text(json.dumps(document))
-    elif kind in ("empty_configurations", "no_configurations"):
-        path, document = _rows(source, data.draw(st.sampled_from(TASK_FILES)))
+        return [], expected
+    if kind in ("empty_configurations", "no_configurations"):
+        name = data.draw(st.sampled_from(TASK_FILES))
+        path, document = _rows(source, name)
         if kind == "empty_configurations":
             document["configurations"] = []
-        else:
-            del document["configurations"]
+            path.write_text(json.dumps(document))
+            return [], Expected(ok=True)
+        del document["configurations"]
         path.write_text(json.dumps(document))
-    elif kind == "delete_file":
+        return [], Expected(words=(f"{name}: missing required field 'configurations'",))
+    if kind == "delete_file":
         victims = sorted(p for p in source.rglob("*.json") if p.name != "snapshot.json")
-        data.draw(st.sampled_from(victims)).unlink()
-    elif kind == "extra_file":
+        victim = data.draw(st.sampled_from(victims))
+        victim.unlink()
+        relative = str(victim.relative_to(source))
+        # A detail file is optional (the detail tables simply lack it); index.json and task files are not.
+        return [], Expected(ok=relative.startswith("models/"), words=(relative,))
+    if kind == "extra_file":
         (source / "models" / "extra__model__gpqa.json").write_text('{"configurations": []}')
-    elif kind == "deep_nesting":
+        return [], Expected(words=("models/extra__model__gpqa.json: missing required field",))
+    if kind == "deep_nesting":
         depth = data.draw(st.sampled_from([100, 100_000]))
         path.write_text('{"a": ' + "[" * depth + "]" * depth + "}")
-    elif kind == "size_cap":
-        return ["--max-file-bytes", str(data.draw(st.integers(1000, 300_000)))]
-    elif kind == "link_outside":
-        (outside / "secret.json").write_text("{}")
-        os.symlink(outside / "secret.json", source / "tasks" / "secret.json")
-    return []
+        if depth == 100_000:
+            return [], Expected(words=(f"{name}: JSON nested too deeply to parse",))
+        missing = "models" if name == "index.json" else "configurations"
+        return [], Expected(words=(f"{name}: missing required field '{missing}'",))
+    if kind == "size_cap":
+        cap = data.draw(st.integers(1000, 300_000))  # text-to-image.json alone is 401,622 bytes
+        return ["--max-file-bytes", str(cap)], Expected(words=(f"larger than the size cap of {cap} bytes",))
+    assert kind == "link_outside"
+    (outside / "secret.json").write_text("{}")
+    os.symlink(outside / "secret.json", source / "tasks" / "secret.json")
+    return [], Expected(words=("tasks/secret.json: a link to", "outside the source directory; refused"))
 
 
 # 8 examples keep the default run within its time budget; HOSTILE_EXAMPLES=200 explores further (run
@@ -124,7 +179,7 @@ def test_any_damage_ends_in_a_good_build_or_a_clear_error(mutation, tmp_path_fac
         path.chmod(0o755 if path.is_dir() else 0o644)
     # A snapshot of its own, so the damage reaches validation instead of the published-content check.
     (source / "snapshot.json").unlink()
-    extra = _apply(kind, data, source, outside)
+    extra, expected = _apply(kind, data, source, outside)
     capsys.readouterr()
     published = tree_digest(out, *BUILD_OUTPUTS)
     around = {"source": _tree(source), "outside": _tree(outside), "root": sorted(p.name for p in root.iterdir())}
@@ -133,13 +188,23 @@ def test_any_damage_ends_in_a_good_build_or_a_clear_error(mutation, tmp_path_fac
     stderr = capsys.readouterr().err
 
     assert around == {"source": _tree(source), "outside": _tree(outside), "root": sorted(p.name for p in root.iterdir())}
+    assert code == (0 if expected.ok else 1), (kind, stderr)
+    assert "Traceback" not in stderr
     if code == 0:
         for exported in (out / "index").rglob("*.json"):
             json.loads(exported.read_bytes().decode("ascii"), parse_constant=lambda c: pytest.fail(c))
             assert exported.resolve().is_relative_to((out / ".generations").resolve())
+        if expected.kept_key:
+            kept = duckdb.connect(str(out / "energy_index.duckdb"), read_only=True).execute(
+                "select count(*) from (select extra_fields from token_configurations union all"
+                " select extra_fields from diffusion_configurations) where contains(extra_fields, $key)",
+                {"key": expected.kept_key},
+            ).fetchone()[0]
+            assert kept == 1, kind
     else:
-        assert code == 1, stderr
-        assert "Traceback" not in stderr
         error = stderr.split("energy-index: error: ", 1)[1]
-        assert any(word in error for word in (".json", "model_id", "source", "field", "validation")), error
+        for word in expected.words:
+            assert word in error, (kind, word, error)
+        for alternatives in expected.either:
+            assert any(word in error for word in alternatives), (kind, alternatives, error)
         assert tree_digest(out, *BUILD_OUTPUTS) == published

@@ -1,6 +1,6 @@
-"""The two readings of ingest give the same tables: the fast one (orjson, whole columns) and the strict
-one (the standard library, row by row) that decides every file the fast one is not sure of. So do
-one process and several."""
+"""Ingest gives the same tables however a file is read: decoded whole into the generated types, or
+object by object (the way a file with unknown keys or refused values is read), in chunks of any
+size, in any JSON layout."""
 
 import hashlib
 import json
@@ -12,6 +12,7 @@ import pytest
 from conftest import NEWEST
 
 import pipeline.ingest as ingest_module
+import pipeline.upstream_json as upstream_json
 from pipeline.cli import main
 from pipeline.errors import PipelineError
 from pipeline.ingest import TABLE_ORDER, ingest
@@ -33,43 +34,34 @@ def _assert_same_tables(one: Paths, other: Paths, snapshot_id: str, tables: tupl
         assert mine.equals(theirs), table
 
 
-def test_strict_reading_gives_the_tables_the_fast_one_gives(snapshot_build, tmp_path, monkeypatch) -> None:
+def test_reading_object_by_object_gives_the_tables_typed_decoding_gives(snapshot_build, tmp_path, monkeypatch) -> None:
+    """A file with an unknown key or a refused value is read object by object (unknown keys kept,
+    every problem worded); for regular files both ways must give the same tables, on every snapshot."""
     _, built = snapshot_build
-    strict, snapshot_id = _raw_copy(built, tmp_path / "strict")
+    by_object, snapshot_id = _raw_copy(built, tmp_path / "by-object")
 
-    def not_sure(data: bytes) -> None:
-        raise ingest_module._Irregular
+    def irregular(name: str, data: bytes, file_type: object) -> None:
+        raise upstream_json.Irregular
 
-    monkeypatch.setattr(ingest_module, "_parse_fast", not_sure)
-    monkeypatch.setattr(ingest_module, "_slice_task_file", lambda data: None)
-    result = ingest(strict, snapshot_id, processes=1)
-    assert len(result.strictly_read) == result.row_counts["tasks"] + result.row_counts["model_details"]
-    _assert_same_tables(strict, built, snapshot_id)
+    monkeypatch.setattr(ingest_module, "decode", irregular)
+    result = ingest(by_object, snapshot_id)
+    assert len(result.read_by_object) == result.row_counts["tasks"] + result.row_counts["model_details"]
+    _assert_same_tables(by_object, built, snapshot_id)
 
 
-def test_the_newest_snapshot_is_read_by_the_fast_reading(tmp_path) -> None:
+def test_the_newest_snapshot_is_read_by_typed_decoding(tmp_path) -> None:
     out = tmp_path / "out"
     assert main(["fetch", "--source", str(NEWEST), "--out", str(out)]) == 0
-    result = ingest(Paths(out), "2026-02-16-7885788", processes=1)
-    assert result.strictly_read == []
+    result = ingest(Paths(out), "2026-02-16-7885788")
+    assert result.read_by_object == []
     assert result.row_counts["output_length_histograms"] > 40_000
 
 
-def test_detail_files_split_across_processes_give_the_same_tables(newest_build, tmp_path, monkeypatch) -> None:
-    split, snapshot_id = _raw_copy(newest_build, tmp_path / "split")
+def test_detail_files_read_in_small_chunks_give_the_same_tables(newest_build, tmp_path, monkeypatch) -> None:
+    chunked, snapshot_id = _raw_copy(newest_build, tmp_path / "chunked")
     monkeypatch.setattr(ingest_module, "DETAIL_CHUNK_FILES", 7)
-    ingest(split, snapshot_id, processes=2)
-    _assert_same_tables(split, newest_build, snapshot_id)
-
-
-def test_task_files_read_in_many_slices_give_the_same_tables(newest_build, tmp_path, monkeypatch) -> None:
-    sliced, snapshot_id = _raw_copy(newest_build, tmp_path / "sliced")
-    task_file = sliced.raw_snapshot(snapshot_id) / "tasks" / "gpqa.json"
-    assert ingest_module._slice_task_file(task_file.read_bytes()) is not None  # the upstream's layout
-    monkeypatch.setattr(ingest_module, "TASK_SLICE_ROWS", 7)
-    result = ingest(sliced, snapshot_id, processes=1)
-    assert result.strictly_read == []
-    _assert_same_tables(sliced, newest_build, snapshot_id)
+    ingest(chunked, snapshot_id)
+    _assert_same_tables(chunked, newest_build, snapshot_id)
 
 
 LAYOUTS = {
@@ -83,7 +75,6 @@ LAYOUTS = {
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=list(LAYOUTS))
 def test_any_layout_of_a_task_file_gives_the_same_tables(newest_build, tmp_path, layout: str) -> None:
-    """The slicing relies on the upstream's layout; another layout must be read whole, or strictly."""
     relaid, snapshot_id = _raw_copy(newest_build, tmp_path / "relaid")
     raw = relaid.raw_snapshot(snapshot_id)
     options = dict(LAYOUTS[layout])
@@ -101,8 +92,8 @@ def test_any_layout_of_a_task_file_gives_the_same_tables(newest_build, tmp_path,
     manifest_path.write_text(json.dumps(manifest, indent=2))
     if nest:
         with pytest.raises(PipelineError, match="must be a JSON object"):
-            ingest(relaid, snapshot_id, processes=1)
+            ingest(relaid, snapshot_id)
         return
-    ingest(relaid, snapshot_id, processes=1)
+    ingest(relaid, snapshot_id)
     # Only the snapshots table (file sizes) may tell the layouts apart.
     _assert_same_tables(relaid, newest_build, snapshot_id, tuple(t for t in TABLE_ORDER if t != "snapshots"))

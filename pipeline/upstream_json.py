@@ -1,0 +1,222 @@
+"""The upstream's JSON, read one way: msgspec decodes each file into types generated from the schemas
+(each upstream column's JSON path, type and presence), refusing a value of another JSON type, an
+integer beyond 64 bits, NaN, a number no double holds, a byte order mark and malformed UTF-8.
+
+A file with keys the schemas do not declare, or with a value they refuse, is decoded again without
+types and converted object by object with the same types: unknown keys are kept (extra_fields) and
+every refused value is worded with its file, entry and field, not just the first.
+
+Repeated keys: msgspec, like every fast decoder, keeps a repeated key's last value. The keys of a JSON
+text are exactly its colons outside strings, so a file with as many colons as keys decoded repeats
+none. Where strings hold colons the exact count is taken (strings removed by a regular expression);
+only where keys still outnumber those decoded does the standard library's parser decide whether a
+repeated key conflicts (the upstream's 2025-12-15 text-to-image file repeats one with its value).
+"""
+
+import json
+import re
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Annotated, Any, get_args
+
+import msgspec
+import pyarrow
+
+from pipeline.errors import PipelineError
+from pipeline.files import parse_json_strict
+from pipeline.validate import arrow_schema, json_paths, upstream_columns
+
+INT64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+COUNT = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+JSON_TYPES = {pyarrow.int64(): INT64, pyarrow.float64(): float, pyarrow.bool_(): bool, pyarrow.string(): str}
+ABSENT = msgspec.UNSET
+Absent = msgspec.UnsetType
+_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
+          "object": "a JSON object", "array": "a list"}
+
+
+class Histogram(msgspec.Struct, forbid_unknown_fields=True):
+    """An output_length_distribution: n + 1 bin edges and n counts."""
+
+    bins: list[float]
+    counts: list[COUNT]
+
+
+HISTOGRAM_PROBLEM = (
+    "output_length_distribution must be {bins: numbers, counts: counts} with one more bin edge than counts"
+)
+
+
+@dataclass(frozen=True)
+class RowType:
+    """The msgspec type of one kind of upstream object, generated from its table's schema."""
+
+    struct: type[msgspec.Struct]
+    paths: dict[str, tuple[str, ...]]  # upstream column -> its JSON path
+    groups: dict[str, type[msgspec.Struct]]  # nested objects whose keys are columns (parallelization)
+
+
+def row_type(model: type, name: str, extra: tuple[tuple[str, Any, Any], ...] = ()) -> RowType:
+    """A Struct with one field per upstream column of `model` (required ones without default; an
+    absent optional one is ABSENT, so that decoded keys can be counted) and the `extra` fields."""
+    schema, paths, presence = arrow_schema(model), json_paths(model), upstream_columns(model)
+    top: list[tuple[str, Any, Any]] = []
+    nested: dict[str, list[tuple[str, Any, Any]]] = {}
+    for column, path in paths.items():
+        json_type = JSON_TYPES[schema.field(column).type] | None
+        if len(path) == 1:
+            top.append((path[0], json_type) if presence[column] == "required" else (path[0], json_type | Absent, ABSENT))
+        else:
+            nested.setdefault(path[0], []).append((path[1], json_type | Absent, ABSENT))
+    groups = {
+        parent: msgspec.defstruct(f"{name}_{parent}", fields, kw_only=True, forbid_unknown_fields=True)
+        for parent, fields in nested.items()
+    }
+    top += [(parent, struct | None | Absent, ABSENT) for parent, struct in groups.items()]
+    struct = msgspec.defstruct(name, [*top, *extra], kw_only=True, forbid_unknown_fields=True)
+    return RowType(struct, paths, groups)
+
+
+class Irregular(Exception):
+    """The typed decoding refused the file: it is read object by object (read_objects)."""
+
+
+def decode(name: str, data: bytes, file_type: Any) -> Any:
+    """The file decoded into `file_type`; raises Irregular where a value or key is not as declared."""
+    try:
+        return msgspec.json.decode(data, type=file_type)
+    except msgspec.ValidationError:
+        raise Irregular from None
+    except (msgspec.DecodeError, RecursionError) as error:
+        raise _refusal(name, data, error) from None
+
+
+def decode_untyped(name: str, data: bytes) -> Any:
+    """The file as JSON values (dicts, lists), repeated keys checked."""
+    try:
+        document = msgspec.json.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as error:
+        raise _refusal(name, data, error) from None
+    check_repeated_keys(name, data, _keys_of(document))
+    return document
+
+
+def _refusal(name: str, data: bytes, error: Exception) -> PipelineError:
+    """The standard library's wording of why the file is not JSON (line, column, what)."""
+    try:
+        parse_json_strict(data, name)
+    except PipelineError as worded:
+        return worded
+    return PipelineError(f"{name}: invalid JSON: {error}")
+
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def check_repeated_keys(name: str, data: bytes, decoded_keys: int) -> None:
+    if data.count(b":") == decoded_keys or _STRING.sub(b"", data).count(b":") == decoded_keys:
+        return
+    parse_json_strict(data, name)  # raises where a repeated key has two values
+
+
+def _keys_of(value: Any) -> int:
+    if isinstance(value, dict):
+        return len(value) + sum(map(_keys_of, value.values()))
+    if isinstance(value, list):
+        return sum(map(_keys_of, value))
+    return 0
+
+
+def columns_of(items: list[Any], kind: RowType) -> tuple[dict[str, list[Any]], int]:
+    """Each upstream column's values over `items` (absent as None), and how many keys they held."""
+    by_path, keys = _fields_of(items, kind.struct, kind.groups)
+    return {column: by_path[path] for column, path in kind.paths.items()}, keys
+
+
+def _fields_of(
+    items: list[Any], struct: type[msgspec.Struct], groups: dict[str, type[msgspec.Struct]]
+) -> tuple[dict[tuple[str, ...], list[Any]], int]:
+    values_by_path: dict[tuple[str, ...], list[Any]] = {}
+    keys = 0
+    for field in struct.__struct_fields__:
+        values = list(map(attrgetter(field), items))
+        absent = values.count(ABSENT)
+        keys += len(values) - absent
+        if absent:
+            values = [None if value is ABSENT else value for value in values]
+        if field in groups:
+            present = [value for value in values if value is not None]
+            nested, nested_keys = _fields_of(present, groups[field], {})
+            keys += nested_keys
+            for (child,), child_values in nested.items():
+                remaining = iter(child_values)
+                values_by_path[(field, child)] = [None if v is None else next(remaining) for v in values]
+        elif field == "output_length_distribution":
+            keys += 2 * (len(values) - values.count(None))  # bins and counts
+        values_by_path[(field,)] = values
+    return values_by_path, keys
+
+
+def read_objects(
+    objects: list[tuple[str, Any]], kind: RowType, file_name: str, problems: list[str]
+) -> tuple[list[Any], list[str | None]]:
+    """Convert each (where, object) to `kind`, keeping unknown keys (as sorted JSON, None when there
+    are none) and adding a worded problem for every object refused; a missing required key is counted
+    per file rather than named per entry."""
+    items, extras = [], []
+    missing: dict[str, int] = {}
+    for where, obj in objects:
+        if not isinstance(obj, dict):
+            problems.append(f"{where}: must be a JSON object")
+            continue
+        known, unknown = _split(obj, kind)
+        try:
+            items.append(msgspec.convert(known, kind.struct))
+        except msgspec.ValidationError as error:
+            field = re.search(r"missing required field `([^`]+)`", str(error))
+            if field:
+                missing[field.group(1)] = missing.get(field.group(1), 0) + 1
+            else:
+                problems.append(f"{where}: {_worded(error, known)}")
+        extras.append(json.dumps(unknown, sort_keys=True, ensure_ascii=False) if unknown else None)
+    for name, count in sorted(missing.items()):
+        problems.append(f"{file_name}: missing required field '{name}' in {count} entr{'y' if count == 1 else 'ies'}")
+    return items, extras
+
+
+def _split(obj: dict[str, Any], kind: RowType) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the declared keys, the rest) of an object; a nested group's unknown keys stay under its name."""
+    declared = set(kind.struct.__struct_fields__)
+    known, unknown = {}, {}
+    for key, value in obj.items():
+        if key in kind.groups and isinstance(value, dict):
+            fields = kind.groups[key].__struct_fields__
+            known[key] = {k: v for k, v in value.items() if k in fields}
+            rest = {k: v for k, v in value.items() if k not in fields}
+            if rest:
+                unknown[key] = rest
+        elif key in declared:
+            known[key] = value
+        else:
+            unknown[key] = value
+    return known, unknown
+
+
+def _worded(error: msgspec.ValidationError, obj: dict[str, Any]) -> str:
+    """msgspec's refusal as this project words it: the field, what was expected and the value."""
+    text = str(error)
+    located = re.search(r" - at `\$((?:\.[^.`\[]+|\[\d+\])*)`$", text)
+    steps = re.findall(r"\.([^.`\[]+)|\[(\d+)\]", located.group(1)) if located else []
+    path = [key or int(index) for key, index in steps]
+    if path and path[0] == "output_length_distribution":
+        return HISTOGRAM_PROBLEM
+    value: Any = obj
+    for step in path:
+        value = value[step]
+    expected = re.match(r"Expected `(\w+)", text)
+    field = ".".join(map(str, path))
+    if expected and expected.group(1) == "int" and isinstance(value, int) and not isinstance(value, bool):
+        return f"field '{field}': integer {value} is out of the 64-bit range"
+    if expected and expected.group(1) in _WORDS:
+        return f"field '{field}': expected {_WORDS[expected.group(1)]}, got {json.dumps(value)[:60]}"
+    return f"field '{field}': {text.split(' - at ')[0]}"
