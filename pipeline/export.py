@@ -346,8 +346,11 @@ def _check_slugs_distinct(connection: duckdb.DuckDBPyConnection, snapshot_id: st
         connection,
         """
         select task, slug, list(distinct model_id order by model_id) as model_ids
-        from configurations
-        where snapshot_id = $snapshot_id
+        from (
+            select task, slug, model_id from configuration_history where snapshot_id = $snapshot_id
+            union all
+            select task, slug, model_id from diffusion_configuration_history where snapshot_id = $snapshot_id
+        )
         group by task, slug
         having count(distinct model_id) > 1
         order by task, slug

@@ -2,13 +2,13 @@
 -- vocabulary, with derived units.
 -- grain: one row per snapshot × task × model × GPU × GPU count × max_num_seqs × repeat
 -- key: (snapshot_id, task, model_id, gpu, num_gpus, max_num_seqs, repeat)
--- inputs: token_configurations, build_parameters, token_configuration_label
+-- inputs: stg_token_configurations, build_parameters, parallel_degree, precision_label, wh_from_joules
 create or replace view configuration_history as
 
 with
 
 measured as (
-    select * from token_configurations
+    select * from stg_token_configurations
 ),
 
 parameters as (
@@ -20,21 +20,21 @@ renamed as (
         snapshot_id,
         task,
         model_id,
-        lower(regexp_extract(model_id, '[^/]*$')) as slug,
+        slug,
+        configuration,
         gpu_model as gpu,
         num_gpus,
-        -- The upstream spelled "not set" as 0 before 2025-12-15; not set means a degree of 1.
-        case when tensor_parallel = 0 then 1 else tensor_parallel end as tensor_parallel,
-        case when data_parallel = 0 then 1 else data_parallel end as data_parallel,
-        case when expert_parallel = 0 then 1 else expert_parallel end as expert_parallel,
+        parallel_degree(tensor_parallel) as tensor_parallel,
+        parallel_degree(data_parallel) as data_parallel,
+        parallel_degree(expert_parallel) as expert_parallel,
         weight_precision,
-        case weight_precision when 'bfloat16' then 'BF16' else upper(weight_precision) end as precision,
+        precision_label(weight_precision) as precision,
         max_num_seqs,
         repeat,
         source_ordinal,
         avg_batch_size,
         energy_per_token_joules as joules_per_output_token,
-        energy_per_token_joules * 1e6 / 3600 as wh_per_million_output_tokens,
+        wh_from_joules(energy_per_token_joules * 1e6) as wh_per_million_output_tokens,
         energy_per_request_joules,
         avg_output_len as avg_output_tokens,
         is_avg_output_len_derived,
@@ -49,9 +49,9 @@ renamed as (
 
 flagged as (
     select
-        renamed.*,
+        renamed.* exclude (configuration),
         renamed.median_itl_ms <= parameters.itl_deadline_ms as under_itl_deadline,
-        renamed.slug || '/' || token_configuration_label(renamed.gpu, renamed.num_gpus, renamed.max_num_seqs) as row_id,
+        renamed.slug || '/' || renamed.configuration as row_id,
     from renamed
     cross join parameters
 )

@@ -1,7 +1,7 @@
 -- configuration_values: every upstream value of every configuration of every snapshot, one per row.
 -- grain: one row per snapshot × task × model × configuration × repeat × field
 -- key: (snapshot_id, task, model_id, configuration, repeat, field)
--- inputs: token_configurations, diffusion_configurations, token_configuration_label, diffusion_configuration_label
+-- inputs: stg_token_configurations, stg_diffusion_configurations
 -- The long shape lets one comparison cover every field of both families; pipeline columns
 -- (source_ordinal, is_avg_output_len_derived) are left out because they are not upstream values.
 create or replace view configuration_values as
@@ -13,7 +13,7 @@ token as (
         snapshot_id,
         task,
         model_id,
-        token_configuration_label(gpu_model, num_gpus, max_num_seqs) as configuration,
+        configuration,
         repeat,
         total_params_billions::double as total_params_billions,
         activated_params_billions::double as activated_params_billions,
@@ -35,7 +35,7 @@ token as (
         architecture,
         weight_precision,
         extra_fields,
-    from token_configurations
+    from stg_token_configurations
 ),
 
 diffusion as (
@@ -43,10 +43,7 @@ diffusion as (
         snapshot_id,
         task,
         model_id,
-        diffusion_configuration_label(
-            gpu_model, num_gpus, batch_size, coalesce(image_width, video_width),
-            coalesce(image_height, video_height), num_frames, fps, inference_steps, ulysses_degree, ring_degree
-        ) as configuration,
+        configuration,
         repeat,
         total_params_billions::double as total_params_billions,
         activated_params_billions::double as activated_params_billions,
@@ -60,7 +57,7 @@ diffusion as (
         null::varchar as architecture,
         weight_precision,
         extra_fields,
-    from diffusion_configurations
+    from stg_diffusion_configurations
 ),
 
 token_number_columns as (

@@ -3,7 +3,7 @@
 -- what EcoLogits' published coefficients (ecologits_coefficients) predict for the same models.
 -- grain: one row per token task × GPU × latency metric × limit with at least three models measured at 64
 -- key: (task, gpu, latency_metric, latency_limit)
--- inputs: configurations, models, latency_tiers, ecologits_coefficients
+-- inputs: configurations, models, latency_tiers, ecologits_coefficients, wh_from_joules
 -- The points: per model, the lowest-energy configuration at max_num_seqs 64 (EcoLogits' batch size)
 -- within the tier, energy for all its GPUs; the fit: ordinary least squares (regr_slope, regr_intercept).
 create or replace view ecologits_refit as
@@ -18,7 +18,7 @@ candidates as (
     select
         c.snapshot_id, c.task, c.gpu, t.latency_metric, t.latency_limit, c.model_id, c.num_gpus,
         m.activated_params_billions as active_params_b, m.total_params_billions as total_params_b,
-        c.joules_per_output_token / 3600 as wh_per_token,
+        wh_from_joules(c.joules_per_output_token) as wh_per_token,
         row_number() over (
             partition by c.snapshot_id, c.task, c.gpu, t.latency_metric, t.latency_limit, c.model_id
             order by c.joules_per_output_token, c.num_gpus, c.repeat

@@ -1,7 +1,7 @@
 -- model_detail_matches: each per-model detail configuration paired with its task-file row.
 -- grain: one row per matched pair, or per row with no partner on the other side
 -- key: (snapshot_id, task, model_id, configuration, repeat)
--- inputs: model_detail_configurations, token_configurations, diffusion_configurations, tasks, token_configuration_label, diffusion_configuration_label
+-- inputs: model_detail_configurations, stg_token_configurations, stg_diffusion_configurations, tasks, token_configuration_label, diffusion_configuration_label
 -- A detail configuration matches the task-file row of the same task, model, configuration and repeat
 -- (the n-th measurement of a configuration in one file pairs with the n-th in the other).
 create or replace view model_detail_matches as
@@ -32,18 +32,9 @@ detail_rows as (
 ),
 
 task_file_rows as (
-    select snapshot_id, task, model_id,
-           token_configuration_label(gpu_model, num_gpus, max_num_seqs) as configuration,
-           repeat, source_ordinal,
-    from token_configurations
+    select snapshot_id, task, model_id, configuration, repeat, source_ordinal from stg_token_configurations
     union all
-    select snapshot_id, task, model_id,
-           diffusion_configuration_label(
-               gpu_model, num_gpus, batch_size, coalesce(image_width, video_width),
-               coalesce(image_height, video_height), num_frames, fps, inference_steps, ulysses_degree, ring_degree
-           ),
-           repeat, source_ordinal,
-    from diffusion_configurations
+    select snapshot_id, task, model_id, configuration, repeat, source_ordinal from stg_diffusion_configurations
 ),
 
 paired as (

@@ -25,6 +25,31 @@ def measured(**overrides: Any) -> dict[str, Any]:
     return {**row, **overrides}
 
 
+def diffusion_measured(**overrides: Any) -> dict[str, Any]:
+    """A text-to-image entry: 1 GPU, batch 1, 1024x1024, 20 steps, 360 J (0.1 Wh) in 2 s."""
+    row = {
+        "snapshot_id": "s1", "task": "text-to-image", "source_ordinal": 0, "repeat": 1,
+        "model_id": "Org/Image-Model", "nickname": "Image Model", "total_params_billions": 1.6,
+        "activated_params_billions": 1.6, "weight_precision": "bfloat16", "gpu_model": "H100", "num_gpus": 1,
+        "ulysses_degree": 1, "ring_degree": 1, "batch_size": 1, "inference_steps": 20, "image_height": 1024,
+        "image_width": 1024, "video_height": None, "video_width": None, "num_frames": None, "fps": None,
+        "batch_latency_s": 2.0, "avg_power_watts": 180.0, "energy_per_image_joules": 360.0,
+        "energy_per_video_joules": None, "throughput_images_per_sec": 0.5, "throughput_videos_per_sec": None,
+        "extra_fields": None,
+    }
+    return {**row, **overrides}
+
+
+def video_measured(**overrides: Any) -> dict[str, Any]:
+    """A text-to-video entry: 832x480, 81 frames at 16 fps, 7,200 J (2 Wh) per video."""
+    return diffusion_measured(**{
+        "task": "text-to-video", "model_id": "Org/Video-Model", "image_height": None, "image_width": None,
+        "video_height": 480, "video_width": 832, "num_frames": 81, "fps": 16, "batch_latency_s": 100.0,
+        "avg_power_watts": 72.0, "energy_per_image_joules": None, "energy_per_video_joules": 7200.0,
+        "throughput_images_per_sec": None, "throughput_videos_per_sec": 0.01, **overrides,
+    })
+
+
 def snapshot_row(snapshot_id: str, day: int) -> dict[str, Any]:
     return {
         "snapshot_id": snapshot_id, "source": "literal", "retrieved": "2026-01-01", "commit": None,
@@ -34,12 +59,14 @@ def snapshot_row(snapshot_id: str, day: int) -> dict[str, Any]:
 
 
 def connect(
-    rows: list[dict[str, Any]], deadline: float = 500.0, snapshots: tuple[str, ...] = ("s1",)
+    rows: list[dict[str, Any]], deadline: float = 500.0, snapshots: tuple[str, ...] = ("s1",),
+    diffusion: list[dict[str, Any]] = (),
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory database with every table of schemas/ (empty unless given rows) and every view."""
     connection = duckdb.connect()
     given = {
         "token_configurations": rows,
+        "diffusion_configurations": list(diffusion),
         "snapshots": [snapshot_row(snapshot, day) for day, snapshot in enumerate(snapshots, start=1)],
     }
     for table, model in schemas.TABLES.items():
@@ -100,6 +127,60 @@ def test_deadline_comes_from_the_build_parameters() -> None:
         max_num_seqs=64, energy_per_token_joules=1.0, median_itl_ms=40.0, p90_itl_ms=41.0, p95_itl_ms=42.0, p99_itl_ms=43.0)]
     assert fetch(connect(rows, deadline=50.0), "select max_num_seqs from best_configurations") == [(64,)]
     assert fetch(connect(rows, deadline=30.0), "select max_num_seqs from best_configurations") == [(8,)]
+
+
+def test_diffusion_history_derives_identity_units_and_the_latency_ceiling_flag() -> None:
+    connection = connect([], diffusion=[
+        diffusion_measured(),
+        diffusion_measured(source_ordinal=1, batch_latency_s=31.0, weight_precision="fp8", ulysses_degree=2,
+                           num_gpus=2, avg_power_watts=23.2),
+        video_measured(source_ordinal=0),
+        video_measured(source_ordinal=1, batch_latency_s=301.0, avg_power_watts=23.9),
+    ])
+    assert fetch(
+        connection,
+        "select task, slug, row_id, unit, width, height, precision, wh_per_output, joules_per_output,"
+        " outputs_per_second, under_latency_ceiling from diffusion_configuration_history order by task, source_ordinal",
+    ) == [
+        ("text-to-image", "image-model", "image-model/H100/1/1/1024x1024/20steps/u1r1", "image", 1024, 1024, "BF16",
+         0.1, 360.0, 0.5, True),
+        ("text-to-image", "image-model", "image-model/H100/2/1/1024x1024/20steps/u2r1", "image", 1024, 1024, "FP8",
+         0.1, 360.0, 0.5, False),  # 31 s is over text-to-image's 30 s ceiling
+        ("text-to-video", "video-model", "video-model/H100/1/1/832x480/81f/16fps/20steps/u1r1", "video", 832, 480,
+         "BF16", 2.0, 7200.0, 0.01, True),
+        ("text-to-video", "video-model", "video-model/H100/1/1/832x480/81f/16fps/20steps/u1r1", "video", 832, 480,
+         "BF16", 2.0, 7200.0, 0.01, False),  # 301 s is over text-to-video's 300 s
+    ]
+
+
+def test_best_diffusion_configuration_breaks_energy_ties_by_gpus_batch_repeat_then_file_order() -> None:
+    cheap_but_slow = {"energy_per_image_joules": 36.0, "batch_latency_s": 40.0, "avg_power_watts": 0.9}
+    connection = connect([], diffusion=[
+        diffusion_measured(source_ordinal=0, num_gpus=2, ulysses_degree=2),
+        diffusion_measured(source_ordinal=1, batch_size=2, batch_latency_s=4.0),
+        diffusion_measured(source_ordinal=2, repeat=2),
+        diffusion_measured(source_ordinal=3, repeat=1, inference_steps=30),
+        diffusion_measured(source_ordinal=4, repeat=1),
+        diffusion_measured(source_ordinal=5, **cheap_but_slow),
+        diffusion_measured(source_ordinal=6, gpu_model="B200", **cheap_but_slow),
+    ])
+    # Energy ties; one GPU beats two, batch 1 beats 2, repeat 1 beats 2, and of the two first repeats
+    # of batch 1 the earlier entry wins. The cheaper rows are over the ceiling; B200 has none within it.
+    assert fetch(
+        connection, "select gpu, source_ordinal, wh_per_unit, unit_label from best_configurations_in(null)"
+    ) == [("H100", 3, 0.1, "image")]
+    assert fetch(connection, "select gpu, row_id, repeat from best_configurations where family = 'diffusion'") == [
+        ("H100", "image-model/H100/1/1/1024x1024/30steps/u1r1", 1)
+    ]
+
+
+def test_configuration_values_compare_diffusion_rows_by_the_one_identity_format() -> None:
+    connection = connect([], diffusion=[video_measured(), video_measured(source_ordinal=1, repeat=2)])
+    assert fetch(
+        connection,
+        "select distinct configuration, repeat from configuration_values where field = 'batch_latency_s' order by all",
+    ) == [("H100/1/1/832x480/81f/16fps/20steps/u1r1", 1), ("H100/1/1/832x480/81f/16fps/20steps/u1r1", 2)]
+    assert fetch(connection, "select distinct match_status from model_detail_matches") == [("task file only",)]
 
 
 def test_efficiency_curves_order_points_and_relate_energy_to_the_smallest_batch() -> None:
