@@ -78,7 +78,7 @@ test-all: $(INSTALLED) $(ENGINES) ## the test suite with the slow scale tests an
 	HOSTILE_EXAMPLES=60 $(VENV)/bin/python -m pytest -q -n 2 -m ''
 
 bench: $(INSTALLED) ## time the pipeline against DuckDB alone and pandas at BENCH_SCALES (1,100,1000)
-	$(VENV)/bin/python -m pipeline.bench --scales "$$EI_BENCH_SCALES" --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench"
+	$(VENV)/bin/python bench/run.py --scales "$$EI_BENCH_SCALES" --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench"
 
 bench-history: $(INSTALLED) ## time history build, weekly refresh and every view over N chained synthetic snapshots
 	$(VENV)/bin/python bench/history.py --count "$$EI_N" --out "$$EI_OUT/bench"

@@ -4,7 +4,6 @@ Views compute; this module only selects rows, rounds them and lays them out in t
 OUT/index/<task>/models/<slug>.json per model, OUT/index/<task>/index.json and tiers.json per task.
 """
 
-import codecs
 import datetime
 import functools
 import itertools
@@ -163,21 +162,24 @@ class ExportResult:
 def configuration_formatter(
     fields: list[tuple[str, str, int | None]] = CONFIGURATION_FIELDS, unit: str | None = None
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """A function from a view row to an exported configuration: keys in order, values rounded.
+    """A function from a view row to an exported configuration: keys in order, values rounded."""
+    plan = [
+        (key.format(unit=unit), column, digits)
+        for key, column, digits in fields
+        if not (unit == "image" and key in VIDEO_ONLY_KEYS)
+    ]
 
-    It runs for every configuration of every exported file, so it is compiled once per task as one
-    dict display (about twice as fast as a loop over the fields); keys and columns are our constants.
-    """
-    entries = []
-    for key, column, digits in fields:
-        if unit == "image" and key in VIDEO_ONLY_KEYS:
-            continue
-        value = f"row[{column!r}]"
-        if digits is not None:
-            rounded = "round(v)" if digits == 0 else f"round(v, {digits})"
-            value = f"(None if (v := {value}) is None else {rounded})"
-        entries.append(f"{key.format(unit=unit)!r}: {value}")
-    return eval(f"lambda row: {{{', '.join(entries)}}}", {"__builtins__": {"round": round}})
+    def formatted(row: dict[str, Any]) -> dict[str, Any]:
+        return {key: _rounded(row[column], digits) for key, column, digits in plan}
+
+    return formatted
+
+
+def _rounded(value: Any, digits: int | None) -> Any:
+    """Python's round(): 0 digits gives an integer, as the index files hold it."""
+    if digits is None or value is None:
+        return value
+    return round(value) if digits == 0 else round(value, digits)
 
 
 def format_configuration(row: dict[str, Any], fields: list[tuple[str, str, int | None]] = CONFIGURATION_FIELDS,
@@ -195,28 +197,26 @@ def format_model(row: dict[str, Any]) -> dict[str, Any]:
 _FLOAT_FORMATS_DIFFER = re.compile(rb"(?:: |\n *)-?(?:0\.0000|[0-9.]+e)")
 
 
-def _json_ascii_escape(error: UnicodeEncodeError) -> tuple[str, int]:
-    """Escape what ASCII cannot hold as json.dumps does: \\u and four lower-case hex digits, astral
-    characters as a surrogate pair."""
-    escaped = []
-    for character in error.object[error.start:error.end]:
-        code = ord(character)
-        if code > 0xFFFF:
-            code -= 0x10000
-            escaped.append(f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}")
-        else:
-            escaped.append(f"\\u{code:04x}")
-    return "".join(escaped), error.end
+# What json.dumps(ensure_ascii=True) escapes and orjson writes as it is: DEL and all beyond ASCII.
+_NOT_PRINTABLE_ASCII = re.compile("[^\x00-\x7e]+")
 
 
-codecs.register_error("json_ascii_escape", _json_ascii_escape)
+def _escaped(match: re.Match[str]) -> str:
+    return json.encoder.encode_basestring_ascii(match.group())[1:-1]  # the standard library's own escaping
+
+
+def ascii_escaped(data: bytes) -> bytes:
+    """orjson's UTF-8 output escaped as json.dumps escapes it (in JSON text anything beyond ASCII, and
+    DEL, sits inside strings)."""
+    if data.isascii() and b"\x7f" not in data:
+        return data
+    return _NOT_PRINTABLE_ASCII.sub(_escaped, data.decode("utf-8")).encode("ascii")
 
 
 def dump_json(document: dict[str, Any], floats_vetted: bool = False) -> bytes:
     """json.dumps(document, indent=2) as ASCII bytes, byte for byte, at orjson's speed.
 
-    orjson writes UTF-8 (escaped here afterwards: in JSON text anything beyond ASCII, and DEL, sits
-    inside strings) and its own short float forms; a document where those show is formatted by the
+    orjson writes UTF-8 (escaped afterwards, ascii_escaped) and its own short float forms; a document where those show is formatted by the
     standard library instead, as is one orjson refuses (a lone surrogate, a non-string key).
     `floats_vetted` says the caller knows every float to lie in PLAIN_FLOAT_RANGE or be zero, which
     spares the search. Callers make sure no float is NaN or infinite (orjson writes null).
@@ -225,10 +225,7 @@ def dump_json(document: dict[str, Any], floats_vetted: bool = False) -> bytes:
         data = orjson.dumps(document, option=orjson.OPT_INDENT_2)
     except TypeError:
         return json.dumps(document, indent=2, allow_nan=False).encode("ascii")
-    if not data.isascii():
-        data = data.decode("utf-8").encode("ascii", errors="json_ascii_escape")
-    if b"\x7f" in data:
-        data = data.replace(b"\x7f", b"\\u007f")
+    data = ascii_escaped(data)
     if floats_vetted or not _FLOAT_FORMATS_DIFFER.search(data):
         return data
     return json.dumps(document, indent=2, allow_nan=False).encode("ascii")

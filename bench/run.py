@@ -7,17 +7,23 @@ interleaved, medians reported:
 - full_refresh: `energy-index refresh` from the local folder into an empty OUT (fetch, ingest with
   validation, build, export), with each step's seconds as the CLI reports them;
 - noop_refresh: `make` when nothing changed;
-- floor = duckdb_alone + export_writer:
-  duckdb_alone reads the same JSON files (task files one by one, detail files in one query) into
-  Parquet with an explicit schema (built from schemas/), and nothing else;
-  export_writer formats the exported documents with orjson (OPT_INDENT_2, plus json.dumps's ASCII
-  escaping, which byte-identity needs) and writes them, one process, no other work; its output is
-  checked byte for byte against the pipeline's;
-- pandas_baseline: json.load + pandas.json_normalize + to_parquet on the same files.
+- floor = duckdb_alone + export_writer, each a script beside this one:
+  duckdb_alone (floor_duckdb.py) reads the same JSON files into Parquet with an explicit schema
+  (built from schemas/), and nothing else;
+  export_writer (floor_export_writer.py) formats the exported documents with orjson and json.dumps's
+  ASCII escaping and writes them, one process, no other work; its output is checked byte for byte
+  against the pipeline's;
+- parse_floor (floor_parse.py): orjson parsing every file, one process per core: the physical
+  reference no reading can beat;
+- pandas_baseline (baseline_pandas.py): json.load + pandas.json_normalize + to_parquet.
+
+Targets (issue 10), checked and printed per scale: 1x full refresh <= 1.0 s; at 100x and above the
+full refresh no slower than duckdb_alone and the export within 3x the export writer; peak RSS at
+1000x <= 3 GB.
 
 Wall seconds include interpreter start. Peak RSS is the process tree's (every descendant's resident
 memory summed, sampled every 20 ms). Results: a table on stdout and OUT/bench/bench.json.
-Usage: python -m pipeline.bench [--source DIR] [--scales 1,100,1000] [--runs N] [--out DIR]
+Usage: python bench/run.py [--source DIR] [--scales 1,100,1000] [--runs N] [--out DIR]
 """
 
 import argparse
@@ -39,100 +45,11 @@ from pipeline.paths import PROJECT_ROOT
 DEFAULT_SOURCE = PROJECT_ROOT.parent / "shared" / "upstream" / "ml-energy-leaderboard" / "2026-02-16-7885788"
 STEPS = ("fetch", "ingest", "build", "export")
 
-# DuckDB alone: every task and detail file's configurations to Parquet with an explicit schema.
-DUCKDB_ALONE = """
-import glob, json, sys, duckdb
-source, out, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-def struct(fields):
-    return "STRUCT(" + ", ".join(f'"{k}" {v}' for k, v in fields.items()) + ")"
-connection = duckdb.connect()
-connection.execute("set enable_progress_bar = false")
-with open(source + "/index.json") as handle:
-    index = json.load(handle)
-diffusion = set(index["architectures"].get("diffusion", []))
-for task in index["tasks"]:
-    columns = {"configurations": struct(spec["diffusion" if task in diffusion else "token"]) + "[]"}
-    connection.execute(
-        f"copy (select unnest(configurations, recursive := true) from read_json(?, columns := {columns!r},"
-        f" maximum_object_size := 2147483647)) to '{out}/{task}.parquet' (format parquet)",
-        [f"{source}/tasks/{task}.json"])
-detail = {**spec["detail"], "configurations": struct(spec["detail_row"]) + "[]"}
-files = sorted(glob.glob(source + "/models/*.json"))
-if files:
-    connection.execute(
-        f"copy (select * exclude (configurations), unnest(configurations, recursive := true)"
-        f" from read_json(?, columns := {detail!r})) to '{out}/details.parquet' (format parquet)", [files])
-"""
-
-# The export's floor: the exported documents, already parsed, formatted and written by the fastest
-# byte-identical writer in one process. Prints its own seconds (formatting and writing only).
-EXPORT_WRITER = """
-import json, os, sys, time
-import orjson
-import pipeline.export  # registers its "json_ascii_escape" codec error handler: json.dumps's escaping
-exported, out = sys.argv[1], sys.argv[2]
-names = sorted(os.path.relpath(os.path.join(d, f), exported) for d, _, fs in os.walk(exported) for f in fs)
-documents = []
-for name in names:
-    with open(os.path.join(exported, name), "rb") as handle:
-        documents.append(json.loads(handle.read()))
-for folder in sorted({os.path.dirname(name) for name in names}):
-    os.makedirs(os.path.join(out, folder), exist_ok=True)
-started = time.perf_counter()
-for name, document in zip(names, documents):
-    data = orjson.dumps(document, option=orjson.OPT_INDENT_2)
-    if not data.isascii():
-        data = data.decode().encode("ascii", "json_ascii_escape")
-    with open(os.path.join(out, name), "wb") as handle:
-        handle.write(data)
-print(time.perf_counter() - started)
-"""
-
-# What a user might write instead: json.load, pandas.json_normalize, to_parquet.
-PANDAS_BASELINE = """
-import glob, json, sys
-import pandas as pd
-source, out = sys.argv[1], sys.argv[2]
-files = sorted(glob.glob(source + "/tasks/*.json") + glob.glob(source + "/models/*.json"))
-for i, path in enumerate(files):
-    with open(path) as handle:
-        document = json.load(handle)
-    frame = pd.json_normalize(document["configurations"])
-    frame = frame.drop(columns=[c for c in frame.columns if c.startswith("output_length_distribution")])
-    frame.to_parquet(f"{out}/t{i}.parquet")
-"""
+BENCH = Path(__file__).resolve().parent
 
 
-def _duckdb_spec() -> dict[str, dict[str, str]]:
-    """The explicit schema of DUCKDB_ALONE, from schemas/: each upstream column with its type."""
-    from pipeline.validate import arrow_schema, json_paths, upstream_columns
-    from schemas import TABLES
-
-    duckdb_types = {"int64": "BIGINT", "double": "DOUBLE", "string": "VARCHAR", "bool": "BOOLEAN"}
-
-    def fields(table: str, extra: dict[str, str]) -> dict[str, str]:
-        model = TABLES[table]
-        schema, paths = arrow_schema(model), json_paths(model)
-        flat: dict[str, str] = {}
-        nested: dict[str, dict[str, str]] = {}
-        for name in upstream_columns(model):
-            duckdb_type = duckdb_types[str(schema.field(name).type)]
-            path = paths[name]
-            if len(path) == 1:
-                flat[path[0]] = duckdb_type
-            else:
-                nested.setdefault(path[0], {})[path[1]] = duckdb_type
-        for root, children in nested.items():
-            flat[root] = "STRUCT(" + ", ".join(f'"{k}" {v}' for k, v in children.items()) + ")"
-        return {**flat, **extra}
-
-    histogram = {"output_length_distribution": "STRUCT(bins DOUBLE[], counts BIGINT[])"}
-    return {
-        "token": fields("token_configurations", {}),
-        "diffusion": fields("diffusion_configurations", {}),
-        "detail": fields("model_details", histogram),
-        "detail_row": fields("model_detail_configurations", histogram),
-    }
+def _script(name: str, *arguments: object) -> list[str]:
+    return [sys.executable, str(BENCH / name), *map(str, arguments)]
 
 
 def _tree_rss_mb(root: int) -> float:
@@ -194,9 +111,10 @@ def _same_files(one: Path, other: Path) -> bool:
 
 def _bench_scale(source: Path, runs: int, work: Path) -> dict[str, Any]:
     cli = str(Path(sys.executable).with_name("energy-index"))
-    spec = json.dumps(_duckdb_spec())
     samples: dict[str, list[dict[str, float]]] = {
-        name: [] for name in ("full_refresh", "noop_refresh", "duckdb_alone", "export_writer", "floor", "pandas_baseline")
+        name: [] for name in (
+            "full_refresh", "noop_refresh", "duckdb_alone", "export_writer", "floor", "parse_floor", "pandas_baseline"
+        )
     }
     make = ["make", "-s", f"SOURCE={source}", f"OUT={work / 'make'}"]
     _measure(make, cwd=PROJECT_ROOT)  # the build the no-op runs find
@@ -209,12 +127,12 @@ def _bench_scale(source: Path, runs: int, work: Path) -> dict[str, Any]:
 
         target = work / f"duckdb-{run}"
         target.mkdir()
-        seconds, rss, _ = _measure([sys.executable, "-c", DUCKDB_ALONE, str(source), str(target), spec])
+        seconds, rss, _ = _measure(_script("floor_duckdb.py", source, target))
         samples["duckdb_alone"].append({"seconds": seconds, "peak_rss_mb": rss})
         shutil.rmtree(target)
 
         written = work / f"writer-{run}"
-        _, rss, printed = _measure([sys.executable, "-c", EXPORT_WRITER, str(out / "index"), str(written)])
+        _, rss, printed = _measure(_script("floor_export_writer.py", out / "index", written))
         if not _same_files(out / "index", written):
             raise SystemExit("bench: the export writer's files differ from the pipeline's")
         samples["export_writer"].append({"seconds": float(printed.split()[-1]), "peak_rss_mb": rss})
@@ -225,9 +143,12 @@ def _bench_scale(source: Path, runs: int, work: Path) -> dict[str, Any]:
             "peak_rss_mb": max(samples["duckdb_alone"][-1]["peak_rss_mb"], samples["export_writer"][-1]["peak_rss_mb"]),
         })
 
+        seconds, rss, _ = _measure(_script("floor_parse.py", source))
+        samples["parse_floor"].append({"seconds": seconds, "peak_rss_mb": rss})
+
         target = work / f"pandas-{run}"
         target.mkdir()
-        seconds, rss, _ = _measure([sys.executable, "-c", PANDAS_BASELINE, str(source), str(target)])
+        seconds, rss, _ = _measure(_script("baseline_pandas.py", source, target))
         samples["pandas_baseline"].append({"seconds": seconds, "peak_rss_mb": rss})
         shutil.rmtree(target)
         done = ", ".join(f"{name} {values[-1]['seconds']:.2f} s" for name, values in samples.items())
@@ -249,10 +170,26 @@ def _report(scale: int, runs: int, measured: dict[str, Any]) -> None:
     print(f"  refresh steps: {shares}")
     print(f"  pandas baseline / full refresh: {measured['pandas_baseline']['seconds'] / refresh['seconds']:.2f}; "
           f"pandas baseline / ingest: {measured['pandas_baseline']['seconds'] / refresh.get('ingest', float('nan')):.2f}")
+    for target, met in targets(scale, measured).items():
+        print(f"  target {target}: {'met' if met else 'NOT met'}")
+
+
+def targets(scale: int, measured: dict[str, Any]) -> dict[str, bool]:
+    """Issue 10's targets that apply at this scale, and whether they were met."""
+    refresh = measured["full_refresh"]
+    found: dict[str, bool] = {}
+    if scale == 1:
+        found["full refresh <= 1.0 s"] = refresh["seconds"] <= 1.0
+    if scale >= 100:
+        found["full refresh <= duckdb_alone"] = refresh["seconds"] <= measured["duckdb_alone"]["seconds"]
+        found["export <= 3 x export writer"] = refresh.get("export", float("inf")) <= 3 * measured["export_writer"]["seconds"]
+    if scale >= 1000:
+        found["peak RSS <= 3 GB"] = refresh["peak_rss_mb"] <= 3000
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python bench/run.py", description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="snapshot folder (default: newest shared)")
     parser.add_argument("--scales", default="1,100", help="comma-separated scales, e.g. 1,100,1000 (default: 1,100)")
     parser.add_argument("--runs", type=int, default=3, help="runs per measurement; medians are reported (default: 3)")
@@ -275,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"scale {scale}x: writing the synthetic snapshot ...", flush=True)
                 results["scales"][str(scale)] = {"synthetic": synthesize(args.source, source, scale)}
             measured = _bench_scale(source, args.runs, work / f"scale-{scale}")
-            results["scales"].setdefault(str(scale), {}).update(measured)
+            results["scales"].setdefault(str(scale), {}).update(measured, targets=targets(scale, measured))
             _report(scale, args.runs, measured)
             if scale != 1:
                 shutil.rmtree(source)
