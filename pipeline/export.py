@@ -27,82 +27,20 @@ from pipeline.files import replace_directory
 from pipeline.paths import Paths
 from pipeline.progress import progress
 from pipeline.source_card import load_source_card
+from schemas import dictionary
 
 DATE_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
-# Exported configuration keys in the seed's order: (key, column of the configurations view, rounding).
-# Rounding: None keeps the value, 0 rounds to an integer, n > 0 rounds to n decimals (Python's round()).
-CONFIGURATION_FIELDS: list[tuple[str, str, int | None]] = [
-    ("gpu", "gpu", None),
-    ("num_gpus", "num_gpus", None),
-    ("tensor_parallel", "tensor_parallel", None),
-    ("data_parallel", "data_parallel", None),
-    ("expert_parallel", "expert_parallel", None),
-    ("precision", "precision", None),
-    ("max_num_seqs", "max_num_seqs", None),
-    ("avg_requests_in_flight", "avg_batch_size", 1),
-    ("wh_per_million_output_tokens", "wh_per_million_output_tokens", 2),
-    ("joules_per_output_token", "joules_per_output_token", 7),
-    ("median_itl_ms", "median_itl_ms", 1),
-    ("p90_itl_ms", "p90_itl_ms", 1),
-    ("p99_itl_ms", "p99_itl_ms", 1),
-    ("tokens_per_second", "tokens_per_second", 1),
-    ("gpu_power_watts_total", "gpu_power_watts_total", 0),
-    ("avg_output_tokens", "avg_output_tokens", 0),
-    ("under_itl_deadline", "under_itl_deadline", None),
-    ("avg_running_batch", "avg_batch_size", 1),
-    ("p95_itl_ms", "p95_itl_ms", 1),
-    ("row_id", "row_id", None),
-    ("repeat", "repeat", None),
-]
-# Exported model keys: (key, column of the models table).
-MODEL_FIELDS: list[tuple[str, str]] = [
-    ("slug", "slug"),
-    ("name", "nickname"),
-    ("model_id", "model_id"),
-    ("params_b", "total_params_billions"),
-    ("active_params_b", "activated_params_billions"),
-    ("architecture", "architecture"),
-]
-# Diffusion configuration keys in export order; {unit} is image or video. Wh per image is small
-# (0.09 Wh for SANA at 1024 px), so it keeps 4 decimals.
-DIFFUSION_FIELDS: list[tuple[str, str, int | None]] = [
-    ("gpu", "gpu", None),
-    ("num_gpus", "num_gpus", None),
-    ("ulysses_degree", "ulysses_degree", None),
-    ("ring_degree", "ring_degree", None),
-    ("precision", "precision", None),
-    ("batch_size", "batch_size", None),
-    ("width", "width", None),
-    ("height", "height", None),
-    ("num_frames", "num_frames", None),
-    ("fps", "fps", None),
-    ("inference_steps", "inference_steps", None),
-    ("wh_per_{unit}", "wh_per_output", 4),
-    ("joules_per_{unit}", "joules_per_output", 1),
-    ("batch_latency_s", "batch_latency_s", 2),
-    ("{unit}s_per_second", "outputs_per_second", 4),
-    ("gpu_power_watts_total", "gpu_power_watts_total", 0),
-    ("under_latency_ceiling", "under_latency_ceiling", None),
-    ("row_id", "row_id", None),
-    ("repeat", "repeat", None),
-]
-# tiers.json rows: (key, column of tiered_best_configurations, rounding as in the index files). The
-# latency columns of the other family are left out of a task's file.
-TIER_FIELDS: list[tuple[str, str, int | None]] = [
-    ("slug", "slug", None),
-    ("model_id", "model_id", None),
-    ("gpu", "gpu", None),
-    ("latency_metric", "latency_metric", None),
-    ("latency_limit", "latency_limit", None),
-    ("row_id", "row_id", None),
-    ("repeat", "repeat", None),
-    ("wh_per_unit", "wh_per_unit", None),
-    ("median_itl_ms", "median_itl_ms", 1),
-    ("p90_itl_ms", "p90_itl_ms", 1),
-    ("p99_itl_ms", "p99_itl_ms", 1),
-    ("batch_latency_s", "batch_latency_s", 2),
-]
+
+def _export_fields(name: str) -> list[tuple[str, str, int | None]]:
+    """(key, view column, decimals) of one kind of exported row, from the field dictionary's [exports]."""
+    return [(field["key"], field["column"], field.get("decimals")) for field in dictionary.export_fields(name)]
+
+
+MODEL_FIELDS = [(key, column) for key, column, _ in _export_fields("model")]
+CONFIGURATION_FIELDS = _export_fields("token_configuration")
+DIFFUSION_FIELDS = _export_fields("diffusion_configuration")
+TIER_FIELDS = _export_fields("tier")
 TOKEN_ONLY_TIER_KEYS = {"median_itl_ms", "p90_itl_ms", "p99_itl_ms"}
 # Wh per unit keeps the index files' rounding: 2 decimals per million tokens, 4 per image or video.
 TIER_WH_DECIMALS = {"token": 2, "diffusion": 4}

@@ -43,9 +43,7 @@ from pipeline.upstream_json import (
     row_type,
 )
 from pipeline.validate import arrow_schema, as_stored, parquet_schema, raise_failures, table_failures
-from schemas import TABLES
-from schemas.diffusion_configurations import CONFIGURATION_KEY as DIFFUSION_KEY
-from schemas.token_configurations import CONFIGURATION_KEY as TOKEN_KEY
+from schemas import TABLES, measured_key
 
 TOKEN_FAMILIES = ("llm", "mllm")
 TABLE_ORDER = (
@@ -53,6 +51,7 @@ TABLE_ORDER = (
     "model_detail_configurations", "output_length_histograms",
 )
 TASK_FILE_HEAD = ("task", "task_display_name", "architecture")
+TOKEN_KEY, DIFFUSION_KEY = measured_key("token_configurations"), measured_key("diffusion_configurations")
 DETAIL_CHUNK_FILES = 500  # ~20 MB of JSON at a time
 
 

@@ -1,4 +1,5 @@
-"""Run the pandera schemas in schemas/ over Arrow tables and report every failure in one message.
+"""Run the pandera schemas (generated from schemas/dictionary.toml) over Arrow tables and report every
+failure in one message.
 
 Also derives from those schemas what other steps need: each table's Arrow schema, its upstream
 columns, and its column descriptions.
@@ -35,8 +36,8 @@ def _arrow_type(dtype: Any) -> pyarrow.DataType:
     raise TypeError(f"no Arrow type declared for pandera dtype {dtype}")
 
 
-def arrow_schema(model: type[pa.DataFrameModel]) -> pyarrow.Schema:
-    schema = model.to_schema()
+def arrow_schema(model: pa.DataFrameSchema) -> pyarrow.Schema:
+    schema = model
     return pyarrow.schema(
         pyarrow.field(name, _arrow_type(column.dtype), nullable=column.nullable)
         for name, column in schema.columns.items()
@@ -48,12 +49,12 @@ def arrow_schema(model: type[pa.DataFrameModel]) -> pyarrow.Schema:
 STORED_TYPES = {"date": pyarrow.date32(), "timestamptz": pyarrow.timestamp("us", tz="UTC")}
 
 
-def parquet_schema(table: str, model: type[pa.DataFrameModel]) -> pyarrow.Schema:
+def parquet_schema(table: str, model: pa.DataFrameSchema) -> pyarrow.Schema:
     """The table as stored: typed dates and times, each field's description (schemas/dictionary.toml)
     as Parquet field metadata and the table's as schema metadata, so that tools reading the files
     directly see them."""
     fields = []
-    for name, column in model.to_schema().columns.items():
+    for name, column in model.columns.items():
         stored = (column.metadata or {}).get("stored_as")
         arrow_type = STORED_TYPES[stored] if stored else _arrow_type(column.dtype)
         entry = dictionary.column(table, name)
@@ -67,27 +68,27 @@ def as_stored(table: pyarrow.Table, schema: pyarrow.Schema) -> pyarrow.Table:
     return table.select(schema.names).cast(schema)
 
 
-def upstream_columns(model: type[pa.DataFrameModel]) -> dict[str, str]:
+def upstream_columns(model: pa.DataFrameSchema) -> dict[str, str]:
     """Columns copied from upstream keys, each 'required' or 'optional'."""
     return {
         name: column.metadata["upstream"]
-        for name, column in model.to_schema().columns.items()
+        for name, column in model.columns.items()
         if column.metadata and "upstream" in column.metadata
     }
 
 
-def json_paths(model: type[pa.DataFrameModel]) -> dict[str, tuple[str, ...]]:
+def json_paths(model: pa.DataFrameSchema) -> dict[str, tuple[str, ...]]:
     """Where each upstream column sits in its JSON object: the key of the same name, or a nested path
     declared as metadata json_path ("parallelization.tensor_parallel")."""
     return {
         name: tuple(column.metadata.get("json_path", name).split("."))
-        for name, column in model.to_schema().columns.items()
+        for name, column in model.columns.items()
         if column.metadata and "upstream" in column.metadata
     }
 
 
-def table_key(model: type[pa.DataFrameModel]) -> list[str]:
-    return list(model.to_schema().unique or [])
+def table_key(model: pa.DataFrameSchema) -> list[str]:
+    return list(model.unique or [])
 
 
 def _to_pandas(table: pyarrow.Table) -> pd.DataFrame:
@@ -164,11 +165,15 @@ def _duplicate_keys(table_name: str, table: pyarrow.Table, key: list[str]) -> li
     ]
 
 
-@functools.cache
-def _schema_without_key(model: type[pa.DataFrameModel]) -> pa.DataFrameSchema:
-    """The model's schema less Config.unique, which _duplicate_keys checks instead (on a copy: pandera
-    caches the schema a model returns)."""
-    schema = copy.copy(model.to_schema())  # shallow: the columns and checks are shared, never changed
+_WITHOUT_KEY: dict[str, pa.DataFrameSchema] = {}
+
+
+def _schema_without_key(name: str, model: pa.DataFrameSchema) -> pa.DataFrameSchema:
+    """The table's schema less its key (unique), which _duplicate_keys checks instead (on a copy: the
+    schemas are shared)."""
+    if name in _WITHOUT_KEY:
+        return _WITHOUT_KEY[name]
+    schema = _WITHOUT_KEY[name] = copy.copy(model)  # shallow: the columns and checks are shared, never changed
     schema.unique = None
     return schema
 
@@ -178,14 +183,14 @@ VALIDATION_SLICE_ROWS = 250_000
 
 
 def table_failures(
-    tables: dict[str, tuple[type[pa.DataFrameModel], pyarrow.Table]],
+    tables: dict[str, tuple[pa.DataFrameSchema, pyarrow.Table]],
 ) -> tuple[list[str], list[str]]:
     """Validate every table lazily. Returns (failures, warnings), each a list of one-line messages."""
     failures: list[str] = []
     notices: list[str] = []
     for name, (model, table) in tables.items():
         key = table_key(model)
-        schema = _schema_without_key(model)
+        schema = _schema_without_key(name, model)
         for start in range(0, max(table.num_rows, 1), VALIDATION_SLICE_ROWS):
             frame = _to_pandas(table.slice(start, VALIDATION_SLICE_ROWS))
             with warnings.catch_warnings(record=True) as caught:
@@ -208,7 +213,7 @@ def raise_failures(failures: list[str]) -> None:
         raise PipelineError(f"validation failed: {len(failures)} failure(s)", shown)
 
 
-def validate_tables(tables: dict[str, tuple[type[pa.DataFrameModel], pyarrow.Table]]) -> list[str]:
+def validate_tables(tables: dict[str, tuple[pa.DataFrameSchema, pyarrow.Table]]) -> list[str]:
     """Validate every table lazily; raise one PipelineError listing all failures, else return warnings."""
     failures, notices = table_failures(tables)
     raise_failures(failures)

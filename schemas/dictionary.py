@@ -1,6 +1,8 @@
-"""The field dictionary (dictionary.toml): what every table, view and column means, read by the build
-(database comments, the data_dictionary table), ingest (Parquet field metadata) and the README's
-generated data dictionary. Imports nothing heavy."""
+"""The field dictionary (dictionary.toml): what every table, view and column means, and for the tables
+ingest writes, each column's type, presence upstream and checks. Read by the schemas (pandera, Arrow,
+Parquet and the msgspec types of the upstream JSON are generated from it), the build (database
+comments, the data_dictionary table), the export and the README's generated data dictionary.
+Imports nothing heavy."""
 
 import functools
 import tomllib
@@ -27,6 +29,31 @@ def table_description(table: str) -> str:
         return _entries()["tables"][table]["description"]
     except KeyError:
         raise KeyError(f"{DICTIONARY.name}: no [tables.{table}] description") from None
+
+
+def table_entry(table: str) -> dict:
+    """A table's entry: description, source, and for a validated table its key, row checks and columns."""
+    return _entries()["tables"][table]
+
+
+def validated_tables() -> tuple[str, ...]:
+    """The tables ingest writes and pandera validates: those whose columns the dictionary declares."""
+    return tuple(name for name, entry in _entries()["tables"].items() if "columns" in entry)
+
+
+def table_columns(table: str) -> dict[str, dict]:
+    """A validated table's columns in order, each with its presence upstream, nullability and checks."""
+    return _entries()["tables"][table]["columns"]
+
+
+def field_type(name: str) -> str:
+    """The column's type wherever it appears: string, int64, float64 or bool."""
+    return _entries()["fields"][name]["type"]
+
+
+def export_fields(name: str) -> list[dict]:
+    """One kind of exported row's fields in file order: key, view column and decimals ([exports.NAME])."""
+    return _entries()["exports"][name]["fields"]
 
 
 def table_source(table: str) -> str:

@@ -113,7 +113,7 @@ def test_5_help_version_did_you_mean_and_snapshots(history_build: Paths) -> None
     typo = cli("refersh")
     assert typo.returncode == 2 and "did you mean 'refresh'?" in typo.stderr
     from pipeline.cli import make_parser
-    from schemas import TABLE_MODULES
+    from schemas import TABLE_NAMES
 
     commands = next(a for a in make_parser()._actions if a.dest == "command").choices
     for name in commands:
@@ -121,7 +121,7 @@ def test_5_help_version_did_you_mean_and_snapshots(history_build: Paths) -> None
         assert "examples:\n  energy-index " + name in text, name
         assert max(len(line) for line in text.splitlines()) <= 100, name
     ingest_help = " ".join(cli("ingest", "--help").stdout.split())
-    assert all(table in ingest_help for table in TABLE_MODULES)
+    assert all(table in ingest_help for table in TABLE_NAMES)
     assert "--out" not in cli("synth", "--help").stdout
     listing = cli("snapshots", "--out", history_build.out)
     assert listing.returncode == 0

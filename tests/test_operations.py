@@ -86,39 +86,61 @@ def test_two_refreshes_started_together_do_not_interleave(tmp_path: Path) -> Non
     assert index["source"]["compiled"] == model_file["source"]["compiled"]
 
 
-def _kill_refresh_after(out: Path, marker: str, delay_s: float) -> None:
-    process = subprocess.Popen([CLI, *refresh_args(OLDER, out)], stderr=subprocess.PIPE, text=True)
-    for line in process.stderr:
-        if marker in line:
-            time.sleep(delay_s)
-            process.send_signal(signal.SIGKILL)
-            break
-    process.wait(timeout=60)
-    process.stderr.close()
+# Runs the CLI with one function replaced by one that SIGKILLs the process on its nth call, before
+# or after doing its work: the kill lands at a known point, so each point has one right outcome.
+KILLER = """
+import functools, importlib, os, signal, sys
+target, attribute, when, nth = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+module, _, cls = target.partition(":")
+owner = getattr(importlib.import_module(module), cls) if cls else importlib.import_module(module)
+original, calls = getattr(owner, attribute), []
+@functools.wraps(original)
+def killing(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == nth and when == "before":
+        os.kill(os.getpid(), signal.SIGKILL)
+    result = original(*args, **kwargs)
+    if len(calls) == nth:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return result
+setattr(owner, attribute, killing)
+from pipeline.cli import main
+sys.exit(main(sys.argv[5:]))
+"""
 
 
 @pytest.mark.parametrize(
-    ("marker", "step", "delay_s"),
+    ("target", "attribute", "when", "nth", "published"),
     [
-        ("fetch: reading", "fetch", 0.0),
-        (" files, ", "ingest", 0.0),
-        (" files, ", "ingest", 0.3),
-        ("ingest:", "build", 0.0),
-        ("build:", "export", 0.0),
-        ("export:", "publish", 0.0),
+        ("pipeline.fetch", "replace_directory", "before", 1, False),  # the snapshot's files staged
+        ("pipeline.fetch", "replace_directory", "after", 1, False),  # fetched, nothing ingested
+        ("pipeline.ingest:_TableWriters", "write", "after", 2, False),  # Parquet files half written
+        ("pipeline.build", "create_views", "before", 1, False),  # tables loaded, no views
+        ("pipeline.export", "dump_json", "after", 20, False),  # some index files written
+        ("pipeline.publish", "_fsync_directory", "after", 1, False),  # generation renamed, not switched
+        ("pipeline.publish", "_fsync_directory", "after", 2, True),  # switched, older generations not yet removed
     ],
+    ids=["fetch-staged", "fetched", "ingest", "build", "export", "before-switch", "after-switch"],
 )
-def test_killing_a_refresh_leaves_the_last_good_build(tmp_path: Path, marker: str, step: str, delay_s: float) -> None:
+def test_killing_a_refresh_leaves_the_last_good_build(
+    tmp_path: Path, target: str, attribute: str, when: str, nth: int, published: bool
+) -> None:
     out = tmp_path / "out"
     assert main(refresh_args(NEWEST, out)) == 0
     digest = tree_digest(out, *BUILD_OUTPUTS)
-    _kill_refresh_after(out, marker, delay_s)
-    after = tree_digest(out, *BUILD_OUTPUTS)
-    # A kill can only land before the switch (nothing changed) or after it (all of the new build).
-    assert after == digest or published_snapshot(out) == OLDER.name
-    if after != digest:
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLER, target, attribute, when, str(nth), *refresh_args(OLDER, out)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    if published:
+        # The switch is one rename: all of the new build, the same as a refresh of OLDER from scratch.
+        assert published_snapshot(out) == OLDER.name
         assert main(refresh_args(OLDER, tmp_path / "clean")) == 0
         assert tree_digest(tmp_path / "clean", "index") == tree_digest(out, "index")
+    else:
+        assert tree_digest(out, *BUILD_OUTPUTS) == digest
+        assert published_snapshot(out) == NEWEST.name
     assert main(refresh_args(OLDER, out)) == 0
     assert published_snapshot(out) == OLDER.name
     assert [p.name for p in Paths(out).generations_dir.iterdir() if not p.name.isdigit()] == []

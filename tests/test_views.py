@@ -262,3 +262,18 @@ def test_diffs_report_added_removed_and_changed_values_and_index_rows() -> None:
         ("removed", "Org/Gone", "gone/H100/1/8", None),
     ]
     assert fetch(connection, "select snapshot_id from index_snapshot") == [("s2",)]
+
+
+@pytest.mark.parametrize("table", ["token_configurations", "diffusion_configurations"])
+def test_configuration_values_compares_every_upstream_field_the_dictionary_declares(table: str) -> None:
+    """Every upstream field of a task-file entry is compared across snapshots, except the ones that
+    say what was measured (measured_key: they name the configuration); a new upstream field in the
+    dictionary fails this until configuration_values compares it too."""
+    from schemas import dictionary, measured_key
+
+    upstream = {name for name, entry in dictionary.table_columns(table).items() if "upstream" in entry}
+    token = table == "token_configurations"
+    connection = connect([measured()] if token else [], diffusion=[] if token else [diffusion_measured()])
+    compared = {field for (field,) in fetch(connection, "select distinct field from configuration_values")}
+    padding = {"architecture"} if not token else set()  # the diffusion files have none; null keeps one shape
+    assert compared == (upstream - set(measured_key(table))) | {"extra_fields"} | padding
