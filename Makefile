@@ -4,11 +4,13 @@
 PYTHON ?= python3
 VENV ?= .venv
 OUT ?= build
-SOURCE ?= https://raw.githubusercontent.com/ml-energy/leaderboard/7885788e837b80ad172e02e6e8c47e8d0b85520e/public/data
+# Empty SOURCE and ITL_DEADLINE_MS take the CLI's defaults: the leaderboard at its pinned commit
+# (pipeline/fetch.py) and the leaderboard's own deadline (pipeline/source_card.toml).
+SOURCE ?=
 AS_OF ?=
 RETRIEVED ?=
 COMMIT_TIME ?=
-ITL_DEADLINE_MS ?= 500
+ITL_DEADLINE_MS ?=
 HISTORY ?= ../shared/upstream/ml-energy-leaderboard
 BENCH_SCALES ?= 1,100
 BENCH_RUNS ?= 3
@@ -45,7 +47,7 @@ ENGINES := $(foreach version,$(ENGINE_VERSIONS),.engines/duckdb-$(version)/.inst
 
 CLI := $(VENV)/bin/energy-index
 INSTALLED := $(VENV)/.installed
-BUILD_ARGS = --out "$$EI_OUT" --itl-deadline-ms "$$EI_ITL_DEADLINE_MS" \
+BUILD_ARGS = --out "$$EI_OUT" $${EI_ITL_DEADLINE_MS:+--itl-deadline-ms "$$EI_ITL_DEADLINE_MS"} \
 	$${EI_AS_OF:+--as-of "$$EI_AS_OF"} $${EI_RETRIEVED:+--retrieved "$$EI_RETRIEVED"}
 
 .PHONY: all refresh history test test-all bench bench-history synth report release docs clean help
@@ -55,7 +57,7 @@ BUILD_ARGS = --out "$$EI_OUT" --itl-deadline-ms "$$EI_ITL_DEADLINE_MS" \
 all: refresh ## (default) fetch SOURCE, ingest, build and export; nothing is written when nothing changed
 
 refresh: $(INSTALLED) ## the same as all
-	@"$(CLI)" refresh --source "$$EI_SOURCE" $${EI_COMMIT_TIME:+--commit-time "$$EI_COMMIT_TIME"} $(BUILD_ARGS)
+	@"$(CLI)" refresh $${EI_SOURCE:+--source "$$EI_SOURCE"} $${EI_COMMIT_TIME:+--commit-time "$$EI_COMMIT_TIME"} $(BUILD_ARGS)
 
 $(INSTALLED): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -103,8 +105,8 @@ help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | \
 		awk -F':.*## ' '{ printf "  %-10s %s\n", $$1, $$2 }'
 	@echo 'Variables (make VAR=value):'
-	@printf '  %-16s %s\n' SOURCE "$$EI_SOURCE" OUT "$$EI_OUT" AS_OF "$${EI_AS_OF:-(the snapshot's retrieval date)}" \
+	@printf '  %-16s %s\n' SOURCE "$${EI_SOURCE:-(the leaderboard at its pinned commit, pipeline/fetch.py)}" OUT "$$EI_OUT" AS_OF "$${EI_AS_OF:-(the snapshot's retrieval date)}" \
 		RETRIEVED "$${EI_RETRIEVED:-(the date of the first fetch)}" \
-		COMMIT_TIME "$${EI_COMMIT_TIME:-(from SOURCE's snapshot.json)}" ITL_DEADLINE_MS "$$EI_ITL_DEADLINE_MS" \
+		COMMIT_TIME "$${EI_COMMIT_TIME:-(from SOURCE's snapshot.json)}" ITL_DEADLINE_MS "$${EI_ITL_DEADLINE_MS:-$$(sed -n 's/^default_itl_deadline_ms = \([0-9.]*\).*/\1/p' pipeline/source_card.toml) (the leaderboard's, pipeline/source_card.toml)}" \
 		HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" \
 		N "$$EI_N" SCALE "$$EI_SCALE" SYNTH_SOURCE "$$EI_SYNTH_SOURCE" SYNTH_DIR "$$EI_SYNTH_DIR" VENV "$(VENV)"

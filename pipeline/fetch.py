@@ -25,6 +25,7 @@ from typing import Any
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import load_json_strict, replace_directory, write_bytes_atomic
 from pipeline.paths import Paths
+from schemas import dictionary
 from schemas.rules import MODEL_ID_PATTERN
 
 DEFAULT_SOURCE = (
@@ -41,10 +42,11 @@ MANIFEST = "manifest.json"
 # snapshot.json is written beside the shared snapshots (not by the upstream) with the commit facts.
 COMMIT_FACTS = "snapshot.json"
 COMMIT_FACT_KEYS = ("repository", "commit", "commit_time", "commit_subject", "tasks_last_commit_date")
-TASK_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,99}$")
+# A task name and a snapshot id become folder and file names: the dictionary declares their alphabet.
+TASK_NAME_PATTERN = re.compile(dictionary.table_columns("tasks")["task"]["matches"])
 PINNED_COMMIT_PATTERN = re.compile(r"/([0-9a-f]{40})/")
-SNAPSHOT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-COMMIT_PATTERN = re.compile(r"^[0-9a-f]{7,40}$")
+SNAPSHOT_ID_PATTERN = re.compile(dictionary.table_columns("snapshots")["snapshot_id"]["matches"])
+COMMIT_PATTERN = re.compile(dictionary.table_columns("snapshots")["commit"]["matches"])
 COMMIT_TIME_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}T")
 # Per local source folder and file: size, mtime and ctime in ns, inode and sha256, as git's index keeps
 # them. A file whose entry matches is not read again; any other (cp -a, rsync -a, an edit in place, a
