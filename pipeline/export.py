@@ -4,6 +4,7 @@ Views compute; this module only selects rows, rounds them and lays them out in t
 OUT/index/<task>/models/<slug>.json per model, OUT/index/<task>/index.json and tiers.json per task.
 """
 
+import codecs
 import datetime
 import functools
 import itertools
@@ -135,20 +136,21 @@ def format_model(row: dict[str, Any]) -> dict[str, Any]:
 _FLOAT_FORMATS_DIFFER = re.compile(rb"(?:: |\n *)-?(?:0\.0000|[0-9.]+e)")
 
 
-# What json.dumps(ensure_ascii=True) escapes and orjson writes as it is: DEL and all beyond ASCII.
-_NOT_PRINTABLE_ASCII = re.compile("[^\x00-\x7e]+")
+def _json_escape(error: UnicodeEncodeError) -> tuple[str, int]:
+    """Escape what ASCII cannot hold as json.dumps does, with the standard library's own escaping."""
+    return json.encoder.encode_basestring_ascii(error.object[error.start:error.end])[1:-1], error.end
 
 
-def _escaped(match: re.Match[str]) -> str:
-    return json.encoder.encode_basestring_ascii(match.group())[1:-1]  # the standard library's own escaping
+# An encoding error handler: encoding scans at C speed and calls it only for each run beyond ASCII.
+codecs.register_error("json_ascii_escape", _json_escape)
 
 
 def ascii_escaped(data: bytes) -> bytes:
     """orjson's UTF-8 output escaped as json.dumps escapes it (in JSON text anything beyond ASCII, and
     DEL, sits inside strings)."""
-    if data.isascii() and b"\x7f" not in data:
-        return data
-    return _NOT_PRINTABLE_ASCII.sub(_escaped, data.decode("utf-8")).encode("ascii")
+    if not data.isascii():
+        data = data.decode("utf-8").encode("ascii", errors="json_ascii_escape")
+    return data.replace(b"\x7f", b"\\u007f") if b"\x7f" in data else data
 
 
 def dump_json(document: dict[str, Any], floats_vetted: bool = False) -> bytes:
@@ -300,8 +302,15 @@ def _check_slugs_distinct(connection: duckdb.DuckDBPyConnection, snapshot_id: st
 
 
 _MODELS_JOIN = "join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id"
-# Floats in this range, and zero, print alike in orjson and json.dumps (see dump_json).
-PLAIN_FLOAT_RANGE = (1e-4, 1e15)
+# Floats in this range, and zero, print alike in orjson and json.dumps (see dump_json), and still do
+# once rounded (the upper bound leaves room for a value rounding up).
+PLAIN_FLOAT_RANGE = (1e-4, 1e14)
+
+
+def plain_floats_sql(columns: list[str]) -> str:
+    """A SQL condition: every one of `columns` is null, zero or within PLAIN_FLOAT_RANGE."""
+    low, high = PLAIN_FLOAT_RANGE
+    return " and ".join(f"coalesce({c} = 0 or abs({c}) >= {low!r} and abs({c}) < {high!r}, true)" for c in columns) or "true"
 
 
 @dataclass(frozen=True)
@@ -319,9 +328,7 @@ class ExportSelect:
 
     def sql(self) -> str:
         """The select list, with plain_floats: true where every float of the row prints alike in orjson."""
-        low, high = PLAIN_FLOAT_RANGE
-        plain = " and ".join(f"coalesce({c} = 0 or abs({c}) >= {low!r} and abs({c}) < {high!r}, true)" for c in self.floats)
-        return f"c.task, c.slug, {', '.join(self.columns)}, {plain or 'true'} as plain_floats"
+        return f"c.task, c.slug, {', '.join(self.columns)}, {plain_floats_sql(self.floats)} as plain_floats"
 
 
 def _export_query(connection: duckdb.DuckDBPyConnection, family: Family, view: str, order_by: str, where: str) -> str:
@@ -510,9 +517,12 @@ def export(
             for row in _best_rows(connection, snapshot_id, family):
                 best_by_task.setdefault(row["task"], []).append(row)
         tiers_by_task: dict[str, list[dict[str, Any]]] = {}
+        tier_view = connection.sql("select * from tiered_best_configurations limit 0")
+        tier_columns = {column for _, column, _ in TIER_FIELDS}
+        tier_floats = [c for c, t in zip(tier_view.columns, tier_view.dtypes) if c in tier_columns and str(t) == "DOUBLE"]
         for row in fetch_dicts(
             connection,
-            "select * from tiered_best_configurations where snapshot_id = $id"
+            f"select *, {plain_floats_sql(tier_floats)} as plain_floats from tiered_best_configurations where snapshot_id = $id"
             " order by task, slug, gpu, latency_metric, latency_limit",
             {"id": snapshot_id},
         ):
@@ -527,10 +537,13 @@ def export(
         for plan in plans:
             (staging / plan.task / "models").mkdir(parents=True)
             formatted = configuration_formatter(FAMILIES[plan.family].fields, plan.unit)
-            rows = [{**format_model(row), **formatted(row)} for row in best_by_task.get(plan.task, [])]
-            (staging / plan.task / "index.json").write_bytes(dump_json({**plan.header, "rows": rows}))
-            tiers = [format_tier(row, plan.family) for row in tiers_by_task.get(plan.task, [])]
-            (staging / plan.task / "tiers.json").write_bytes(dump_json({**plan.header, "rows": tiers}))
+            best, tiered = best_by_task.get(plan.task, []), tiers_by_task.get(plan.task, [])
+            rows = [{**format_model(row), **formatted(row)} for row in best]
+            vetted = plan.header_prints_alike and all(row["plain_floats"] for row in best)
+            (staging / plan.task / "index.json").write_bytes(dump_json({**plan.header, "rows": rows}, vetted))
+            tiers = [format_tier(row, plan.family) for row in tiered]
+            vetted = plan.header_prints_alike and all(row["plain_floats"] for row in tiered)
+            (staging / plan.task / "tiers.json").write_bytes(dump_json({**plan.header, "rows": tiers}, vetted))
         arguments = (str(paths.database), snapshot_id, plans, str(staging))
         if shares == 1:
             model_file_count = write_model_files(*arguments)
