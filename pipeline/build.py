@@ -1,5 +1,6 @@
 """Build: load the Parquet tables into a DuckDB database with the views in sql/, published by rename."""
 
+import functools
 import hashlib
 import os
 import shutil
@@ -38,6 +39,7 @@ class BuildResult:
     appended: bool = False
 
 
+@functools.cache
 def view_files() -> dict[str, Path]:
     return {path.stem: path for path in sorted(SQL_DIR.glob("*.sql"))}
 
