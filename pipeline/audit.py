@@ -1,15 +1,15 @@
 """The audit summary printed after a refresh or a history, read from the audit_findings view: per rule,
 what its number measures (with unit and bound) and the findings; after a history, every snapshot."""
 
-import duckdb
 
+from pipeline.database import connect
 from pipeline.paths import Paths
 
 EXAMPLES_PER_RULE = 2
 
 
 def audit_summary(paths: Paths, every_snapshot: bool = False) -> str:
-    with duckdb.connect(str(paths.database), read_only=True) as connection:
+    with connect(str(paths.database), read_only=True) as connection:
         snapshot_id = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
         rows = connection.execute(
             """

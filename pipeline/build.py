@@ -14,6 +14,7 @@ import duckdb
 import pyarrow
 import pyarrow.parquet as pq
 
+from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import atomic_path
 from pipeline.paths import AUDIT_RULES, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest
@@ -135,7 +136,7 @@ def _reusable_database(paths: Paths, staging: Path) -> dict[tuple[str, str], str
     if not published.is_file():
         return {}
     try:
-        with duckdb.connect(str(published), read_only=True) as connection:
+        with connect(str(published), read_only=True) as connection:
             rows = connection.execute("select table_name, snapshot_id, signature, code from build_inputs").fetchall()
     except duckdb.Error:
         return {}
@@ -390,7 +391,7 @@ def build(
         leftover.unlink(missing_ok=True)
     try:
         loaded = {} if full else _reusable_database(paths, staging)
-        connection = duckdb.connect(
+        connection = connect(
             str(staging), config={"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}"}
         )
         try:

@@ -1,8 +1,23 @@
-"""Reading query results as dictionaries, for the steps that format what the views compute."""
+"""Connections to DuckDB as every step opens them, and query results as dictionaries for the steps
+that format what the views compute."""
 
+from pathlib import Path
 from typing import Any
 
 import duckdb
+
+def connect(database: str | Path = ":memory:", *, read_only: bool = False,
+            config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect, without DuckDB's progress bar: it draws one for any query over two seconds, into
+    logs and cron mail as well, and the steps report their own progress (pipeline/progress.py). A
+    lock_configuration in `config` is applied last, once that is set."""
+    config = dict(config or {})
+    lock = config.pop("lock_configuration", False)
+    connection = duckdb.connect(str(database), read_only=read_only, config=config)
+    connection.execute("set enable_progress_bar = false")
+    if lock:
+        connection.execute("set lock_configuration = true")
+    return connection
 
 
 def fetch_dicts(connection: duckdb.DuckDBPyConnection, sql: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:

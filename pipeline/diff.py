@@ -5,9 +5,8 @@ import json
 from collections import Counter
 from typing import Any
 
-import duckdb
 
-from pipeline.database import fetch_dicts
+from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.paths import Paths
 
@@ -21,7 +20,7 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
     whether the two were given newest first)."""
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
-    with duckdb.connect(str(paths.database), read_only=True) as connection:
+    with connect(str(paths.database), read_only=True) as connection:
         positions = dict(connection.execute("select snapshot_id, position from snapshot_history").fetchall())
         for snapshot_id in (old, new):
             if snapshot_id not in positions:
@@ -167,5 +166,5 @@ def format_text(diff: dict[str, Any], limit: int, width: int | None = None) -> s
         lines += ["  " + line for line in _table(
             ["field", "configurations", "task", "model", "configuration", "e.g."], rows, width - 2, [3, 4, 2])]
     if len(index) > limit or len(added) > limit or len(changed) > limit:
-        lines += ["", f"--limit N shows more; --format json lists every change"]
+        lines += ["", "--limit N shows more; --format json lists every change"]
     return "\n".join(lines)

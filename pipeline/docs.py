@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-import duckdb
 
+from pipeline.database import connect
 from pipeline.paths import PROJECT_ROOT, Paths
 
 README = PROJECT_ROOT / "README.md"
@@ -20,7 +20,7 @@ def _cell(text: str | None) -> str:
 
 
 def render(database: Path) -> str:
-    with duckdb.connect(str(database), read_only=True) as connection:
+    with connect(str(database), read_only=True) as connection:
         rows = connection.execute(
             "select object_name, kind, object_description, column_name, data_type, unit, description, source"
             " from data_dictionary order by kind, object_name, position"

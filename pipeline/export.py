@@ -22,7 +22,7 @@ from typing import Any, Callable
 import duckdb
 import orjson
 
-from pipeline.database import fetch_dicts
+from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import replace_directory
 from pipeline.paths import Paths
@@ -417,7 +417,7 @@ def write_model_files(
 
     Runs in a worker process when the export is split; each opens the database read-only itself.
     """
-    connection = duckdb.connect(database, read_only=True)
+    connection = connect(database, read_only=True)
     # A counter in the main process only (share 0): workers' output would interleave with it.
     counter = progress(None, "export: model files") if share == 0 else progress(0, "")
     try:
@@ -477,7 +477,7 @@ def export(
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     card = load_source_card()
-    connection = duckdb.connect(str(paths.database), read_only=True)
+    connection = connect(str(paths.database), read_only=True)
     try:
         parameters = fetch_dicts(
             connection, "select i.snapshot_id, b.itl_deadline_ms from index_snapshot as i cross join build_parameters as b", {}

@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 import pyarrow
 
+from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.paths import Paths
 
@@ -42,7 +43,7 @@ def parse_parameter(text: str) -> tuple[str, Any]:
 def run_query(paths: Paths, sql: str, parameters: dict[str, Any]) -> pyarrow.Table:
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
-    connection = duckdb.connect(str(paths.database), read_only=True, config=LOCKED_DOWN)
+    connection = connect(str(paths.database), read_only=True, config=LOCKED_DOWN)
     try:
         try:
             statements = connection.extract_statements(sql)
@@ -72,7 +73,7 @@ def run_query(paths: Paths, sql: str, parameters: dict[str, Any]) -> pyarrow.Tab
 
 def write_result(result: pyarrow.Table, output_format: str, output: Path | None) -> None:
     """Format with DuckDB's own writers, on a private in-memory connection that may write files."""
-    formatter = duckdb.connect()
+    formatter = connect()
     formatter.register("result", result)
     if output_format == "table":
         formatter.sql("from result").show(max_width=10_000, max_rows=10_000)

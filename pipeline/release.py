@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.database import fetch_dicts
+from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import replace_directory
 from pipeline.paths import Paths
@@ -73,7 +73,7 @@ def write_release(paths: Paths) -> Path:
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     card = load_source_card()["source"]
-    connection = duckdb.connect(str(paths.database), read_only=True)
+    connection = connect(str(paths.database), read_only=True)
     try:
         snapshot = fetch_dicts(connection, """
             select s.snapshot_id, s.commit, s.commit_subject, strftime(s.last_updated, '%Y-%m-%d') as compiled,

@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.database import fetch_dicts
+from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import replace_directory
 from pipeline.paths import Paths
@@ -179,7 +179,7 @@ def write_report(paths: Paths) -> tuple[Path, int]:
 
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
-    with duckdb.connect(str(paths.database), read_only=True) as connection:
+    with connect(str(paths.database), read_only=True) as connection:
         snapshot = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
         snapshot_count = connection.execute("select count(*) from snapshots").fetchone()[0]
         tasks = fetch_dicts(connection, """

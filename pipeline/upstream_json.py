@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 
 import msgspec
 import pyarrow

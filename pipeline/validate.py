@@ -129,9 +129,9 @@ SMALL_TABLE_ROWS = 50_000
 
 @functools.cache
 def _key_checker() -> Any:
-    import duckdb
+    from pipeline.database import connect
 
-    return duckdb.connect()
+    return connect()
 
 
 def _duplicate_keys(table_name: str, table: pyarrow.Table, key: list[str]) -> list[str]:
