@@ -57,9 +57,12 @@ def test_the_newest_snapshot_is_read_by_typed_decoding(tmp_path) -> None:
     assert result.row_counts["output_length_histograms"] > 40_000
 
 
-def test_detail_files_read_in_small_chunks_give_the_same_tables(newest_build, tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("processes", ["this one", "workers"])
+def test_detail_files_read_in_small_chunks_give_the_same_tables(newest_build, tmp_path, monkeypatch, processes) -> None:
     chunked, snapshot_id = _raw_copy(newest_build, tmp_path / "chunked")
     monkeypatch.setattr(ingest_module, "DETAIL_CHUNK_FILES", 7)
+    if processes == "workers":
+        monkeypatch.setattr(ingest_module, "PARALLEL_MIN_DETAIL_FILES", 1)
     ingest(chunked, snapshot_id)
     _assert_same_tables(chunked, newest_build, snapshot_id)
 
