@@ -109,6 +109,14 @@ def _same_files(one: Path, other: Path) -> bool:
     )
 
 
+def _measure_into_folder(script: str, source: Path, target: Path) -> dict[str, float]:
+    """One run of a script that writes into a folder of its own, removed afterwards."""
+    target.mkdir()
+    seconds, rss, _ = _measure(_script(script, source, target))
+    shutil.rmtree(target)
+    return {"seconds": seconds, "peak_rss_mb": rss}
+
+
 def _bench_scale(source: Path, runs: int, work: Path) -> dict[str, Any]:
     cli = str(Path(sys.executable).with_name("energy-index"))
     samples: dict[str, list[dict[str, float]]] = {
@@ -125,11 +133,7 @@ def _bench_scale(source: Path, runs: int, work: Path) -> dict[str, Any]:
         seconds, rss, _ = _measure(make, cwd=PROJECT_ROOT)
         samples["noop_refresh"].append({"seconds": seconds, "peak_rss_mb": rss})
 
-        target = work / f"duckdb-{run}"
-        target.mkdir()
-        seconds, rss, _ = _measure(_script("floor_duckdb.py", source, target))
-        samples["duckdb_alone"].append({"seconds": seconds, "peak_rss_mb": rss})
-        shutil.rmtree(target)
+        samples["duckdb_alone"].append(_measure_into_folder("floor_duckdb.py", source, work / f"duckdb-{run}"))
 
         written = work / f"writer-{run}"
         _, rss, printed = _measure(_script("floor_export_writer.py", out / "index", written))
@@ -146,11 +150,7 @@ def _bench_scale(source: Path, runs: int, work: Path) -> dict[str, Any]:
         seconds, rss, _ = _measure(_script("floor_parse.py", source))
         samples["parse_floor"].append({"seconds": seconds, "peak_rss_mb": rss})
 
-        target = work / f"pandas-{run}"
-        target.mkdir()
-        seconds, rss, _ = _measure(_script("baseline_pandas.py", source, target))
-        samples["pandas_baseline"].append({"seconds": seconds, "peak_rss_mb": rss})
-        shutil.rmtree(target)
+        samples["pandas_baseline"].append(_measure_into_folder("baseline_pandas.py", source, work / f"pandas-{run}"))
         done = ", ".join(f"{name} {values[-1]['seconds']:.2f} s" for name, values in samples.items())
         print(f"  run {run + 1}/{runs}: {done}", flush=True)
     return {
