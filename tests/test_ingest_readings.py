@@ -100,3 +100,52 @@ def test_any_layout_of_a_task_file_gives_the_same_tables(newest_build, tmp_path,
     ingest(relaid, snapshot_id)
     # Only the snapshots table (file sizes) may tell the layouts apart.
     _assert_same_tables(relaid, newest_build, snapshot_id, tuple(t for t in TABLE_ORDER if t != "snapshots"))
+
+
+def test_a_new_upstream_field_takes_one_dictionary_entry(source_copy: Path, tmp_path: Path, monkeypatch) -> None:
+    """What README's Layout promises: one entry in schemas/dictionary.toml and ingest reads the key
+    into a typed, checked, described column instead of extra_fields."""
+    import copy
+
+    import duckdb
+
+    import pipeline.validate as validate_module
+    import schemas
+    from schemas import dictionary
+
+    entries = copy.deepcopy(dictionary._entries())
+    entries["tables"]["token_configurations"]["columns"]["zz_power_factor"] = {
+        "upstream": "optional", "nullable": True, "gt": 0, "le": 1}
+    entries["fields"]["zz_power_factor"] = {"type": "float64", "unit": "ratio", "description": "A new upstream field."}
+    monkeypatch.setattr(dictionary, "_entries", lambda: entries)
+    monkeypatch.setattr(validate_module, "_WITHOUT_KEY", {})
+    schemas._schemas.cache_clear()
+    ingest_module._types.cache_clear()
+    import pipeline.build as build_module
+
+    for module in (ingest_module, build_module):  # they hold the schemas they imported
+        monkeypatch.setattr(module, "TABLES", schemas._schemas())
+    try:
+        gpqa = source_copy / "tasks" / "gpqa.json"
+        document = json.loads(gpqa.read_text())
+        for row in document["configurations"]:
+            row["zz_power_factor"] = 0.9
+        gpqa.write_text(json.dumps(document, indent=2))
+        (source_copy / "snapshot.json").unlink()  # a snapshot of its own, not the published one changed
+        out = tmp_path / "out"
+        assert main(["refresh", "--source", str(source_copy), "--out", str(out)]) == 0
+        with duckdb.connect(str(out / "energy_index.duckdb"), read_only=True) as connection:
+            assert connection.execute(
+                "select count(*), min(zz_power_factor), max(zz_power_factor), count(extra_fields)"
+                " from token_configurations where task = 'gpqa'"
+            ).fetchall() == [(len(document["configurations"]), 0.9, 0.9, 0)]
+            assert connection.execute(
+                "select count(zz_power_factor) from token_configurations where task <> 'gpqa'"
+            ).fetchall() == [(0,)]
+            assert connection.execute(
+                "select unit, description from data_dictionary"
+                " where object_name = 'token_configurations' and column_name = 'zz_power_factor'"
+            ).fetchall() == [("ratio", "A new upstream field.")]
+    finally:  # the next test's schemas come from the real dictionary again
+        schemas._schemas.cache_clear()
+        ingest_module._types.cache_clear()
