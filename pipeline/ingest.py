@@ -12,9 +12,9 @@ import hashlib
 import json
 import multiprocessing
 import os
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,21 +35,20 @@ from pipeline.source_card import load_source_card
 from pipeline.upstream_json import (
     ABSENT,
     HISTOGRAM_PROBLEM,
-    Absent,
+    FileTypes,
     Histogram,
     Irregular,
-    RowType,
     check_repeated_keys,
     columns_of,
     decode,
     decode_untyped,
+    file_types,
     read_objects,
-    row_type,
 )
 from pipeline.validate import arrow_schema, as_stored, parquet_schema, raise_failures, table_failures
-from schemas import TABLES, measured_key
+from schemas import TABLES, dictionary, measured_key
 
-TOKEN_FAMILIES = ("llm", "mllm")
+TOKEN_FAMILIES = tuple(family for family in dictionary.table_columns("tasks")["family"]["isin"] if family != "diffusion")
 TABLE_ORDER = (
     "snapshots", "tasks", "models", "token_configurations", "diffusion_configurations", "model_details",
     "model_detail_configurations", "output_length_histograms",
@@ -68,35 +67,9 @@ class IngestResult:
     read_by_object: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class _Types:
-    """The msgspec types of the upstream's files, generated from the schemas once per process."""
-
-    token: RowType
-    diffusion: RowType
-    model: RowType
-    detail_row: RowType
-    detail_file: RowType
-    token_file: type[msgspec.Struct]
-    diffusion_file: type[msgspec.Struct]
-
-
 @functools.cache
-def _types() -> _Types:
-    histogram = ("output_length_distribution", Histogram | Absent, ABSENT)
-    detail_row = row_type(TABLES["model_detail_configurations"], "DetailRow", (histogram,))
-    rows = {"token": row_type(TABLES["token_configurations"], "TokenRow"),
-            "diffusion": row_type(TABLES["diffusion_configurations"], "DiffusionRow")}
-    files = {
-        family: msgspec.defstruct(f"{family.title()}TaskFile", [
-            ("task", str | Absent, ABSENT), ("task_display_name", str), ("architecture", str | None | Absent, ABSENT),
-            ("configurations", list[kind.struct]),
-        ], kw_only=True, forbid_unknown_fields=True)
-        for family, kind in rows.items()
-    }
-    detail_file = row_type(TABLES["model_details"], "DetailFile", (("configurations", list[detail_row.struct]), histogram))
-    return _Types(rows["token"], rows["diffusion"], row_type(TABLES["models"], "ModelRow"), detail_row, detail_file,
-                  files["token"], files["diffusion"])
+def _types() -> FileTypes:
+    return file_types(TABLES)
 
 
 class _VerifiedFiles:
@@ -221,8 +194,8 @@ def _read_task_file(
             return head, None, True
         columns, _ = columns_of(rows, kind)
         by_object = True
-    del data
     count = len(rows)
+    del data, document, rows  # the decoded objects: at 1000x a task file's take a gigabyte
     key = [[task] * count if column == "task" else columns[column] for column in (TOKEN_KEY if token else DIFFUSION_KEY)]
     added = {"snapshot_id": [snapshot_id] * count, "task": [task] * count, "source_ordinal": range(count),
              "repeat": _repeats(key), "extra_fields": extras}
@@ -418,26 +391,43 @@ def _read_detail_chunk(
 
 
 # A worker costs about a second to start (pandera's import); with fewer detail files than this the
-# whole snapshot takes less, and they are read in this process. Above it, one worker per core reads
-# chunks while this process reads the task files (at 100x: ingest 14 s in one process, 8 s so).
+# whole snapshot takes less, and they are read in this process. Above it one worker per core reads
+# chunks while this process reads the task files (100x: ingest 14 s in one process, 9.6 s so), at
+# most two per worker in flight: finished chunks waiting for this process took 4.9 GB at 1000x.
 PARALLEL_MIN_DETAIL_FILES = 2000
 
 
-def _detail_chunks(
-    stack: ExitStack, snapshot_id: str, files: _VerifiedFiles, manifest: dict[str, Any], names: list[str],
-    families: dict[str, str],
-) -> Iterator[_DetailChunk]:
-    """The detail files' chunks in order: started at once in worker processes when there are many
-    (consumed later, while this process reads the task files), else read here as they are asked for."""
-    arguments = [(snapshot_id, files.snapshot_dir, manifest, names[start:start + DETAIL_CHUNK_FILES], families)
-                 for start in range(0, len(names), DETAIL_CHUNK_FILES)]
-    if len(names) < PARALLEL_MIN_DETAIL_FILES:
-        return (_read_detail_chunk(*chunk) for chunk in arguments)
-    cores = len(os.sched_getaffinity(0))
-    # Spawned, not forked: a fork would copy this process's memory and any library threads.
-    pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("spawn"))
-    stack.callback(pool.shutdown, wait=True, cancel_futures=True)  # a refused chunk stops the rest
-    return pool.map(_read_detail_chunk, *zip(*arguments))
+class _DetailChunks:
+    """The detail files' chunks, handed over in order: read by worker processes when there are many,
+    else here, one at a time as they are asked for."""
+
+    def __init__(self, stack: ExitStack, snapshot_id: str, files: _VerifiedFiles, manifest: dict[str, Any],
+                 names: list[str], families: dict[str, str]) -> None:
+        self._jobs = iter([(snapshot_id, files.snapshot_dir, manifest, names[start:start + DETAIL_CHUNK_FILES], families)
+                           for start in range(0, len(names), DETAIL_CHUNK_FILES)])
+        self._running: deque[Future] = deque()
+        self._pool = None
+        if len(names) >= PARALLEL_MIN_DETAIL_FILES:
+            cores = len(os.sched_getaffinity(0))
+            # Spawned, not forked: a fork would copy this process's memory and any library threads.
+            self._pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("spawn"))
+            stack.callback(self._pool.shutdown, wait=True, cancel_futures=True)  # a refused chunk stops the rest
+            self._in_flight = 2 * cores
+            self._top_up()
+
+    def _top_up(self) -> None:
+        while len(self._running) < self._in_flight and (job := next(self._jobs, None)):
+            self._running.append(self._pool.submit(_read_detail_chunk, *job))
+
+    def ready(self, wait: bool) -> Iterator[_DetailChunk]:
+        """The chunks done so far in order (with `wait`: all of them), starting more as they are taken."""
+        if self._pool is None:
+            yield from (_read_detail_chunk(*job) for job in self._jobs) if wait else ()
+            return
+        while self._running and (wait or self._running[0].done()):
+            chunk = self._running.popleft().result()
+            self._top_up()
+            yield chunk
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -497,7 +487,24 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
     with ExitStack() as stack:
         writers = _TableWriters(stack, paths, snapshot_id)
         bar = stack.enter_context(progress(len(index["tasks"]) + len(detail_names), f"ingest {snapshot_id}"))
-        details = _detail_chunks(stack, snapshot_id, files, manifest, detail_names, families)
+        details = _DetailChunks(stack, snapshot_id, files, manifest, detail_names, families)
+        model_details, read = [], 0
+
+        def take(chunks: Iterator[_DetailChunk]) -> None:
+            nonlocal read
+            for chunk in chunks:
+                files.read_names.update(detail_names[read:read + chunk.files])  # verified where they were read
+                read += chunk.files
+                problems.extend(chunk.problems)
+                failures.extend(chunk.failures)
+                notices.extend(chunk.notices)
+                read_by_object.extend(chunk.read_by_object)
+                if not problems and not failures:  # else nothing is written, and the tables may hold holes
+                    model_details.append(chunk.tables.pop("model_details"))
+                    for name, table in chunk.tables.items():
+                        writers.write(name, table)
+                bar.update(chunk.files)
+
         models = _models_table(snapshot_id, index, problems)
         task_rows, named_models = [], set()
         for position, task in enumerate(index["tasks"]):
@@ -512,21 +519,9 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
                 writers.write(name, table)
             del table
             bar.update(1)
+            take(details.ready(wait=False))  # written while the next task file is read: none pile up
 
-        model_details, read = [], 0
-        for chunk in details:
-            files.read_names.update(detail_names[read:read + chunk.files])  # verified where they were read
-            read += chunk.files
-            problems += chunk.problems
-            failures += chunk.failures
-            notices += chunk.notices
-            read_by_object += chunk.read_by_object
-            if not problems and not failures:  # else nothing is written, and the tables may hold holes
-                model_details.append(chunk.tables.pop("model_details"))
-                for name, table in chunk.tables.items():
-                    writers.write(name, table)
-            bar.update(chunk.files)
-            del chunk
+        take(details.ready(wait=True))
 
         _raise_problems(snapshot_id, problems)
         small = {"snapshots": _snapshots_table(snapshot_id, manifest, index),

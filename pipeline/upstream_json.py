@@ -220,3 +220,33 @@ def _worded(error: msgspec.ValidationError, obj: dict[str, Any]) -> str:
     if expected and expected.group(1) in _WORDS:
         return f"field '{field}': expected {_WORDS[expected.group(1)]}, got {json.dumps(value)[:60]}"
     return f"field '{field}': {text.split(' - at ')[0]}"
+
+
+@dataclass(frozen=True)
+class FileTypes:
+    """The msgspec types of the upstream's files, generated from the tables' schemas."""
+
+    token: RowType
+    diffusion: RowType
+    model: RowType
+    detail_row: RowType
+    detail_file: RowType
+    token_file: type[msgspec.Struct]
+    diffusion_file: type[msgspec.Struct]
+
+
+def file_types(tables: dict[str, Any]) -> FileTypes:
+    histogram = ("output_length_distribution", Histogram | Absent, ABSENT)
+    detail_row = row_type(tables["model_detail_configurations"], "DetailRow", (histogram,))
+    rows = {"token": row_type(tables["token_configurations"], "TokenRow"),
+            "diffusion": row_type(tables["diffusion_configurations"], "DiffusionRow")}
+    files = {
+        family: msgspec.defstruct(f"{family.title()}TaskFile", [
+            ("task", str | Absent, ABSENT), ("task_display_name", str), ("architecture", str | None | Absent, ABSENT),
+            ("configurations", list[kind.struct]),
+        ], kw_only=True, forbid_unknown_fields=True)
+        for family, kind in rows.items()
+    }
+    detail_file = row_type(tables["model_details"], "DetailFile", (("configurations", list[detail_row.struct]), histogram))
+    return FileTypes(rows["token"], rows["diffusion"], row_type(tables["models"], "ModelRow"), detail_row, detail_file,
+                  files["token"], files["diffusion"])
