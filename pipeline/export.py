@@ -469,6 +469,29 @@ def _default_processes(connection: duckdb.DuckDBPyConnection, snapshot_id: str) 
     return max(1, min(len(os.sched_getaffinity(0)), 8))
 
 
+def _write_task_files(connection: duckdb.DuckDBPyConnection, snapshot_id: str, plan: TaskPlan, folder: Path) -> None:
+    """A task's index.json (its best rows) and tiers.json (its tier-best rows)."""
+    family = FAMILIES[plan.family]
+    formatted = configuration_formatter(family.fields, plan.unit)
+    best = _best_rows(connection, snapshot_id, family, "c.task = $task", {"task": plan.task})
+    rows = [{**format_model(row), **formatted(row)} for row in best]
+    vetted = plan.header_prints_alike and all(row["plain_floats"] for row in best)
+    (folder / "index.json").write_bytes(dump_json({**plan.header, "rows": rows}, vetted))
+    del best, rows
+    tier_view = connection.sql("select * from tiered_best_configurations limit 0")
+    tier_columns = {column for _, column, _ in TIER_FIELDS}
+    tier_floats = [c for c, t in zip(tier_view.columns, tier_view.dtypes) if c in tier_columns and str(t) == "DOUBLE"]
+    tiered = fetch_dicts(
+        connection,
+        f"select *, {plain_floats_sql(tier_floats)} as plain_floats from tiered_best_configurations"
+        " where snapshot_id = $id and task = $task order by slug, gpu, latency_metric, latency_limit",
+        {"id": snapshot_id, "task": plan.task},
+    )
+    tiers = [format_tier(row, plan.family) for row in tiered]
+    vetted = plan.header_prints_alike and all(row["plain_floats"] for row in tiered)
+    (folder / "tiers.json").write_bytes(dump_json({**plan.header, "rows": tiers}, vetted))
+
+
 def export(
     paths: Paths, *, as_of: str | None = None, retrieved: str | None = None, processes: int | None = None
 ) -> ExportResult:
@@ -477,6 +500,7 @@ def export(
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     card = load_source_card()
+    staging = paths.build_root / f".index-{os.getpid()}"
     connection = connect(str(paths.database), read_only=True)
     try:
         parameters = fetch_dicts(
@@ -512,38 +536,19 @@ def export(
             else:
                 header, unit = task_header(card, task, snapshot, deadline, as_of, retrieved), None
             plans.append(TaskPlan(task["task"], header, task["family"], unit))
-        best_by_task: dict[str, list[dict[str, Any]]] = {}
-        for family in FAMILIES.values():
-            for row in _best_rows(connection, snapshot_id, family):
-                best_by_task.setdefault(row["task"], []).append(row)
-        tiers_by_task: dict[str, list[dict[str, Any]]] = {}
-        tier_view = connection.sql("select * from tiered_best_configurations limit 0")
-        tier_columns = {column for _, column, _ in TIER_FIELDS}
-        tier_floats = [c for c, t in zip(tier_view.columns, tier_view.dtypes) if c in tier_columns and str(t) == "DOUBLE"]
-        for row in fetch_dicts(
-            connection,
-            f"select *, {plain_floats_sql(tier_floats)} as plain_floats from tiered_best_configurations where snapshot_id = $id"
-            " order by task, slug, gpu, latency_metric, latency_limit",
-            {"id": snapshot_id},
-        ):
-            tiers_by_task.setdefault(row["task"], []).append(row)
         shares = processes or _default_processes(connection, snapshot_id)
+        shutil.rmtree(staging, ignore_errors=True)
+        # One task at a time, before the model files: at 1000x every task's tiers at once took gigabytes.
+        for plan in plans:
+            (staging / plan.task / "models").mkdir(parents=True)
+            _write_task_files(connection, snapshot_id, plan, staging / plan.task)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     finally:
         connection.close()
 
-    staging = paths.build_root / f".index-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
     try:
-        for plan in plans:
-            (staging / plan.task / "models").mkdir(parents=True)
-            formatted = configuration_formatter(FAMILIES[plan.family].fields, plan.unit)
-            best, tiered = best_by_task.get(plan.task, []), tiers_by_task.get(plan.task, [])
-            rows = [{**format_model(row), **formatted(row)} for row in best]
-            vetted = plan.header_prints_alike and all(row["plain_floats"] for row in best)
-            (staging / plan.task / "index.json").write_bytes(dump_json({**plan.header, "rows": rows}, vetted))
-            tiers = [format_tier(row, plan.family) for row in tiered]
-            vetted = plan.header_prints_alike and all(row["plain_floats"] for row in tiered)
-            (staging / plan.task / "tiers.json").write_bytes(dump_json({**plan.header, "rows": tiers}, vetted))
         arguments = (str(paths.database), snapshot_id, plans, str(staging))
         if shares == 1:
             model_file_count = write_model_files(*arguments)
