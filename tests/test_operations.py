@@ -111,15 +111,21 @@ sys.exit(main(sys.argv[5:]))
 @pytest.mark.parametrize(
     ("target", "attribute", "when", "nth", "published"),
     [
-        ("pipeline.fetch", "replace_directory", "before", 1, False),  # the snapshot's files staged
-        ("pipeline.fetch", "replace_directory", "after", 1, False),  # fetched, nothing ingested
-        ("pipeline.ingest:_TableWriters", "write", "after", 2, False),  # Parquet files half written
-        ("pipeline.build", "create_views", "before", 1, False),  # tables loaded, no views
-        ("pipeline.export", "dump_json", "after", 20, False),  # some index files written
-        ("pipeline.publish", "_fsync_directory", "after", 1, False),  # generation renamed, not switched
-        ("pipeline.publish", "_fsync_directory", "after", 2, True),  # switched, older generations not yet removed
+        # The points around the switch run by default; the earlier steps' with the slow tests (make test-all).
+        pytest.param("pipeline.fetch", "replace_directory", "before", 1, False, marks=pytest.mark.slow,
+                     id="fetch-staged"),  # the snapshot's files staged
+        pytest.param("pipeline.fetch", "replace_directory", "after", 1, False, marks=pytest.mark.slow,
+                     id="fetched"),  # fetched, nothing ingested
+        pytest.param("pipeline.ingest:_TableWriters", "write", "after", 2, False, marks=pytest.mark.slow,
+                     id="ingest"),  # Parquet files half written
+        pytest.param("pipeline.build", "create_views", "before", 1, False, marks=pytest.mark.slow,
+                     id="build"),  # tables loaded, no views
+        pytest.param("pipeline.export", "dump_json", "after", 20, False, id="export"),  # some index files written
+        pytest.param("pipeline.publish", "_fsync_directory", "after", 1, False,
+                     id="before-switch"),  # generation renamed, not switched
+        pytest.param("pipeline.publish", "_fsync_directory", "after", 2, True,
+                     id="after-switch"),  # switched, older generations not yet removed
     ],
-    ids=["fetch-staged", "fetched", "ingest", "build", "export", "before-switch", "after-switch"],
 )
 def test_killing_a_refresh_leaves_the_last_good_build(
     tmp_path: Path, target: str, attribute: str, when: str, nth: int, published: bool
