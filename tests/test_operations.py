@@ -111,7 +111,7 @@ sys.exit(main(sys.argv[5:]))
 @pytest.mark.parametrize(
     ("target", "attribute", "when", "nth", "published"),
     [
-        # The points around the switch run by default; the earlier steps' with the slow tests (make test-all).
+        # The two points around the switch run by default; the earlier steps' with the slow tests (make test-all).
         pytest.param("pipeline.fetch", "replace_directory", "before", 1, False, marks=pytest.mark.slow,
                      id="fetch-staged"),  # the snapshot's files staged
         pytest.param("pipeline.fetch", "replace_directory", "after", 1, False, marks=pytest.mark.slow,
@@ -120,7 +120,8 @@ sys.exit(main(sys.argv[5:]))
                      id="ingest"),  # Parquet files half written
         pytest.param("pipeline.build", "create_views", "before", 1, False, marks=pytest.mark.slow,
                      id="build"),  # tables loaded, no views
-        pytest.param("pipeline.export", "dump_json", "after", 20, False, id="export"),  # some index files written
+        pytest.param("pipeline.export", "dump_json", "after", 20, False, marks=pytest.mark.slow,
+                     id="export"),  # some index files written
         pytest.param("pipeline.publish", "_fsync_directory", "after", 1, False,
                      id="before-switch"),  # generation renamed, not switched
         pytest.param("pipeline.publish", "_fsync_directory", "after", 2, True,
