@@ -42,6 +42,8 @@ class Histogram(msgspec.Struct, forbid_unknown_fields=True):
     counts: list[COUNT]
 
 
+# Where a detail file and each of its configurations hold their Histogram.
+HISTOGRAM_KEY = "output_length_distribution"
 HISTOGRAM_PROBLEM = (
     "output_length_distribution must be {bins: numbers, counts: counts} with one more bin edge than counts"
 )
@@ -151,8 +153,8 @@ def _fields_of(
             for (child,), child_values in nested.items():
                 remaining = iter(child_values)
                 values_by_path[(field, child)] = [None if v is None else next(remaining) for v in values]
-        elif field == "output_length_distribution":
-            keys += 2 * (len(values) - values.count(None))  # bins and counts
+        elif field == HISTOGRAM_KEY:
+            keys += len(Histogram.__struct_fields__) * (len(values) - values.count(None))
         values_by_path[(field,)] = values
     return values_by_path, keys
 
@@ -208,7 +210,7 @@ def _worded(error: msgspec.ValidationError, obj: dict[str, Any]) -> str:
     located = re.search(r" - at `\$((?:\.[^.`\[]+|\[\d+\])*)`$", text)
     steps = re.findall(r"\.([^.`\[]+)|\[(\d+)\]", located.group(1)) if located else []
     path = [key or int(index) for key, index in steps]
-    if path and path[0] == "output_length_distribution":
+    if path and path[0] == HISTOGRAM_KEY:
         return HISTOGRAM_PROBLEM
     value: Any = obj
     for step in path:
@@ -236,7 +238,7 @@ class FileTypes:
 
 
 def file_types(tables: dict[str, Any]) -> FileTypes:
-    histogram = ("output_length_distribution", Histogram | Absent, ABSENT)
+    histogram = (HISTOGRAM_KEY, Histogram | Absent, ABSENT)
     detail_row = row_type(tables["model_detail_configurations"], "DetailRow", (histogram,))
     rows = {"token": row_type(tables["token_configurations"], "TokenRow"),
             "diffusion": row_type(tables["diffusion_configurations"], "DiffusionRow")}
