@@ -1,6 +1,7 @@
 """Connections to DuckDB as every step opens them, and query results as dictionaries for the steps
 that format what the views compute."""
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,3 +25,14 @@ def fetch_dicts(connection: duckdb.DuckDBPyConnection, sql: str, parameters: dic
     cursor = connection.execute(sql, parameters)
     names = [column[0] for column in cursor.description]
     return [dict(zip(names, values)) for values in cursor.fetchall()]
+
+
+def stream_dicts(
+    connection: duckdb.DuckDBPyConnection, sql: str, parameters: dict[str, Any], batch_rows: int = 20_000
+) -> Iterator[dict[str, Any]]:
+    """fetch_dicts a batch at a time, for results too large to hold as dictionaries at once. The
+    connection runs nothing else until the iterator is exhausted."""
+    cursor = connection.execute(sql, parameters)
+    names = [column[0] for column in cursor.description]
+    while batch := cursor.fetchmany(batch_rows):
+        yield from (dict(zip(names, values)) for values in batch)

@@ -7,10 +7,13 @@ import shutil
 
 import hypothesis.strategies as st
 import orjson
+import pytest
 from conftest import SEED_AS_OF, SEED_RETRIEVED, tree_digest
 from hypothesis import given, settings
 
-from pipeline.export import PLAIN_FLOAT_RANGE, dump_json, export
+import pipeline.export
+from pipeline.errors import PipelineError
+from pipeline.export import PLAIN_FLOAT_RANGE, _rows_by_task, dump_json, export
 from pipeline.paths import Paths
 
 finite_floats = st.floats(allow_nan=False, allow_infinity=False)
@@ -48,8 +51,17 @@ def test_plain_range_bounds_are_where_the_formats_part():
     assert all(orjson.dumps(v) == json.dumps(v).encode() for v in (high, math.nextafter(high, 0), high * 10))
 
 
-def test_export_split_across_processes_writes_the_same_files(newest_build: Paths, tmp_path):
+def test_export_as_a_large_index_writes_the_same_files(newest_build: Paths, tmp_path, monkeypatch):
+    """Model files split across processes, and each task's tiers read by a query of its own."""
+    monkeypatch.setattr(pipeline.export, "LARGE_INDEX_CONFIGURATIONS", 0)
     split = Paths(tmp_path / "out")
     shutil.copytree(newest_build.out, split.out, symlinks=True)
     export(split, as_of=SEED_AS_OF, retrieved=SEED_RETRIEVED, processes=3)
     assert tree_digest(split.out, "index") == tree_digest(newest_build.out, "index")
+
+
+def test_rows_by_task_gives_each_task_its_rows_and_refuses_rows_out_of_order():
+    rows = [{"task": "a", "n": 1}, {"task": "a", "n": 2}, {"task": "c", "n": 3}]
+    assert list(_rows_by_task(iter(rows), ["a", "b", "c", "d"])) == [rows[:2], [], rows[2:], []]
+    with pytest.raises(PipelineError, match="rows of task c out of the tasks' order"):
+        list(_rows_by_task(iter(rows), ["c", "a"]))
