@@ -481,7 +481,7 @@ def _is_large(connection: duckdb.DuckDBPyConnection, snapshot_id: str) -> bool:
     return configurations >= LARGE_INDEX_CONFIGURATIONS
 
 
-def write_task_files(
+def _write_task_files(
     connection: duckdb.DuckDBPyConnection, snapshot_id: str, plans: list[TaskPlan], staging: Path, large: bool
 ) -> None:
     """Every task's index.json (its best rows) and tiers.json (its tier-best rows), streamed in task
@@ -565,7 +565,7 @@ def export(
         for plan in plans:
             (staging / plan.task / "models").mkdir(parents=True)
         # Before the model files, not beside them: at 1000x the two at once took 3.5 GB.
-        write_task_files(connection, snapshot_id, plans, staging, large)
+        _write_task_files(connection, snapshot_id, plans, staging, large)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
