@@ -79,3 +79,11 @@ def test_every_view_and_column_is_described(newest_build: Paths) -> None:
         ).fetchall()
     assert undescribed_views == []
     assert undescribed_columns == []
+
+
+def test_the_cli_reference_is_generated_from_the_parser() -> None:
+    from pipeline import docs
+
+    assert docs.section(CLI_REFERENCE, docs.CLI_START, docs.CLI_END) == docs.render_cli(), (
+        "docs/cli.md is stale: run 'make docs'"
+    )
