@@ -213,6 +213,8 @@ def _unknown(kind: str, value: str, known: list[str], also: dict[str, str] | Non
     nearest = list(dict.fromkeys(close + containing))[:5]
     if nearest:
         return PipelineError(f"unknown {kind} {value!r}; nearest: {', '.join(nearest)}")
-    listed = ", ".join(known) if len(known) <= 12 else f"{len(known)} of them"
-    return PipelineError(f"unknown {kind} {value!r}; the index snapshot measured: {listed} "
-                         "(see: energy-index sql \"select distinct task, model_id, gpu from configuration_points\")")
+    listing = "see: energy-index sql \"select distinct task, model_id, gpu from configuration_points\""
+    if len(known) <= 12:
+        return PipelineError(f"unknown {kind} {value!r}; the index snapshot measured: {', '.join(known)}")
+    return PipelineError(f"unknown {kind} {value!r}; none of the {len(known)} the index snapshot measured is near it "
+                         f"({listing})")
