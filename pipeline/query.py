@@ -176,10 +176,12 @@ def _resolve_task(value: str, known: list[str]) -> str:
     if same:
         return same[0]
     wanted = value.casefold().split("-")
-    containing = [
-        name for name in known
-        if any(parts[i:i + len(wanted)] == wanted for parts in [name.casefold().split("-")] for i in range(len(parts)))
-    ]
+
+    def has_the_parts(name: str) -> bool:
+        parts = name.casefold().split("-")
+        return any(parts[start:start + len(wanted)] == wanted for start in range(len(parts)))
+
+    containing = [name for name in known if has_the_parts(name)]
     if len(containing) == 1:
         return containing[0]
     if len(containing) > 1:
@@ -213,8 +215,7 @@ def _unknown(kind: str, value: str, known: list[str], also: dict[str, str] | Non
     nearest = list(dict.fromkeys(close + containing))[:5]
     if nearest:
         return PipelineError(f"unknown {kind} {value!r}; nearest: {', '.join(nearest)}")
-    listing = "see: energy-index sql \"select distinct task, model_id, gpu from configuration_points\""
     if len(known) <= 12:
         return PipelineError(f"unknown {kind} {value!r}; the index snapshot measured: {', '.join(known)}")
     return PipelineError(f"unknown {kind} {value!r}; none of the {len(known)} the index snapshot measured is near it "
-                         f"({listing})")
+                         "(see: energy-index sql \"select distinct task, model_id, gpu from configuration_points\")")
