@@ -528,9 +528,10 @@ def _add_sql_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_estimate_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", required=True, help="task, e.g. lm-arena-chat or text-to-image")
-    parser.add_argument("--model", required=True, help="model_id, e.g. Qwen/Qwen3-8B")
-    parser.add_argument("--gpu", required=True, help="GPU model, e.g. H100")
+    parser.add_argument("--task", required=True,
+                        help="task, e.g. lm-arena-chat or text-to-image (any case, or a part naming one task: arena)")
+    parser.add_argument("--model", required=True, help="model_id or its slug, e.g. Qwen/Qwen3-8B or qwen3-8b")
+    parser.add_argument("--gpu", required=True, help="GPU model, e.g. H100 (any case)")
     parser.add_argument("--concurrency", type=_positive_float, required=True, metavar="N",
                         help="requests in flight (token tasks) or batch size (diffusion)")
     parser.add_argument("--gpus", type=_positive_int, metavar="K", help="only deployments on K GPUs")

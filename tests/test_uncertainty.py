@@ -138,7 +138,8 @@ def test_index_uncertainty_gives_the_repeat_spread_and_the_runner_up_margin() ->
          "only configuration within the limit"),
     ]
     index_key = "select task, model_id, gpu, row_id, repeat, wh_per_unit from best_configurations order by all"
-    assert fetch(connection, index_key.replace("best_configurations", "index_uncertainty")) == fetch(connection, index_key)
+    same_key = index_key.replace("best_configurations", "index_uncertainty")
+    assert fetch(connection, same_key) == fetch(connection, index_key)
 
 
 # The newest real snapshot: Qwen3-30B-A3B-Instruct-2507 on 2 x H100 (lm-arena-chat) has two repeats at
