@@ -244,11 +244,41 @@ def _reason(status: int) -> str:
         return ""
 
 
-def _fetch_url(source: str, staging: Path, reader: HttpReader) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Download a snapshot into `staging`: index.json, the task files it lists, the model files those imply."""
+def git_blob_sha(path: Path) -> str:
+    """The hash git gives a file's content: what GitHub's tree listing says each file is."""
+    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, lambda: digest).hexdigest()
+
+
+def _fetch_listed(
+    source: str, staging: Path, reader: HttpReader, listing: Mapping[str, tuple[int, str]]
+) -> list[dict[str, Any]]:
+    """Download the files a commit's tree lists (all of them, as a local copy of the folder holds them),
+    each checked against the size and git hash the listing gives."""
+    files = []
+    for name in sorted(listing):
+        entry = reader.download(source, name, staging / name)
+        size, blob = listing[name]
+        if entry["size"] != size or git_blob_sha(staging / name) != blob:
+            raise PipelineError(f"{source}/{name}: not the file the commit's tree lists ({size} bytes, git hash "
+                                f"{blob[:12]}); received {entry['size']} bytes that differ; run again")
+        files.append(entry)
+    return files
+
+
+def _fetch_url(
+    source: str, staging: Path, reader: HttpReader, listing: Mapping[str, tuple[int, str]] | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Download a snapshot into `staging`: the files `listing` names, or else index.json, the task files
+    it lists and the model files those imply."""
     scheme = urllib.parse.urlsplit(source).scheme
     if scheme not in ("http", "https"):
         raise PipelineError(f"{source}: only http:// and https:// URLs can be fetched")
+    pinned = PINNED_COMMIT_PATTERN.search(urllib.parse.urlsplit(source).path + "/")
+    if listing is not None:
+        files = _fetch_listed(source, staging, reader, listing)
+        return ({"commit": pinned.group(1)} if pinned else {}), sorted(files, key=lambda entry: entry["path"])
     files: list[dict[str, Any]] = []
 
     def download_and_parse(name: str) -> Any:
@@ -270,7 +300,6 @@ def _fetch_url(source: str, staging: Path, reader: HttpReader) -> tuple[dict[str
             if not isinstance(model_id, str) or not re.fullmatch(MODEL_ID_PATTERN, model_id):
                 raise PipelineError(f"{name}: model_id {model_id!r} would not give a safe file name")
             download_and_parse(f"models/{_model_file_name(model_id, task)}")
-    pinned = PINNED_COMMIT_PATTERN.search(urllib.parse.urlsplit(source).path + "/")
     return ({"commit": pinned.group(1)} if pinned else {}), sorted(files, key=lambda entry: entry["path"])
 
 
@@ -488,11 +517,13 @@ def fetch(
     commit_time: str | None = None,
     reader: HttpReader | None = None,
     commit_facts: dict[str, Any] | None = None,
+    listing: Mapping[str, tuple[int, str]] | None = None,
 ) -> FetchResult:
     """Bring `source` into OUT/raw/<snapshot-id>/. A local folder whose content is already there is
     only read where its files' stat changed, and nothing is written. For a URL, `reader` carries the
     transfer's deadlines when the fetch has already made requests of its own (the upstream's API), and
-    `commit_facts` are the upstream facts of the commit the URL is pinned to."""
+    `commit_facts` are the upstream facts of the commit the URL is pinned to, `listing` its files (name
+    -> size and git hash) as the commit's tree lists them."""
     staging = paths.raw_dir / f".staging-{os.getpid()}"
     # The caller holds OUT's lock: a staging folder left here was left by a run that was stopped.
     for leftover in paths.raw_dir.glob(".staging-*"):
@@ -510,7 +541,7 @@ def fetch(
             staging.mkdir(parents=True)
             if _is_url(source):
                 reader = reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s)
-                upstream, files = _fetch_url(source, staging, reader)
+                upstream, files = _fetch_url(source, staging, reader, listing)
                 if commit_facts is not None:
                     if upstream.get("commit", commit_facts["commit"]) != commit_facts["commit"]:
                         raise PipelineError(f"{source}: not the URL of commit {commit_facts['commit']}")

@@ -28,6 +28,9 @@ PAGE_SIZE = 100
 SHA_PATTERN = re.compile(r"^[0-9a-f]{40}$")
 REF_PATTERN = re.compile(r"^[0-9a-f]{7,40}$")
 NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
+# The files of a snapshot folder (as a local fetch takes them: index.json, tasks/*.json, models/*.json),
+# with names safe to write.
+DATA_FILE = re.compile(r"^(index\.json|tasks/[A-Za-z0-9._-]+\.json|models/[A-Za-z0-9._-]+\.json)$")
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,33 @@ class GitHub:
         return facts
 
 
+def _data_files(github: "GitHub", sha: str) -> dict[str, tuple[int, str]]:
+    """The snapshot's files at commit `sha` as its tree lists them: name -> (size, git hash). Unlike
+    the files index.json implies, this has every file the folder holds, as a local copy does."""
+    url = f"{github.api}/repos/{UPSTREAM_REPOSITORY}/git/trees/{sha}?recursive=1"
+    _, _, tree = github._get(url)
+    if not isinstance(tree, dict) or not isinstance(tree.get("tree"), list) or tree.get("truncated"):
+        raise PipelineError(f"{url}: expected the commit's whole tree (an untruncated 'tree' list)")
+    prefix = f"{UPSTREAM_PATH}/"
+    files = {}
+    for entry in tree["tree"]:
+        path = entry.get("path") if isinstance(entry, dict) else None
+        if not (isinstance(path, str) and path.startswith(prefix) and entry.get("type") == "blob"):
+            continue
+        name = path.removeprefix(prefix)
+        folder, _, file_name = name.rpartition("/")
+        if not (name == "index.json" or (folder in ("tasks", "models") and file_name.endswith(".json"))):
+            continue  # what a local fetch of the folder leaves out too
+        if not DATA_FILE.match(name):
+            raise PipelineError(f"{url}: {path} would not give a safe file name; refused")
+        if not (isinstance(entry.get("size"), int) and isinstance(entry.get("sha"), str)):
+            raise PipelineError(f"{url}: {path} has no size or sha")
+        files[name] = (entry["size"], entry["sha"])
+    if "index.json" not in files:
+        raise PipelineError(f"{url}: commit {sha} has no {UPSTREAM_PATH}/index.json")
+    return files
+
+
 def open_github(timeout_s: float, max_file_bytes: int, fetch_deadline_s: float) -> GitHub:
     return GitHub(HttpReader(timeout_s, max_file_bytes, fetch_deadline_s, offline_hint=OFFLINE_HINT))
 
@@ -197,7 +227,8 @@ def fetch_commit(github: GitHub, paths: Paths, commit: Commit) -> FetchResult:
     held = held_snapshot_ids(paths)
     if commit.sha in held:
         return held_snapshot(paths, held[commit.sha])
-    return fetch(github.raw_url(commit.sha), paths, reader=github.reader, commit_facts=github.facts(commit))
+    return fetch(github.raw_url(commit.sha), paths, reader=github.reader, commit_facts=github.facts(commit),
+                 listing=_data_files(github, commit.sha))
 
 
 def fetch_upstream(
