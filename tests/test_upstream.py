@@ -162,14 +162,13 @@ def test_history_upstream_follows_pages_resumes_after_a_kill_and_fetches_nothing
     github: FakeGitHub, tmp_path: Path, run_cli
 ) -> None:
     chosen = [COMMITS["281c69e"], COMMITS["6e70d23"]]
-    github.commits = [COMMITS["e0ba9ed"], *chosen, COMMITS["0ea52b6"]]
+    github.commits = [COMMITS["e0ba9ed"], *chosen]  # the first is older than --since
     github.max_page_size = 1  # the listing takes two pages
     out = tmp_path / "out"
     gate = threading.Event()
     github.held_back[f"{chosen[1].sha}/index.json"] = gate
     since = ("--since", "2025-12-16")
     run = subprocess.Popen([CLI, "history", "--upstream", *since, "--out", str(out)], stderr=subprocess.PIPE, text=True)
-    github.commits.pop()  # listed from the 2nd page on: a commit made meanwhile is for the next run
     lines = []
     try:
         for line in run.stderr:
