@@ -651,7 +651,10 @@ def stale_published_ids(paths: Paths) -> dict[str, str]:
     their commit facts: old id -> current id."""
     import pyarrow.parquet as pq
 
-    files = Paths(paths.out).parquet_files("snapshots")
+    # After move_to_current_ids every fetched snapshot's folder has its current id: only a published
+    # snapshot with no folder of its name can have an id of an earlier rule.
+    held = {folder.name for folder in paths.raw_dir.iterdir()} if paths.raw_dir.is_dir() else set()
+    files = {s: path for s, path in Paths(paths.out).parquet_files("snapshots").items() if s not in held}
     if not files:
         return {}
     rows = pq.read_table([str(path) for path in files.values()], columns=["snapshot_id", "commit", "commit_time"],

@@ -102,8 +102,7 @@ class GitHub:
                 if at else "it resets within the hour")
         limit = headers.get("X-RateLimit-Limit", "")
         allowance = f"{limit} requests an hour" if limit else "its hourly allowance"
-        token = ("with GITHUB_TOKEN" if self.token
-                 else "without GITHUB_TOKEN (set one for 5,000 requests an hour)")
+        token = "with GITHUB_TOKEN" if self.token else "without GITHUB_TOKEN; set one for 5,000"
         return (f"{url}: GitHub's rate limit is used up ({allowance} {token}); {when}. Until then: "
                 f"make SOURCE=<folder>, or make COMMIT=<sha> of a commit already fetched")
 
@@ -237,9 +236,9 @@ def fetch_upstream(
     """The newest commit that touched public/data, or the one `commit_ref` names: fetched, or found
     in OUT/raw. A pinned commit already held needs no request at all (it works offline)."""
     if commit_ref is not None:
-        held = [sha for sha in held_snapshot_ids(paths) if sha.startswith(check_ref(commit_ref))]
+        held = {sha: s for sha, s in held_snapshot_ids(paths).items() if sha.startswith(check_ref(commit_ref))}
         if len(held) == 1:
-            return held_snapshot(paths, held_snapshot_ids(paths)[held[0]]), None
+            return held_snapshot(paths, *held.values()), None
     github = open_github(timeout_s, max_file_bytes, fetch_deadline_s)
     commit = github.at(commit_ref) if commit_ref is not None else github.newest(paths)
     return fetch_commit(github, paths, commit), commit

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
@@ -69,7 +69,7 @@ def test_make_follows_the_upstream_asks_once_when_unchanged_and_takes_a_new_comm
     manifest = read_json(Paths(out).raw_snapshot("2026-02-14-0578467") / "manifest.json")
     assert manifest["upstream"] == {**folder_facts("0578467"), "commit_time": "2026-02-14T00:02:00Z"}
     assert manifest["source"] == f"{github.raw}/ml-energy/leaderboard/{COMMITS['0578467'].sha}/public/data"
-    listing = f"/api/repos/ml-energy/leaderboard/commits?path=public%2Fdata&per_page=1"
+    listing = "/api/repos/ml-energy/leaderboard/commits?path=public%2Fdata&per_page=1"
     assert [r["path"] for r in github.api_requests()][0] == listing
     assert github.api_requests()[0]["if_none_match"] is None
     assert len(github.raw_requests()) == len(manifest["files"])
@@ -135,7 +135,7 @@ def test_a_rate_limit_answer_is_one_line_with_the_reset_time(github: FakeGitHub,
     assert result.exit_code == 1
     (error,) = [line for line in result.stderr.splitlines() if "error" in line]
     reset = datetime.fromtimestamp(github.rate_limit_reset, timezone.utc)
-    assert "GitHub's rate limit is used up (60 requests an hour without GITHUB_TOKEN" in error
+    assert "GitHub's rate limit is used up (60 requests an hour without GITHUB_TOKEN; set one for 5,000)" in error
     assert f"it resets at {reset:%Y-%m-%d %H:%M:%S} UTC (in 30 min)" in error
     assert "make SOURCE=<folder>" in error and not github.raw_requests()
     assert not (tmp_path / "out" / "current").exists()
