@@ -15,7 +15,7 @@ import re
 import shutil
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,7 +28,6 @@ from pipeline.files import load_json_strict, replace_directory, write_bytes_atom
 from pipeline.paths import Paths
 from schemas import dictionary
 from schemas.rules import MODEL_ID_PATTERN
-
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,6 @@ class HttpReader:
         self.restart_deadline()
         # Retries off: a failure is reported at once, and redirects are checked here before any is followed.
         self.pool = urllib3.PoolManager(retries=False, headers={"User-Agent": "energy-index"})
-        self.requests = 0
 
     def restart_deadline(self) -> None:
         """Start a new fetch's deadline (one per snapshot when many are fetched in a row)."""
@@ -164,7 +162,6 @@ class HttpReader:
         try:
             for _ in range(MAX_REDIRECTS + 1):
                 left = self._time_left(asked, request_deadline)
-                self.requests += 1
                 response = self.pool.request(
                     "GET", url, headers=dict(headers or {}), preload_content=False, redirect=False,
                     timeout=urllib3.Timeout(connect=left, read=left),
@@ -172,7 +169,7 @@ class HttpReader:
                 if response.status not in (301, 302, 303, 307, 308):
                     break
                 target_url = urllib.parse.urljoin(url, response.headers.get("Location", ""))
-                response.release_conn()
+                response.close()  # its body unread: the connection serves no other request
                 old, new = urllib.parse.urlsplit(url), urllib.parse.urlsplit(target_url)
                 if new.scheme not in ("http", "https") or new.hostname != old.hostname:
                     raise PipelineError(f"{asked}: refused redirect to {target_url} (only http(s) on the same host)")
@@ -181,19 +178,20 @@ class HttpReader:
                 raise PipelineError(f"{asked}: more than {MAX_REDIRECTS} redirects")
             try:
                 if target is not None and response.status == 200:
-                    return response.status, response.headers, self._stream(asked, response, request_deadline, target)
-                body = bytearray()
-                for chunk in self._chunks(asked, response, request_deadline):
-                    body += chunk
-                return response.status, response.headers, bytes(body)
-            finally:
-                response.release_conn()
+                    body: bytes | dict[str, Any] = self._stream(asked, response, request_deadline, target)
+                else:
+                    body = b"".join(self._chunks(asked, response, request_deadline))
+            except BaseException:
+                response.close()  # a body left half read: the connection serves no other request
+                raise
+            response.release_conn()
+            return response.status, response.headers, body
         except PipelineError:
             raise
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise self._failure(asked, error) from None
 
-    def _chunks(self, url: str, response: urllib3.BaseHTTPResponse, request_deadline: float):  # type: ignore[no-untyped-def]
+    def _chunks(self, url: str, response: urllib3.BaseHTTPResponse, request_deadline: float) -> Iterator[bytes]:
         declared = response.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > self.max_file_bytes:
             raise PipelineError(

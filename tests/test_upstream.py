@@ -270,3 +270,23 @@ def make_the_build_use_an_earlier_id(paths: Paths, current: str, earlier: str) -
         target.mkdir()
         pq.write_table(table, target / "data.parquet")
         shutil.rmtree(folder)
+
+
+def test_conflicting_or_malformed_upstream_options_are_refused(tmp_path: Path, run_cli, capsys) -> None:
+    from pipeline.cli import main
+
+    for argv, message in [
+        (["fetch", "--commit", "HEAD~1"], "'HEAD~1' is not a commit hash (7 to 40 lower-case hex digits"),
+        (["refresh", "--commit", "7885788", "--source", str(SNAPSHOTS[-1])], "not allowed with argument"),
+        (["history", "--upstream", "--since", "last week"], "'last week' is not a calendar date"),
+        (["history"], "one of the arguments --source --upstream is required"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            main([*argv, "--out", str(tmp_path)])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err, argv
+    result = run_cli("history", "--source", SNAPSHOTS[-1], "--since", "2026-01-01", "--out", tmp_path)
+    assert result.exit_code == 1 and "--since goes with --upstream" in result.stderr
+    result = run_cli("refresh", "--commit-time", "2026-01-01T00:00:00Z", "--out", tmp_path)
+    assert result.exit_code == 1 and "--commit-time is for a --source without snapshot.json" in result.stderr
+    through_make = make(tmp_path, "COMMIT=not-a-commit")
+    assert through_make.returncode == 2 and "'not-a-commit' is not a commit hash" in through_make.stderr
