@@ -284,7 +284,7 @@ def _fetch_upstream_history(args: argparse.Namespace, paths: Paths) -> list[str]
     for number, commit in enumerate(missing, start=1):
         github.reader.restart_deadline()
         started = time.perf_counter()
-        result = fetch_commit(github, paths, commit)
+        result = fetch_commit(github, paths, commit, held)
         _say(f"history: fetched {number}/{len(missing)}: {result.snapshot_id} ({commit.subject}), {result.file_count} "
              f"files, {result.total_bytes / 1e6:.1f} MB ({time.perf_counter() - started:.2f} s)")
     held = held_snapshot_ids(paths)

@@ -221,9 +221,10 @@ def open_github(timeout_s: float, max_file_bytes: int, fetch_deadline_s: float) 
     return GitHub(HttpReader(timeout_s, max_file_bytes, fetch_deadline_s, offline_hint=OFFLINE_HINT))
 
 
-def fetch_commit(github: GitHub, paths: Paths, commit: Commit) -> FetchResult:
-    """Fetch `commit`'s files unless OUT/raw holds them already (a commit's files never change)."""
-    held = held_snapshot_ids(paths)
+def fetch_commit(github: GitHub, paths: Paths, commit: Commit, held: dict[str, str] | None = None) -> FetchResult:
+    """Fetch `commit`'s files unless OUT/raw holds them already (a commit's files never change).
+    `held`: held_snapshot_ids(paths), when the caller has it."""
+    held = held_snapshot_ids(paths) if held is None else held
     if commit.sha in held:
         return held_snapshot(paths, held[commit.sha])
     return fetch(github.raw_url(commit.sha), paths, reader=github.reader, commit_facts=github.facts(commit),
