@@ -189,32 +189,31 @@ class GitHub:
             facts["tasks_last_commit_date"] = commit_moment(tasks_commits[0].time).date().isoformat()
         return facts
 
-
-def _data_files(github: "GitHub", sha: str) -> dict[str, tuple[int, str]]:
-    """The snapshot's files at commit `sha` as its tree lists them: name -> (size, git hash). Unlike
-    the files index.json implies, this has every file the folder holds, as a local copy does."""
-    url = f"{github.api}/repos/{UPSTREAM_REPOSITORY}/git/trees/{sha}?recursive=1"
-    _, _, tree = github._get(url)
-    if not isinstance(tree, dict) or not isinstance(tree.get("tree"), list) or tree.get("truncated"):
-        raise PipelineError(f"{url}: expected the commit's whole tree (an untruncated 'tree' list)")
-    prefix = f"{UPSTREAM_PATH}/"
-    files = {}
-    for entry in tree["tree"]:
-        path = entry.get("path") if isinstance(entry, dict) else None
-        if not (isinstance(path, str) and path.startswith(prefix) and entry.get("type") == "blob"):
-            continue
-        name = path.removeprefix(prefix)
-        folder, _, file_name = name.rpartition("/")
-        if not (name == "index.json" or (folder in ("tasks", "models") and file_name.endswith(".json"))):
-            continue  # what a local fetch of the folder leaves out too
-        if not DATA_FILE.match(name):
-            raise PipelineError(f"{url}: {path} would not give a safe file name; refused")
-        if not (isinstance(entry.get("size"), int) and isinstance(entry.get("sha"), str)):
-            raise PipelineError(f"{url}: {path} has no size or sha")
-        files[name] = (entry["size"], entry["sha"])
-    if "index.json" not in files:
-        raise PipelineError(f"{url}: commit {sha} has no {UPSTREAM_PATH}/index.json")
-    return files
+    def data_files(self, sha: str) -> dict[str, tuple[int, str]]:
+        """The snapshot's files at commit `sha` as its tree lists them: name -> (size, git hash). Unlike
+        the files index.json implies, this has every file the folder holds, as a local copy does."""
+        url = f"{self.api}/repos/{UPSTREAM_REPOSITORY}/git/trees/{sha}?recursive=1"
+        _, _, tree = self._get(url)
+        if not isinstance(tree, dict) or not isinstance(tree.get("tree"), list) or tree.get("truncated"):
+            raise PipelineError(f"{url}: expected the commit's whole tree (an untruncated 'tree' list)")
+        prefix = f"{UPSTREAM_PATH}/"
+        files = {}
+        for entry in tree["tree"]:
+            path = entry.get("path") if isinstance(entry, dict) else None
+            if not (isinstance(path, str) and path.startswith(prefix) and entry.get("type") == "blob"):
+                continue
+            name = path.removeprefix(prefix)
+            folder, _, file_name = name.rpartition("/")
+            if not (name == "index.json" or (folder in ("tasks", "models") and file_name.endswith(".json"))):
+                continue  # what a local fetch of the folder leaves out too
+            if not DATA_FILE.match(name):
+                raise PipelineError(f"{url}: {path} would not give a safe file name; refused")
+            if not (isinstance(entry.get("size"), int) and isinstance(entry.get("sha"), str)):
+                raise PipelineError(f"{url}: {path} has no size or sha")
+            files[name] = (entry["size"], entry["sha"])
+        if "index.json" not in files:
+            raise PipelineError(f"{url}: commit {sha} has no {UPSTREAM_PATH}/index.json")
+        return files
 
 
 def open_github(timeout_s: float, max_file_bytes: int, fetch_deadline_s: float) -> GitHub:
@@ -228,7 +227,7 @@ def fetch_commit(github: GitHub, paths: Paths, commit: Commit, held: dict[str, s
     if commit.sha in held:
         return held_snapshot(paths, held[commit.sha])
     return fetch(github.raw_url(commit.sha), paths, reader=github.reader, commit_facts=github.facts(commit),
-                 listing=_data_files(github, commit.sha))
+                 listing=github.data_files(commit.sha))
 
 
 def fetch_upstream(
