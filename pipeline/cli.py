@@ -5,6 +5,7 @@ import fcntl
 import hashlib
 import json
 import math
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -115,15 +116,20 @@ def _new_generation(paths: Paths) -> Iterator[Paths]:
 
 
 def _run_fetch(args: argparse.Namespace, paths: Paths, source: str | None = None) -> "FetchResult":
-    from pipeline.fetch import fetch
+    from pipeline.fetch import fetch, move_to_current_ids
 
     source = source or args.source
     started = time.perf_counter()
-    _say(f"fetch: reading {source}")
-    result = fetch(
-        source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
-        fetch_deadline_s=args.fetch_deadline, commit_time=getattr(args, "commit_time", None),
-    )
+    for old, new in move_to_current_ids(paths).items():
+        _say(f"fetch: snapshot {old} is now {new} (ids take the commit's UTC date)")
+    if source is None:
+        result = _fetch_upstream(args, paths)
+    else:
+        _say(f"fetch: reading {source}")
+        result = fetch(
+            source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
+            fetch_deadline_s=args.fetch_deadline, commit_time=getattr(args, "commit_time", None),
+        )
     for notice in result.notices:
         _say(f"fetch: warning: {notice}")
     state = "new" if result.changed else "unchanged"
@@ -131,6 +137,26 @@ def _run_fetch(args: argparse.Namespace, paths: Paths, source: str | None = None
         f"fetch: {result.file_count} files, {result.total_bytes / 1e6:.1f} MB -> {result.directory} "
         f"({state}, {time.perf_counter() - started:.2f} s)"
     )
+    return result
+
+
+def _fetch_upstream(args: argparse.Namespace, paths: Paths) -> "FetchResult":
+    """No source given: the upstream's newest commit that changed its data, or the --commit one."""
+    from pipeline.fetch import GITHUB_API, UPSTREAM_PATH, UPSTREAM_REPOSITORY
+    from pipeline.upstream import fetch_upstream
+
+    if getattr(args, "commit_time", None) is not None:
+        raise PipelineError("--commit-time is for a --source without snapshot.json; the upstream's commits "
+                            "carry their own time")
+    wanted = f"commit {args.commit}" if args.commit else f"the newest commit that changed {UPSTREAM_PATH}"
+    _say(f"fetch: asking {GITHUB_API.value()} for {wanted} of {UPSTREAM_REPOSITORY}")
+    result, commit = fetch_upstream(paths, args.commit, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
+                                    fetch_deadline_s=args.fetch_deadline)
+    if commit is not None and args.commit and not commit.sha.startswith(args.commit):
+        _say(f"fetch: commit {args.commit} did not change {UPSTREAM_PATH}; its data is that of {commit.sha[:7]} "
+             f"({commit.subject})")
+    if commit is not None:
+        _say(f"fetch: {UPSTREAM_REPOSITORY} {commit.sha[:7]}, {commit.time}: {commit.subject}")
     return result
 
 
@@ -182,19 +208,39 @@ def _refresh_record(args: argparse.Namespace, fetched: "FetchResult") -> bytes:
     return (json.dumps(record, indent=2) + "\n").encode()
 
 
+def _rename_stale_snapshots(args: argparse.Namespace, staged: Paths, stale: dict[str, str], skip: set[str]) -> None:
+    """Move the published build's snapshots from ids of an earlier rule to today's: their Parquet
+    partitions go, and the snapshots are ingested again under the new ids (the build then drops the
+    old ids' rows). `skip`: ids this command ingests anyway."""
+    from pipeline.build import STORED
+    from schemas import TABLES
+
+    for old, new in sorted(stale.items()):
+        _say(f"refresh: snapshot {old} is now {new} in the database (ids take the commit's UTC date)")
+        for table in (*TABLES, *STORED):
+            partition = staged.parquet_files(table).get(old)
+            if partition is not None:
+                shutil.rmtree(partition.parent)
+        if new not in skip and new not in staged.parquet_files("snapshots"):
+            _run_ingest(args, staged, new)
+
+
 def _run_refresh(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.fetch import stale_published_ids
     from pipeline.files import write_bytes_atomic
 
     started = time.perf_counter()
     fetched = _run_fetch(args, paths)
     record = _refresh_record(args, fetched)
     published = paths.current / REFRESH_RECORD
-    if published.is_file() and published.read_bytes() == record:
+    stale = stale_published_ids(paths)
+    if not stale and published.is_file() and published.read_bytes() == record:
         _say(f"refresh: {fetched.snapshot_id} is built and published with these parameters and this code; nothing to do")
         return
     # The index shows what this refresh fetched; snapshots ingested before stay in the history.
     args.index_snapshot = fetched.snapshot_id
     with _new_generation(paths) as staged:
+        _rename_stale_snapshots(args, staged, stale, {fetched.snapshot_id})
         _run_ingest(args, staged, fetched.snapshot_id)
         _run_build(args, staged)
         _run_export(args, staged)
@@ -218,13 +264,45 @@ def _snapshot_sources(sources: list[str]) -> list[str]:
     return expanded
 
 
-def _run_history(args: argparse.Namespace, paths: Paths) -> None:
-    from pipeline.fetch import read_manifest
+def _fetch_upstream_history(args: argparse.Namespace, paths: Paths) -> list[str]:
+    """Fetch every upstream commit that changed public/data (since --since) that OUT/raw lacks, oldest
+    first, one line per commit; each fetch is complete in OUT/raw before the next starts, so a run
+    stopped halfway resumes where it stopped. Returns every listed commit's snapshot id."""
+    from pipeline.fetch import GITHUB_API, UPSTREAM_PATH, UPSTREAM_REPOSITORY, held_snapshot_ids
+    from pipeline.upstream import fetch_commit, open_github
 
+    since = f" since {args.since}" if args.since else ""
+    _say(f"history: asking {GITHUB_API.value()} for every commit of {UPSTREAM_REPOSITORY} that changed "
+         f"{UPSTREAM_PATH}{since}")
+    github = open_github(args.timeout, args.max_file_bytes, args.fetch_deadline)
+    commits = github.history(args.since)
+    if not commits:
+        raise PipelineError(f"no commit of {UPSTREAM_REPOSITORY} changed {UPSTREAM_PATH}{since}")
+    held = held_snapshot_ids(paths)
+    missing = [commit for commit in commits if commit.sha not in held]
+    _say(f"history: {len(commits)} commit(s); {len(commits) - len(missing)} already fetched, {len(missing)} to fetch")
+    for number, commit in enumerate(missing, start=1):
+        github.reader.restart_deadline()
+        started = time.perf_counter()
+        result = fetch_commit(github, paths, commit, held)
+        _say(f"history: fetched {number}/{len(missing)}: {result.snapshot_id} ({commit.subject}), {result.file_count} "
+             f"files, {result.total_bytes / 1e6:.1f} MB ({time.perf_counter() - started:.2f} s)")
+    held = held_snapshot_ids(paths)
+    return [held[commit.sha] for commit in commits]
+
+
+def _run_history(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.fetch import commit_moment, move_to_current_ids, read_manifest, stale_published_ids
+
+    if args.since and not args.upstream:
+        raise PipelineError("--since goes with --upstream; to choose among local snapshots, name them in --source")
     started = time.perf_counter()
-    fetched = []
-    for source in _snapshot_sources(args.source):
-        fetched.append(_run_fetch(args, paths, source).snapshot_id)
+    for old, new in move_to_current_ids(paths).items():
+        _say(f"history: snapshot {old} is now {new} (ids take the commit's UTC date)")
+    if args.upstream:
+        fetched = _fetch_upstream_history(args, paths)
+    else:
+        fetched = [_run_fetch(args, paths, source).snapshot_id for source in _snapshot_sources(args.source)]
     manifests = {snapshot_id: read_manifest(paths.raw_snapshot(snapshot_id)) for snapshot_id in set(fetched)}
     undated = sorted(s for s in manifests if not manifests[s]["upstream"].get("commit_time"))
     if undated and len(undated) < len(manifests):
@@ -233,17 +311,29 @@ def _run_history(args: argparse.Namespace, paths: Paths) -> None:
             "be a guess: " + ", ".join(f"{s} ({manifests[s]['source']})" for s in undated)
             + ". Give each a snapshot.json with commit_time, or refresh it on its own with --commit-time"
         )
-    in_commit_order = sorted(
-        manifests, key=lambda s: (manifests[s]["upstream"].get("commit_time") or "", manifests[s]["retrieved"], s)
-    )
+
+    def commit_order(snapshot_id: str) -> tuple[str, str, str]:
+        commit_time = manifests[snapshot_id]["upstream"].get("commit_time")
+        moment = commit_moment(commit_time).isoformat() if commit_time else ""
+        return moment, manifests[snapshot_id]["retrieved"], snapshot_id
+
+    in_commit_order = sorted(manifests, key=commit_order)
+    stale = stale_published_ids(paths)
+    # From the upstream, only what the database lacks is ingested; given sources are ingested again.
+    to_ingest = [s for s in in_commit_order if s not in paths.parquet_files("snapshots")] if args.upstream \
+        else in_commit_order
+    if args.upstream and not to_ingest and not stale:
+        _say(f"history: the database holds all {len(in_commit_order)} snapshot(s); nothing to do")
+        return
     with _new_generation(paths) as staged:
-        for snapshot_id in _progress(in_commit_order, "history: ingesting"):
+        _rename_stale_snapshots(args, staged, stale, set(to_ingest))
+        for snapshot_id in _progress(to_ingest, "history: ingesting"):
             _run_ingest(args, staged, snapshot_id)
         _run_build(args, staged)
         _run_export(args, staged)
     _report_published(paths, every_snapshot=True)
-    _say(f"history: published {len(in_commit_order)} snapshot(s), the index on the newest "
-         f"({time.perf_counter() - started:.1f} s)")
+    _say(f"history: published {len(in_commit_order)} snapshot(s), {len(to_ingest)} newly ingested, the index on "
+         f"the newest ({time.perf_counter() - started:.1f} s)")
 
 
 def _run_snapshots(args: argparse.Namespace, paths: Paths) -> None:
@@ -393,15 +483,30 @@ def _progress(items: list[str], label: str) -> Iterator[str]:
 
 
 def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
-    from pipeline.fetch import DEFAULT_SOURCE
+    from pipeline.fetch import GITHUB_API, GITHUB_RAW, UPSTREAM_PATH, UPSTREAM_REPOSITORY
 
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
         "--source", type=_source,
-        default=DEFAULT_SOURCE,
         help="a local directory with the upstream public/data layout (index.json, tasks/, models/), or an "
-        "http(s):// URL of one (default: the upstream's raw files pinned to commit 7885788)",
+        f"http(s):// URL of one (default: follow the upstream: the newest commit of {UPSTREAM_REPOSITORY} "
+        f"that changed {UPSTREAM_PATH}, asked of ${GITHUB_API.environment_variable}, files from "
+        f"${GITHUB_RAW.environment_variable}; GITHUB_TOKEN is sent to the API when set)",
+    )
+    where.add_argument(
+        "--commit", type=_commit_ref, metavar="SHA",
+        help=f"fetch the upstream at this commit (7 to 40 hex digits) instead of its newest; a commit already "
+        "in OUT/raw needs no network",
     )
     _add_transfer_options(parser)
+
+
+def _commit_ref(text: str) -> str:
+    from pipeline.upstream import REF_PATTERN
+
+    if not REF_PATTERN.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a commit hash (7 to 40 lower-case hex digits, e.g. 7885788)")
+    return text
 
 
 def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
@@ -488,10 +593,22 @@ def _add_commit_time_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_history_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--source", type=_source, nargs="+", required=True, metavar="SOURCE",
+    from pipeline.fetch import UPSTREAM_PATH, UPSTREAM_REPOSITORY
+
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--source", type=_source, nargs="+", metavar="SOURCE",
         help="snapshots to ingest: local public/data folders or URLs, or a folder holding snapshot folders "
         "(e.g. ../shared/upstream/ml-energy-leaderboard)",
+    )
+    where.add_argument(
+        "--upstream", action="store_true",
+        help=f"every commit of {UPSTREAM_REPOSITORY} that changed {UPSTREAM_PATH}: fetch each one OUT/raw "
+        "lacks and ingest each one the database lacks, oldest first; a stopped run resumes where it stopped",
+    )
+    parser.add_argument(
+        "--since", type=_calendar_date, metavar="YYYY-MM-DD",
+        help="with --upstream: only the commits made on or after this date (UTC)",
     )
     _add_transfer_options(parser)
 
@@ -590,11 +707,13 @@ def make_parser() -> argparse.ArgumentParser:
     steps: list[Step] = [
         Step(
             "fetch", "copy an upstream snapshot into OUT/raw/<snapshot-id>/",
-            "Copy an upstream snapshot (local folder or URL) into OUT/raw/<snapshot-id>/ with a manifest of "
+            "Copy an upstream snapshot (by default the upstream's newest commit that changed public/data; "
+            "or --commit, a local folder or a URL) into OUT/raw/<snapshot-id>/ with a manifest of "
             "each file's sha256 and size, the source, the retrieval date and the upstream commit when known. "
             "An unchanged snapshot is left as it was, retrieval date included.",
             [_add_fetch_options, _add_commit_time_option], _run_fetch,
-            ["energy-index fetch --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788"],
+            ["energy-index fetch", "energy-index fetch --commit 7885788",
+             "energy-index fetch --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788"],
         ),
         Step(
             "ingest", "flatten the fetched snapshot into validated Parquet tables",
@@ -622,18 +741,22 @@ def make_parser() -> argparse.ArgumentParser:
         Step(
             "refresh", "fetch, ingest, build and export in one go (what make runs)",
             "Run fetch, ingest, build and export in order, holding a lock on OUT so that two refreshes "
-            "never interleave. A failure at any step leaves the previous outputs in place; with the content, "
-            "parameters and code of the published build, it does nothing.",
+            "never interleave. Without --source it follows the upstream: one conditional request when "
+            "nothing changed there. A failure at any step leaves the previous outputs in place; with the "
+            "content, parameters and code of the published build, it does nothing.",
             [_add_fetch_options, _add_commit_time_option, _add_build_options, _add_export_options], _run_refresh,
-            ["energy-index refresh --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788",
+            ["energy-index refresh", "energy-index refresh --commit 7885788",
+             "energy-index refresh --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788",
              "energy-index refresh --source ./my-data --commit-time 2026-03-01T12:00:00Z"],
         ),
         Step(
             "history", "ingest a list of snapshots into one database, oldest first",
-            "Fetch and ingest every snapshot given (in upstream commit order), then build and export once: "
-            "the database holds all of them, the index shows the newest. Snapshots already in OUT stay.",
+            "Fetch and ingest every snapshot given, or with --upstream every upstream commit that changed "
+            "public/data (in upstream commit order), then build and export once: the database holds all of "
+            "them, the index shows the newest. Snapshots already in OUT stay.",
             [_add_history_options, _add_build_options, _add_export_options], _run_history,
-            ["energy-index history --source ../shared/upstream/ml-energy-leaderboard"],
+            ["energy-index history --source ../shared/upstream/ml-energy-leaderboard",
+             "energy-index history --upstream --since 2026-01-01"],
         ),
         Step(
             "snapshots", "list the snapshots in the published database",
@@ -649,7 +772,7 @@ def make_parser() -> argparse.ArgumentParser:
             "largest move first, the configurations added and removed, and every changed field (numbers "
             "compared with a relative tolerance of 1e-9).",
             [_add_diff_options], _run_diff,
-            ["energy-index diff 2025-11-29-9fa07d1 2026-02-16-7885788",
+            ["energy-index diff 2025-11-30-9fa07d1 2026-02-16-7885788",
              "energy-index diff 2025-12-01-f74deb8 2025-12-15-e0ba9ed --format json"],
         ),
         Step(

@@ -2,6 +2,7 @@
 
 import fcntl
 import hashlib
+import os
 import re
 import json
 import shutil
@@ -13,7 +14,13 @@ from typing import Any
 import pytest
 
 from pipeline.cli import main
+from pipeline.fetch import GITHUB_API, GITHUB_RAW, snapshot_id_of
 from pipeline.paths import Paths
+
+# No test reaches GitHub: a refresh without a source that a test forgets to point elsewhere is refused
+# at once (port 9, discard, is closed), in this process and in every make or CLI it starts.
+os.environ[GITHUB_API.environment_variable] = os.environ[GITHUB_RAW.environment_variable] = "http://127.0.0.1:9"
+os.environ.pop("GITHUB_TOKEN", None)
 
 PROJECT = Path(__file__).resolve().parents[1]
 SHARED = PROJECT.parent / "shared"
@@ -23,6 +30,12 @@ NEWEST = UPSTREAM / "2026-02-16-7885788"
 SNAPSHOTS = sorted(path for path in UPSTREAM.iterdir() if path.is_dir()) if UPSTREAM.is_dir() else []
 # The dates the seed was built with (../shared/README.md).
 SEED_AS_OF, SEED_RETRIEVED = "2026-09-27", "2026-09-26"
+
+
+def snapshot_id(folder: Path) -> str:
+    """The id a shared snapshot folder is ingested under: its commit's UTC date and short hash (the
+    folder's name has the committer's local date)."""
+    return snapshot_id_of(read_json(folder / "snapshot.json"), [])
 
 
 @dataclass

@@ -86,7 +86,7 @@ def test_the_data_load_as_they_are(release: Path, history_build: Paths) -> None:
     assert table.num_rows == rows == from_csv
     assert (release / "index" / "lm-arena-chat" / "index.json").is_file()
     changes = (release / "CHANGES.md").read_text()
-    assert changes.startswith("# Changes in 2026-02-16-7885788") and "since 2026-02-13-0578467" in changes
+    assert changes.startswith("# Changes in 2026-02-16-7885788") and "since 2026-02-14-0578467" in changes
 
 
 def test_every_view_transpiles_to_spark_sql() -> None:
