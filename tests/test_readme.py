@@ -14,7 +14,7 @@ MOST_LINES = 300
 
 def _printed_block() -> list[str]:
     """The block that follows the quick start's "prints"."""
-    match = re.search(r"^prints\n\n```\n(.*?)^```", README, re.MULTILINE | re.DOTALL)
+    match = re.search(r"prints\n\n```\n(.*?)^```", README, re.MULTILINE | re.DOTALL)
     assert match, "README.md shows no first run's output"
     return match.group(1).splitlines()
 
