@@ -3,13 +3,14 @@
 -- grain: one row per deployment of the model on the GPU in the index snapshot (GPU count, parallelism,
 -- precision; for diffusion also resolution, frames and steps)
 -- key: (num_gpus, tensor_parallel, data_parallel, expert_parallel, ulysses_degree, ring_degree, precision, width, height, num_frames, fps, inference_steps)
--- inputs: configurations, diffusion_configurations_current
+-- inputs: configurations, diffusion_configurations_current, checked_index_name
 -- Concurrency is the average running batch for token tasks (requests in flight, the upstream's
 -- avg_batch_size, as measured, not max_num_seqs) and the batch size for diffusion. Between two
 -- measured points the energy per output and the latency are interpolated linearly in log concurrency;
 -- repeats at one point are averaged. Outside the measured range nothing is extrapolated: the row says
 -- 'below measured range' or 'above measured range' and gives no figure. Optional num_gpus and
--- precision narrow the deployments.
+-- precision narrow the deployments. A task, model or GPU the index snapshot does not have is an error
+-- naming it and the nearest names, not an empty answer.
 create or replace macro energy_at_concurrency(task_name, model, gpu_name, concurrency, gpus := null, precision_name := null) as table
 
 with
@@ -23,7 +24,8 @@ token_points as (
         'million output tokens' as unit_label, 'median_itl_ms' as latency_metric,
         avg_batch_size as x, wh_per_million_output_tokens as energy, median_itl_ms as latency,
     from configurations
-    where task = task_name and model_id = model and gpu = gpu_name
+    where task = checked_index_name('task', task_name) and model_id = checked_index_name('model', model)
+        and gpu = checked_index_name('GPU', gpu_name)
 ),
 
 diffusion_points as (
@@ -33,7 +35,8 @@ diffusion_points as (
         unit as unit_label, 'batch_latency_s' as latency_metric,
         batch_size::double as x, wh_per_output as energy, batch_latency_s as latency,
     from diffusion_configurations_current
-    where task = task_name and model_id = model and gpu = gpu_name
+    where task = checked_index_name('task', task_name) and model_id = checked_index_name('model', model)
+        and gpu = checked_index_name('GPU', gpu_name)
 ),
 
 points as (
