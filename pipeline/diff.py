@@ -127,19 +127,24 @@ def _narrowest_distinct(values: list[str], floor: int) -> int:
     return width
 
 
-def _table(header: list[str], rows: list[list[str]], width: int, shrinkable: list[int]) -> list[str]:
+def _table(
+    header: list[str], rows: list[list[str]], width: int, shrinkable: list[int], told_apart: tuple[int, ...] = ()
+) -> list[str]:
     """A table that fits `width` where it can: only the `shrinkable` columns (identifiers) are cut,
-    widest first, and never so far that two different values read the same; figures never are."""
+    widest first, and never so far that two different values read the same, unless the column's rows
+    are `told_apart` by the other columns; figures are never cut."""
     widths = [max(len(header[i]), *(len(row[i]) for row in rows)) for i in range(len(header))]
-    floors = {i: _narrowest_distinct([row[i] for row in rows], 10) for i in shrinkable}
+    floors = {i: 10 if i in told_apart else _narrowest_distinct([row[i] for row in rows], 10) for i in shrinkable}
     while sum(widths) + 2 * (len(widths) - 1) > width:
         candidates = [i for i in shrinkable if widths[i] > floors[i]]
         if not candidates:
             break
         widest = max(candidates, key=lambda i: widths[i])
         widths[widest] -= 1
-    shares = [_distinct_share([row[i] for row in rows], widths[i]) if i in shrinkable else 1.0
-              for i in range(len(header))]
+    shares = [1.0] * len(header)
+    for i in shrinkable:
+        share = _distinct_share([row[i] for row in rows], widths[i])
+        shares[i] = 0.5 if share is None else share  # None: a column told apart by the others
 
     def line(cells: list[str], cut_shares: list[float]) -> str:
         return "  ".join(_cut(c, w, s).ljust(w) for c, w, s in zip(cells, widths, cut_shares)).rstrip()
@@ -176,7 +181,8 @@ def format_text(diff: dict[str, Any], limit: int, width: int | None = None) -> s
             for row in index[:limit]
         ]
         lines += ["  " + line for line in _table(
-            ["move", "figure", "unit", "change", "task", "model", "GPU", "configuration"], rows, width - 2, [5, 7, 4])]
+            ["move", "figure", "unit", "change", "task", "model", "GPU", "configuration"], rows, width - 2, [5, 7, 4],
+            told_apart=(7,))]  # one row per task, model and GPU: their configurations need not read apart
     added = [c for c in configurations if c["change"] in ("added", "removed")]
     if added:
         lines += ["", f"Configurations added and removed ({min(limit, len(added))} of {len(added)})"]

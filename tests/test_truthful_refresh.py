@@ -230,16 +230,32 @@ def test_7_a_declared_length_over_the_cap_is_refused_before_reading(trickle_serv
     assert time.monotonic() - started < 4
 
 
-def test_ctrl_c_is_one_line_exit_1_and_the_publish_intact(trickle_server: str, tmp_path: Path) -> None:
+@pytest.fixture(params=["idle", "loaded"])
+def machine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The machine as it is, or loaded by two busy loops (one per core here) for the test's length."""
+    loops = [] if request.param == "idle" else [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)
+    ]
+    try:
+        yield request.param
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def test_ctrl_c_is_one_line_exit_1_and_the_publish_intact(trickle_server: str, tmp_path: Path, machine: str) -> None:
     out = tmp_path / "out"
     assert cli("refresh", "--source", NEWEST, "--out", out).returncode == 0
     published = tree_digest(out, *BUILD_OUTPUTS)
     _Trickle.mode = "trickle"
     process = subprocess.Popen([CLI, "refresh", "--source", trickle_server, "--out", str(out)],
                                stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+    # Ready when the fetch says it is reading the (trickling) source: the refresh is under way.
+    first = process.stderr.readline()
+    assert first.startswith("fetch: reading "), first
     process.send_signal(signal.SIGINT)
-    stderr = process.communicate(timeout=30)[1]
+    stderr = first + process.communicate(timeout=60)[1]
     assert process.returncode == 1
     assert "Traceback" not in stderr
     assert stderr.strip().splitlines()[-1] == (
