@@ -8,6 +8,7 @@ folder in the system's temporary directory, never under OUT). Results are format
 table fitted to the terminal on a terminal, CSV, JSON lines or Parquet on request.
 """
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ def parse_parameter(text: str) -> tuple[str, Any]:
     return name, value
 
 
+# An unknown identifier as the table macros report it (sql/checked_name.sql).
+IDENTIFIER_ERROR = re.compile(r"^Invalid Input Error: (?=unknown (snapshot|task|model|GPU) ')")
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MEMORY_LIMIT = "4GB"
 
@@ -94,7 +97,8 @@ def run_query(
                     "(e.g. 8GB) allows more"
                 ) from None
             except duckdb.Error as error:
-                raise PipelineError(_one_line(error)) from None
+                # The table macros' own identifier errors read as the CLI's: without DuckDB's error class.
+                raise PipelineError(IDENTIFIER_ERROR.sub("", _one_line(error))) from None
         finally:
             if timer is not None:
                 timer.cancel()
@@ -135,8 +139,11 @@ def write_result(result: pyarrow.Table, output_format: str, output: Path | None)
     if output_format == "table":
         import shutil
 
-        formatter.sql(f"select {_rounded_columns(result.schema)} from result").show(
-            max_width=shutil.get_terminal_size().columns, max_rows=10_000)
+        if sys.stdout.isatty():  # fitted to the terminal, for reading
+            formatter.sql(f"select {_rounded_columns(result.schema)} from result").show(
+                max_width=shutil.get_terminal_size().columns, max_rows=10_000)
+        else:
+            formatter.sql("from result").show(max_width=10_000, max_rows=10_000)
         return
     if output is None and output_format == "parquet":
         raise PipelineError("--format parquet needs --output FILE")
