@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.errors import PipelineError
+from pipeline.errors import NEXT_STEP, PipelineError, command_name, nearest, next_step, out_option
 from pipeline.paths import LATENCY_TIERS, Paths, code_digest
 
 if TYPE_CHECKING:
@@ -71,8 +71,21 @@ def _iso_time(text: str) -> str:
 def _source(text: str) -> str:
     """A URL, or a local folder that exists (checked before any work)."""
     if "://" not in text and not Path(text).exists():
-        raise argparse.ArgumentTypeError(f"{text!r}: no such folder (SOURCE must be a local public/data folder or a URL)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: no such folder{_did_you_mean_path(Path(text))} (SOURCE must be a local public/data folder or a URL)"
+        )
     return text
+
+
+def _did_you_mean_path(path: Path) -> str:
+    """'; did you mean ...?' with the folders beside a missing one nearest to its name, or ''."""
+    parent = path.parent
+    try:
+        siblings = [child.name for child in parent.iterdir() if child.is_dir()] if path.name else []
+    except OSError:
+        return ""
+    close = nearest(path.name, siblings)
+    return f"; did you mean {' or '.join(repr(str(parent / name)) for name in close)}?" if close else ""
 
 
 def _positive_int(text: str) -> int:
@@ -87,17 +100,37 @@ def _positive_int(text: str) -> int:
 
 @contextmanager
 def _exclusive_lock(paths: Paths) -> Iterator[None]:
-    """One command at a time per output folder; a second one stops with a clear message."""
+    """One command at a time per output folder; a second one stops with a clear message. Folders made
+    for the lock alone (a mistyped --out, a step that found nothing to do) are removed again."""
+    made = next((folder for folder in reversed([paths.out, *paths.out.parents]) if not folder.exists()), None)
     paths.out.mkdir(parents=True, exist_ok=True)
-    with open(paths.lock_file, "a") as handle:  # "a": taking the lock leaves the file untouched
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise PipelineError(
-                f"{paths.out}: another energy-index command is writing here (lock {paths.lock_file}); "
-                "try again when it has finished"
-            ) from None
-        yield
+    try:
+        with open(paths.lock_file, "a") as handle:  # "a": taking the lock leaves the file untouched
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise PipelineError(
+                    f"{paths.out}: another energy-index command is writing here (lock {paths.lock_file}); "
+                    "try again when it has finished"
+                ) from None
+            try:
+                yield
+            finally:
+                if made is not None and [p for p in paths.out.rglob("*") if not p.is_dir()] == [paths.lock_file]:
+                    import shutil
+
+                    shutil.rmtree(paths.out)  # nothing in it but the lock and empty folders
+    finally:
+        if made is not None:
+            for folder in [paths.out, *paths.out.parents]:
+                try:
+                    folder.rmdir()  # only if empty
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    break
+                if folder == made:
+                    break
 
 
 @contextmanager
@@ -374,17 +407,36 @@ def _run_diff(args: argparse.Namespace, paths: Paths) -> None:
 def _run_sql(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.query import run_query, write_result
 
-    if (args.query is None) == (args.file is None):
-        raise PipelineError("give a query, or --file FILE, not both")
+    if args.query is None and args.file is None:
+        raise PipelineError(
+            f"give the query to run, e.g. {command_name()} sql{out_option(paths.out)} "
+            "\"select * from best_configurations limit 5\", or --file FILE holding it"
+        )
+    if args.query is not None and args.file is not None:
+        raise PipelineError("give a query or --file FILE, not both")
+    if args.output is not None and _is_inside(args.output, paths.out):
+        raise PipelineError(f"--output {args.output} is inside {paths.out}, the published build; write it elsewhere")
     try:
         sql = args.query if args.file is None else Path(args.file).read_text(encoding="utf-8")
     except OSError as error:
         raise PipelineError(f"{args.file}: {error.strerror}") from None
     output_format = args.format or ("table" if sys.stdout.isatty() and args.output is None else "csv")
-    result = run_query(paths, sql, dict(args.param))
+    result = run_query(paths, sql, dict(args.param), timeout_s=args.timeout, memory_limit=args.memory_limit)
     write_result(result, output_format, args.output)
     if args.output is not None:
         _say(f"sql: {result.num_rows} row(s) -> {args.output}")
+
+
+def _is_inside(path: Path, folder: Path) -> bool:
+    """Whether `path` is in `folder`, as written or once symbolic links are followed (OUT's published
+    names are links into its generations)."""
+    import os
+
+    for candidate in (Path(os.path.abspath(path)), path.resolve()):
+        for base in (Path(os.path.abspath(folder)), folder.resolve()):
+            if candidate == base or base in candidate.parents:
+                return True
+    return False
 
 
 def _run_estimate(args: argparse.Namespace, paths: Paths) -> None:
@@ -632,7 +684,7 @@ def _parameter(text: str) -> tuple[str, object]:
 
 
 def _add_sql_options(parser: argparse.ArgumentParser) -> None:
-    from pipeline.query import FORMATS
+    from pipeline.query import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT_S, FORMATS
 
     parser.add_argument("query", nargs="?", metavar="QUERY", help="one read-only SQL statement")
     parser.add_argument("--file", metavar="FILE", help="read the statement from FILE instead")
@@ -641,7 +693,21 @@ def _add_sql_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS,
                         help="table (default on a terminal), csv (default otherwise), jsonl or parquet")
     parser.add_argument("--output", type=Path, metavar="FILE",
-                        help="write the result to FILE (replaced atomically) instead of standard output")
+                        help="write the result to FILE (replaced atomically) instead of standard output; "
+                        "never inside OUT")
+    parser.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"stop the query after this long (default: {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--memory-limit", type=_memory_size, default=DEFAULT_MEMORY_LIMIT, metavar="SIZE",
+                        help="the most memory the query may use, and spill to a temporary folder outside "
+                        f"OUT (default: {DEFAULT_MEMORY_LIMIT})")
+
+
+def _memory_size(text: str) -> str:
+    import re
+
+    if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", text.strip(), re.IGNORECASE):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size, e.g. 500MB or 8GB")
+    return text.strip()
 
 
 def _add_estimate_options(parser: argparse.ArgumentParser) -> None:
@@ -868,6 +934,24 @@ def _unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | 
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before the command began (still importing, parsing): nothing to undo
+        _say(f"{PROG}: error: interrupted before it started; nothing was changed")
+        return 1
+
+
+def _output_closed() -> None:
+    """The reader of standard output has gone (`| head -1`): the output ends there, quietly. What is
+    still buffered is dropped, so that Python's flush at exit does not fail on the closed pipe again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = make_parser()
     arguments = sys.argv[1:] if argv is None else argv
     if not arguments:
@@ -883,7 +967,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = Paths(getattr(args, "out", Path("build")))
     try:
         if args.handler in (_run_diff, _run_synth, _run_sql, _run_estimate, _run_snapshots):
-            args.handler(args, paths)
+            try:
+                args.handler(args, paths)
+            except BrokenPipeError:
+                _output_closed()
             return 0
         with _exclusive_lock(paths):
             if args.handler in (_run_fetch, _run_refresh, _run_history, _run_report, _run_release):
@@ -892,7 +979,7 @@ def main(argv: list[str] | None = None) -> int:
                 with _new_generation(paths) as staged:
                     args.handler(args, staged)
     except PipelineError as error:
-        _say(f"{PROG}: error: {error}")
+        _say(f"{PROG}: error: {str(error).replace(NEXT_STEP, next_step(paths.out))}")
         return 1
     except KeyboardInterrupt:
         _say(f"{PROG}: error: interrupted; the last published build in {paths.out} is unchanged")

@@ -23,7 +23,7 @@ from typing import Any
 
 import urllib3
 
-from pipeline.errors import NEXT_STEP, PipelineError
+from pipeline.errors import NEXT_STEP, PipelineError, command_name
 from pipeline.files import load_json_strict, replace_directory, write_bytes_atomic
 from pipeline.paths import Paths
 from schemas import dictionary
@@ -328,7 +328,7 @@ def _check_local_source(source: str) -> Path:
         if any((child / "index.json").is_file() for child in root.iterdir() if child.is_dir()):
             raise PipelineError(
                 f"{source}: a folder of snapshot folders, not one snapshot; give one of them, or ingest them all "
-                f"with 'energy-index history --source {source}' (make history HISTORY=...)"
+                f"with '{command_name()} history --source {source}' (make history HISTORY=...)"
             )
         raise PipelineError(f"{source}: not a snapshot folder (no index.json); expected the upstream public/data layout")
     return root

@@ -2,10 +2,13 @@
 
 The database is opened read-only with file system access and extension loading off and the
 configuration locked, so DuckDB itself refuses to write, attach, install, load or read files; the
-statement's type is also checked first, so a refusal is one plain sentence. Results are formatted by
-DuckDB: a box table on a terminal, CSV, JSON lines or Parquet on request.
+statement's type is also checked first, so a refusal is one plain sentence. A query is bounded in time
+(interrupted after `timeout_s`) and memory (DuckDB's memory_limit; what it spills goes to a private
+folder in the system's temporary directory, never under OUT). Results are formatted by DuckDB: a box
+table fitted to the terminal on a terminal, CSV, JSON lines or Parquet on request.
 """
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +17,7 @@ import duckdb
 import pyarrow
 
 from pipeline.database import connect
-from pipeline.errors import NEXT_STEP, PipelineError
+from pipeline.errors import NEXT_STEP, PipelineError, command_name, out_option
 from pipeline.paths import Paths
 
 FORMATS = ("table", "csv", "jsonl", "parquet")
@@ -40,35 +43,93 @@ def parse_parameter(text: str) -> tuple[str, Any]:
     return name, value
 
 
-def run_query(paths: Paths, sql: str, parameters: dict[str, Any]) -> pyarrow.Table:
+# An unknown identifier as the table macros report it (sql/checked_name.sql).
+IDENTIFIER_ERROR = re.compile(r"^Invalid Input Error: (?=unknown (snapshot|task|model|GPU) ')")
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MEMORY_LIMIT = "4GB"
+
+
+def run_query(
+    paths: Paths, sql: str, parameters: dict[str, Any], *, timeout_s: float | None = None,
+    memory_limit: str | None = None,
+) -> pyarrow.Table:
+    """The result of one read-only statement; stopped with a PipelineError after `timeout_s` seconds or
+    beyond `memory_limit` (a DuckDB size, e.g. 4GB) when given."""
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
-    connection = connect(str(paths.database), read_only=True, config=LOCKED_DOWN)
+    import tempfile
+    import threading
+
+    with tempfile.TemporaryDirectory(prefix="energy-index-sql-") as spill:
+        # A read-only database would spill beside itself, into the published build.
+        bounds = {"temp_directory": spill} if memory_limit is None else {
+            "temp_directory": spill, "memory_limit": memory_limit, "max_temp_directory_size": memory_limit,
+        }
+        try:
+            connection = connect(str(paths.database), read_only=True, config=bounds)
+        except (duckdb.InvalidInputException, duckdb.ParserException) as error:
+            raise PipelineError(f"--memory-limit {memory_limit}: {_one_line(error)}") from None
+        # Locked down after the bounds are set: with external access off, DuckDB refuses a temp_directory.
+        for setting, value in LOCKED_DOWN.items():
+            connection.execute(f"set {setting} = {str(value).lower()}")
+        timer = threading.Timer(timeout_s, connection.interrupt) if timeout_s is not None else None
+        try:
+            _check_one_read_only_statement(connection, sql)
+            if timer is not None:
+                timer.start()
+            try:
+                relation = connection.sql(sql, params=parameters or None)
+                # DuckDB 2 renamed a relation's arrow() to to_arrow_table().
+                return (getattr(relation, "to_arrow_table", None) or relation.arrow)()
+            except duckdb.PermissionException:
+                raise PipelineError(
+                    "refused: the query reads or writes files or extensions; energy-index sql reads only the database"
+                ) from None
+            except duckdb.InterruptException:
+                if timer is None or timer.is_alive():
+                    raise KeyboardInterrupt from None  # Ctrl-C, not the time limit
+                raise PipelineError(
+                    f"the query was stopped at its time limit of {timeout_s:g} s; --timeout SECONDS allows more"
+                ) from None
+            except duckdb.OutOfMemoryException:
+                raise PipelineError(
+                    f"the query needs more memory than its limit of {memory_limit}; --memory-limit SIZE "
+                    "(e.g. 8GB) allows more"
+                ) from None
+            except duckdb.Error as error:
+                # The table macros' own identifier errors read as the CLI's: without DuckDB's error class.
+                raise PipelineError(IDENTIFIER_ERROR.sub("", _one_line(error))) from None
+        finally:
+            if timer is not None:
+                timer.cancel()
+            connection.close()
+
+
+def _check_one_read_only_statement(connection: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """A PipelineError saying why, unless `sql` is one read-only statement."""
     try:
-        try:
-            statements = connection.extract_statements(sql)
-        except duckdb.ParserException as error:
-            raise PipelineError(f"the query does not parse: {str(error).splitlines()[0]}") from None
-        if len(statements) != 1:
-            raise PipelineError(f"give exactly one statement (got {len(statements)})")
-        kind = statements[0].type
-        if kind not in ALLOWED:
-            raise PipelineError(
-                f"refused: a {kind.name} statement. energy-index sql runs read-only queries (select, with, from, "
-                "describe, show, summarize, explain); it never writes, attaches, installs, loads or reads files"
-            )
-        try:
-            relation = connection.sql(sql, params=parameters or None)
-            # DuckDB 2 renamed a relation's arrow() to to_arrow_table().
-            return (getattr(relation, "to_arrow_table", None) or relation.arrow)()
-        except duckdb.PermissionException:
-            raise PipelineError(
-                "refused: the query reads or writes files or extensions; energy-index sql reads only the database"
-            ) from None
-        except duckdb.Error as error:
-            raise PipelineError(str(error).splitlines()[0]) from None
-    finally:
-        connection.close()
+        statements = connection.extract_statements(sql)
+    except duckdb.ParserException as error:
+        raise PipelineError(f"the query does not parse: {_one_line(error)}") from None
+    if len(statements) != 1:
+        raise PipelineError(f"give exactly one statement (got {len(statements)})")
+    kind = statements[0].type
+    if kind not in ALLOWED:
+        raise PipelineError(
+            f"refused: a {kind.name} statement. energy-index sql runs read-only queries (select, with, from, "
+            "describe, show, summarize, explain); it never writes, attaches, installs, loads or reads files"
+        )
+
+
+def _one_line(error: Exception) -> str:
+    """DuckDB's message with its hints (did you mean, candidate bindings) on one line, without the
+    echoed query and caret that follow them."""
+    kept = []
+    for line in str(error).splitlines():
+        if not line.strip() or line.startswith("LINE "):
+            break
+        kept.append(line.strip())
+    return " ".join(kept)
 
 
 def write_result(result: pyarrow.Table, output_format: str, output: Path | None) -> None:
@@ -76,7 +137,13 @@ def write_result(result: pyarrow.Table, output_format: str, output: Path | None)
     formatter = connect()
     formatter.register("result", result)
     if output_format == "table":
-        formatter.sql("from result").show(max_width=10_000, max_rows=10_000)
+        import shutil
+
+        if sys.stdout.isatty():  # fitted to the terminal, for reading
+            formatter.sql(f"select {_rounded_columns(result.schema)} from result").show(
+                max_width=shutil.get_terminal_size().columns, max_rows=10_000)
+        else:
+            formatter.sql("from result").show(max_width=10_000, max_rows=10_000)
         return
     if output is None and output_format == "parquet":
         raise PipelineError("--format parquet needs --output FILE")
@@ -95,6 +162,22 @@ def write_result(result: pyarrow.Table, output_format: str, output: Path | None)
         for (line,) in formatter.execute("select to_json(r)::varchar from result as r").fetchall():
             sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+def _rounded_columns(schema: pyarrow.Schema) -> str:
+    """The result's columns for reading on a terminal: floating-point numbers rounded to 4 significant
+    digits (whole numbers kept whole); everything else as it is. Piped output keeps full precision."""
+    columns = []
+    for field in schema:
+        name = '"' + field.name.replace('"', '""') + '"'
+        if pyarrow.types.is_floating(field.type):
+            columns.append(
+                f"case when {name} = 0 or not isfinite({name}) then {name} "
+                f"else round({name}, greatest(0, 3 - floor(log10(abs({name})))::int)) end as {name}"
+            )
+        else:
+            columns.append(name)
+    return ", ".join(columns) or "*"
 
 
 def _quoted(path: Path) -> str:

@@ -3,7 +3,7 @@
 -- grain: one row per deployment of the model on the GPU in the index snapshot (GPU count, parallelism,
 -- precision; for diffusion also resolution, frames and steps)
 -- key: (num_gpus, tensor_parallel, data_parallel, expert_parallel, ulysses_degree, ring_degree, precision, width, height, num_frames, fps, inference_steps)
--- inputs: configuration_points
+-- inputs: configuration_points, checked_index_name
 -- Concurrency is the average running batch for token tasks (requests in flight, the upstream's
 -- avg_batch_size, as measured, not max_num_seqs) and the batch size for diffusion. Each configuration
 -- is one point (configuration_points): its repeats' mean energy at their mean concurrency, so the
@@ -12,7 +12,8 @@
 -- (wh_per_unit_low, wh_per_unit_high) interpolates the two points' lowest and highest repeats the same
 -- way, so it holds every line through one repeat of each. Outside the measured range nothing is
 -- extrapolated: the row says 'below measured range' or 'above measured range' and gives no figure.
--- Optional num_gpus and precision narrow the deployments.
+-- Optional num_gpus and precision narrow the deployments. A task, model or GPU the index snapshot does
+-- not have is an error naming it and the nearest names, not an empty answer.
 create or replace macro energy_at_concurrency(task_name, model, gpu_name, concurrency, gpus := null, precision_name := null) as table
 
 with
@@ -25,7 +26,8 @@ points as (
         p.measured_concurrency as x, p.n_repeats, p.wh_per_unit as energy, p.wh_per_unit_min as energy_low,
         p.wh_per_unit_max as energy_high, coalesce(p.median_itl_ms, p.batch_latency_s) as latency
     from configuration_points as p
-    where p.task = task_name and p.model_id = model and p.gpu = gpu_name
+    where p.task = checked_index_name('task', task_name) and p.model_id = checked_index_name('model', model)
+        and p.gpu = checked_index_name('GPU', gpu_name)
         and (gpus is null or p.num_gpus = gpus) and (precision_name is null or p.precision = upper(precision_name))
 ),
 

@@ -6,7 +6,10 @@ import os
 import re
 import json
 import shutil
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,3 +148,15 @@ def readme_queries() -> list[str]:
         body = "\n".join(line for line in block.splitlines() if not line.lstrip().startswith("--"))
         statements += [statement.strip() for statement in body.split(";") if statement.strip()]
     return statements
+
+
+@contextmanager
+def busy_loops(load: str) -> Iterator[None]:
+    """For load "loaded", the machine kept busy by two busy loops (one per core here) while in the block."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 if load == "loaded" else 0)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()

@@ -50,10 +50,10 @@ def test_bad_options_are_rejected_with_a_clear_message(argv: list[str], message:
 def test_steps_out_of_order_say_what_to_run_first(tmp_path, run_cli) -> None:
     result = run_cli("ingest", "--out", tmp_path)
     assert result.exit_code == 1
-    assert "no snapshot has been fetched yet; run 'make'" in result.stderr
+    assert f"no snapshot has been fetched yet; run 'make OUT={tmp_path}'" in result.stderr
     exported = run_cli("export", "--out", tmp_path)
     assert exported.exit_code == 1
-    assert "no database has been built there yet; run 'make'" in exported.stderr
+    assert f"no database has been built there yet; run 'make OUT={tmp_path}'" in exported.stderr
     assert ".generations" not in exported.stderr
 
 

@@ -52,7 +52,13 @@ def test_every_engine_opens_both_builds_and_runs_every_readme_query(
     if version != "project":
         assert outcome["version"] == version
     for database, result in outcome["databases"].items():
-        assert result["failures"] == [], f"DuckDB {outcome['version']} on {database}"
+        with duckdb.connect(database, read_only=True) as connection:
+            held = {snapshot_id for (snapshot_id,) in connection.execute("select snapshot_id from snapshots").fetchall()}
+        # A README query comparing snapshots the one-snapshot build does not hold must say so (and only that).
+        absent = re.compile(r"Invalid Input Error: unknown snapshot '([^']+)'; the nearest: ")
+        failures = [f for f in result["failures"] if not (
+            (match := absent.match(f["error"])) and match.group(1) not in held and match.group(1) in f["sql"])]
+        assert failures == [], f"DuckDB {outcome['version']} on {database}"
         with duckdb.connect(database, read_only=True) as connection:
             expected = connection.execute(
                 "select table_name from duckdb_tables() where not internal"
@@ -60,6 +66,7 @@ def test_every_engine_opens_both_builds_and_runs_every_readme_query(
             ).fetchall()
         assert result["objects"] == [name for (name,) in expected] and expected
     history = outcome["databases"][str(history_build.database)]
+    assert history["failures"] == []
     empty = [readme_queries()[int(n)] for n, rows in history["query_rows"].items() if rows == 0]
     assert empty == [], "documented queries that return nothing on the eleven snapshots"
 

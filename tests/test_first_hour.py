@@ -93,7 +93,7 @@ def test_4_every_dead_end_names_what_a_newcomer_runs(tmp_path: Path) -> None:
     for command in (["export"], ["build"], ["ingest"], ["diff", "a", "b"], ["snapshots"], ["report"]):
         result = cli(*command, "--out", empty)
         assert result.returncode == 1, command
-        assert "run 'make' (or 'energy-index refresh --source" in result.stderr, command
+        assert f"run 'make OUT={empty}' (or '" in result.stderr and "energy-index refresh --source" in result.stderr, command
         assert ".generations" not in result.stderr and "staging" not in result.stderr, command
     missing = cli("refresh", "--source", tmp_path / "nowhere", "--out", empty)
     assert missing.returncode == 2 and "no such folder" in missing.stderr
@@ -135,6 +135,7 @@ def test_6_the_audit_summary_says_what_each_number_is_and_covers_every_snapshot_
     history_build: Paths,
 ) -> None:
     from pipeline.audit import audit_summary
+    from pipeline.errors import command_name
 
     text = audit_summary(history_build, every_snapshot=True)
     assert "itl_tail_ratio, expected ≤ 20" in text and "p99 ÷ median inter-token latency (multiple)" in text
@@ -142,8 +143,8 @@ def test_6_the_audit_summary_says_what_each_number_is_and_covers_every_snapshot_
     assert "repeat_measurements_disagree, expected ≤ 0.1" in text and "relative difference" in text
     assert "energy_per_token_vs_power_over_throughput, expected 1 ± 0.05" in text
     assert "every snapshot in the database (11)" in text and "2025-11-30-9fa07d1" in text
-    command = next(line.strip() for line in text.splitlines() if line.strip().startswith("energy-index sql"))
-    assert command.startswith(f"energy-index sql --out {history_build.out} ")
+    command = next(line.strip() for line in text.splitlines() if line.strip().startswith(f"{command_name()} sql"))
+    assert command.startswith(f"{command_name()} sql --out {history_build.out} ")
     rows = cli("sql", "--out", history_build.out, command.split('"')[1])
     assert rows.returncode == 0 and rows.stdout.startswith('"snapshot_id"') and len(rows.stdout.splitlines()) == 24
 

@@ -113,7 +113,7 @@ def test_diff_names_an_unknown_snapshot(history: Paths, run_cli) -> None:
     result = run_cli("diff", "2025-12-01-f74deb8", "no-such-snapshot", "--out", history.out)
     assert result.exit_code == 1
     assert "snapshot no-such-snapshot is not in" in result.stderr
-    assert "'energy-index snapshots' lists the 11 it holds" in result.stderr
+    assert f"energy-index snapshots --out {history.out}' lists the 11 it holds" in result.stderr
 
 
 def test_a_refresh_appends_a_snapshot_and_never_rewrites_an_old_one(tmp_path: Path) -> None:
