@@ -319,7 +319,7 @@ def test_15_a_mistyped_out_leaves_no_folder_behind(tmp_path: Path) -> None:
 def test_15_diff_at_80_columns_never_cuts_two_identifiers_to_one_text(history_build: Paths) -> None:
     from pipeline.diff import format_text, snapshot_diff
 
-    diff = snapshot_diff(history_build, "2025-11-29-9fa07d1", "2026-02-16-7885788")
+    diff = snapshot_diff(history_build, "2025-11-30-9fa07d1", "2026-02-16-7885788")
     text = format_text(diff, 20, width=80)
     sections = text.split("\n\n")
     index = next(s for s in sections if s.startswith("Index rows")).splitlines()[3:]

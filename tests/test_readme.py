@@ -39,4 +39,4 @@ def test_the_readme_shows_what_a_first_run_prints(tmp_path: Path) -> None:
                for line in run.stderr.splitlines()]
     shown = [_without_timings(line) for line in _printed_block() if not line.startswith("  ...")]
     missing = [line for line in shown if line not in printed]
-    assert missing == [], f"README shows lines a first run does not print:\n{run.stderr}"
+    assert missing == [], f"README shows lines a first run does not print: {missing}\nit printed:\n{run.stderr}"
