@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import atomic_path
+from pipeline.progress import progress
 from pipeline.paths import AUDIT_RULES, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest, hive_key
 from pipeline.source_card import load_source_card
 from pipeline.validate import json_paths
@@ -316,17 +317,20 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
     units = [(snapshot,) for _, snapshot in history] if kind == "snapshot" else [
         (older, newer) for older, newer in history if older is not None
     ]
+    stale = []
     for unit in units:
-        target = paths.parquet_path(table, unit[-1])
         inputs = _unit_inputs(paths, unit, context)
-        if _stored_inputs(target, notices) == inputs:
-            continue
-        arguments = ", ".join(f"$u{i}" for i in range(len(unit)))
-        relation = connection.sql(f"select * from {macro}({arguments}) order by all",
-                                  params={f"u{i}": value for i, value in enumerate(unit)})
-        rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
-        with atomic_path(target) as tmp:
-            pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
+        if _stored_inputs(paths.parquet_path(table, unit[-1]), notices) != inputs:
+            stale.append((unit, inputs))
+    with progress(len(stale), f"build: {table}", unit="snapshot") as bar:
+        for unit, inputs in stale:
+            arguments = ", ".join(f"$u{i}" for i in range(len(unit)))
+            relation = connection.sql(f"select * from {macro}({arguments}) order by all",
+                                      params={f"u{i}": value for i, value in enumerate(unit)})
+            rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
+            with atomic_path(paths.parquet_path(table, unit[-1])) as tmp:
+                pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
+            bar.update(1)
     wanted = {unit[-1] for unit in units}
     for snapshot_id, stale in paths.parquet_files(table).items():
         if snapshot_id not in wanted:
