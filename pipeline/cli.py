@@ -194,19 +194,23 @@ def _published_record(paths: Paths) -> dict:
     return record if isinstance(record, dict) else {}
 
 
-def _check_published(paths: Paths, label: str) -> list[tuple[str, str]] | None:
-    """The published files that differ from what was published (publish.damaged_files), each said;
-    None when the build records none (made by older code or by hand)."""
+def _unchanged(paths: Paths, label: str, record: bytes, previous: dict) -> tuple[bool, list[tuple[str, str]]]:
+    """Whether the published build is what `record` asks for and its files are intact (sizes and sha256
+    recorded at publish); and the damaged files, each said, for the rebuild to replace."""
     from pipeline import publish
 
     damaged = publish.damaged_files(paths)
     for name, problem in damaged or []:
         _say(f"{label}: warning: {paths.current / name}: {problem}; building it again")
-    return damaged
+    same = json.loads(record) == previous
+    if damaged is None and same:
+        _say(f"{label}: warning: {paths.current / publish.FILE_RECORD} is missing or unreadable, so the published "
+             "files cannot be checked; building them again")
+        return False, [(publish.FILE_RECORD, "missing or unreadable")]
+    return damaged == [] and same, damaged or []
 
 
-def _repair(args: argparse.Namespace, staged: Paths, damaged: list[tuple[str, str]] | None,
-            ingesting: set[str]) -> None:
+def _repair(args: argparse.Namespace, staged: Paths, damaged: list[tuple[str, str]], ingesting: set[str]) -> None:
     """Make a staged generation whose published files were damaged whole again: the database is built
     from every Parquet file, a damaged derived file computed again, a damaged ingested file ingested
     again from the fetched snapshot in OUT/raw (the index files are rewritten by the export anyway)."""
@@ -249,10 +253,9 @@ def _run_refresh(args: argparse.Namespace, paths: Paths) -> None:
     previous = _published_record(paths)
     snapshots = {**previous.get("snapshots", {}), fetched.snapshot_id: fetched.content_sha256}
     record = _build_record(args, snapshots, fetched.snapshot_id if args.as_index else "newest")
-    damaged = _check_published(paths, "refresh")
-    if damaged == [] and json.loads(record) == previous:
-        _say(f"refresh: {fetched.snapshot_id} is built and published with these parameters and this code, and the "
-             "published files are intact; nothing to do")
+    unchanged, damaged = _unchanged(paths, "refresh", record, previous)
+    if unchanged:
+        _say(f"refresh: {fetched.snapshot_id} is built and published with these parameters and this code; nothing to do")
         return
     # The index shows the newest snapshot, or the one fetched when --as-index says so; snapshots ingested
     # before stay in the history.
@@ -269,8 +272,8 @@ def _run_refresh(args: argparse.Namespace, paths: Paths) -> None:
         _say(f"refresh: {fetched.snapshot_id} is older than {index_snapshot}, the newest snapshot in the database: "
              f"it is in the history now and the index stays on {index_snapshot} (--as-index publishes "
              f"{fetched.snapshot_id} as the index)")
-    _say(f"refresh: published {fetched.snapshot_id}, the index on {index_snapshot} "
-         f"({time.perf_counter() - started:.1f} s)")
+    where = "" if index_snapshot == fetched.snapshot_id else f" into the history, the index on {index_snapshot}"
+    _say(f"refresh: published {fetched.snapshot_id}{where} ({time.perf_counter() - started:.1f} s)")
 
 
 def _snapshot_sources(sources: list[str]) -> list[str]:
@@ -290,7 +293,6 @@ def _snapshot_sources(sources: list[str]) -> list[str]:
 
 def _run_history(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.fetch import read_manifest
-
     from pipeline.files import write_bytes_atomic
 
     started = time.perf_counter()
@@ -309,10 +311,10 @@ def _run_history(args: argparse.Namespace, paths: Paths) -> None:
     digests = {result.snapshot_id: result.content_sha256 for result in fetched}
     previous = _published_record(paths)
     record = _build_record(args, {**previous.get("snapshots", {}), **digests}, "newest")
-    damaged = _check_published(paths, "history")
-    if damaged == [] and json.loads(record) == previous:
+    unchanged, damaged = _unchanged(paths, "history", record, previous)
+    if unchanged:
         _say(f"history: {len(in_commit_order)} snapshot(s) built and published with these parameters and this "
-             "code, and the published files are intact; nothing to do")
+             "code; nothing to do")
         return
     # Ingesting depends on the snapshot and the code only: with the same code, what the database holds
     # with the same content is not ingested again.

@@ -105,17 +105,17 @@ def _stat_or_none(path: Path) -> os.stat_result | None:
         return None
 
 
-def damaged_files(paths: Paths) -> list[tuple[str, str]]:
+def damaged_files(paths: Paths) -> list[tuple[str, str]] | None:
     """The published files that differ from what was published, as (path relative to the generation,
-    what is wrong): missing, another size, or another sha256. A generation without a record (published
-    by older code) is reported as a whole."""
+    what is wrong): missing, another size, or another sha256. None when the generation has no readable
+    record (published by older code, or the record itself damaged): then nothing can be vouched for."""
     if not paths.current.is_dir():
         return []
     generation = paths.current.resolve()
     try:
         recorded = json.loads((generation / FILE_RECORD).read_text(encoding="utf-8"))["files"]
     except (OSError, ValueError, KeyError):
-        return [(FILE_RECORD, "missing or unreadable: what was published is unknown")]
+        return None
     damaged = []
     for name, (size, digest) in sorted(recorded.items()):
         path = generation / name

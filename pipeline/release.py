@@ -209,7 +209,7 @@ def _croissant(card: dict[str, Any], release_id: str, root: Path, tables: dict[s
 
 
 def _significant(value: Any) -> Any:
-    """Fitted floats to 6 significant digits: a parallel aggregate may differ in the last bits."""
+    """Fitted floats to 6 significant digits, more than the fit's own precision."""
     return float(f"{value:.6g}") if isinstance(value, float) else value
 
 

@@ -92,6 +92,13 @@ def test_4_a_table_folder_reads_as_one_hive_dataset_with_the_tables_own_columns(
     assert by_arrow.num_rows == by_polars.height == rows > 0
 
 
+def test_4_the_pair_tables_are_the_stored_tables_of_consecutive_pairs() -> None:
+    from pipeline.build import STORED
+    from pipeline.paths import PAIR_TABLES
+
+    assert sorted(table for table, (_, kind) in STORED.items() if kind == "pair") == sorted(PAIR_TABLES)
+
+
 def test_4_release_files_are_named_after_the_views_they_hold(releases: tuple[Path, Path], newest_build: Paths) -> None:
     one, _ = releases
     package = json.loads((one / "datapackage.json").read_text())
@@ -185,6 +192,11 @@ def test_6_a_no_op_refresh_finds_damaged_published_files_and_rebuilds_them(tmp_p
     assert index_snapshot(out) == NEWEST.name
     assert tree_digest(out, "index") == published
     assert "nothing to do" in cli(*args).stderr
+    # Without the record of what was published nothing can be vouched for: built again, and said.
+    (out / "current" / "published-files.json").unlink()
+    unknown = cli(*args)
+    assert unknown.returncode == 0 and "published-files.json is missing or unreadable" in unknown.stderr
+    assert "nothing to do" not in unknown.stderr and tree_digest(out, "index") == published
 
 
 def test_6_a_damaged_ingested_file_is_ingested_again_or_named_when_it_cannot_be(tmp_path: Path) -> None:
