@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import atomic_path
-from pipeline.paths import AUDIT_RULES, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest
+from pipeline.progress import progress
+from pipeline.paths import AUDIT_RULES, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest, hive_key
 from pipeline.source_card import load_source_card
 from pipeline.validate import json_paths
 from schemas import TABLES, dictionary
@@ -38,6 +39,7 @@ class BuildResult:
     database: Path
     views: list[str]
     appended: bool = False
+    notices: tuple[str, ...] = ()
 
 
 @functools.cache
@@ -289,9 +291,21 @@ def _unit_inputs(paths: Paths, snapshot_ids: tuple[str, ...], context: str) -> b
     return digest.hexdigest().encode()
 
 
-def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str) -> None:
-    """Compute the stored rows of every unit (snapshot or consecutive pair) whose file is missing or
-    stale, drop those no longer wanted, and load them all as the table."""
+def _stored_inputs(target: Path, notices: list[str]) -> bytes | None:
+    """What a stored file says it was computed from; None when it is missing or cannot be read (a
+    damaged file is only a cache of what the build can compute again, so it is recomputed, said once)."""
+    if not target.is_file():
+        return None
+    try:
+        return (pq.read_schema(target).metadata or {}).get(b"inputs")
+    except (pyarrow.ArrowException, OSError) as error:
+        notices.append(f"{target}: cannot be read ({str(error).splitlines()[0]}); computing it again")
+        return None
+
+
+def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, notices: list[str]) -> None:
+    """Compute the stored rows of every unit (snapshot or consecutive pair) whose file is missing,
+    stale or unreadable, drop those no longer wanted, and load them all as the table."""
     macro, kind = STORED[table]
     code = hashlib.sha256(b"".join(path.read_bytes() for path in sorted(SQL_DIR.glob("*.sql"))))
     code.update(SOURCE_CARD.read_bytes())
@@ -303,21 +317,28 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str) -> N
     units = [(snapshot,) for _, snapshot in history] if kind == "snapshot" else [
         (older, newer) for older, newer in history if older is not None
     ]
+    stale = []
     for unit in units:
-        target = paths.parquet_path(table, unit[-1])
         inputs = _unit_inputs(paths, unit, context)
-        if target.is_file() and (pq.read_schema(target).metadata or {}).get(b"inputs") == inputs:
-            continue
-        arguments = ", ".join(f"$u{i}" for i in range(len(unit)))
-        relation = connection.sql(f"select * from {macro}({arguments}) order by all",
-                                  params={f"u{i}": value for i, value in enumerate(unit)})
-        rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
-        with atomic_path(target) as tmp:
-            pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
+        if _stored_inputs(paths.parquet_path(table, unit[-1]), notices) != inputs:
+            stale.append((unit, inputs))
+    with progress(len(stale), f"build: {table}", unit="snapshot") as bar:
+        for unit, inputs in stale:
+            arguments = ", ".join(f"$u{i}" for i in range(len(unit)))
+            relation = connection.sql(f"select * from {macro}({arguments}) order by all",
+                                      params={f"u{i}": value for i, value in enumerate(unit)})
+            rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
+            with atomic_path(paths.parquet_path(table, unit[-1])) as tmp:
+                pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
+            bar.update(1)
     wanted = {unit[-1] for unit in units}
     for snapshot_id, stale in paths.parquet_files(table).items():
         if snapshot_id not in wanted:
             shutil.rmtree(stale.parent)
+    # Folders of an earlier layout (another key) would be read as a second partition column.
+    for folder in (paths.parquet_dir / table).glob("*=*"):
+        if not folder.name.startswith(f"{hive_key(table)}="):
+            shutil.rmtree(folder)
     files = [str(path) for path in paths.parquet_files(table).values()]
     empty = f"{macro}({', '.join(['$none'] * (1 if kind == 'snapshot' else 2))}) limit 0"
     source = "read_parquet($files, hive_partitioning = false)" if files else empty
@@ -390,6 +411,7 @@ def build(
     staging = paths.build_root / f".{paths.database.name}.{os.getpid()}.tmp"
     for leftover in (staging, Path(f"{staging}.wal")):
         leftover.unlink(missing_ok=True)
+    notices: list[str] = []
     try:
         loaded = {} if full else _reusable_database(paths, staging)
         connection = connect(
@@ -409,7 +431,7 @@ def build(
                 {"snapshot_id": snapshot_id, "deadline": itl_deadline_ms, "tolerance": CHANGE_RELATIVE_TOLERANCE},
             )
             load_reference_tables(connection, latency_tiers)
-            create_views(connection, lambda table: _store(connection, paths, table))
+            create_views(connection, lambda table: _store(connection, paths, table, notices))
             describe_objects(connection)
             connection.execute("checkpoint")
         finally:
@@ -418,4 +440,4 @@ def build(
     finally:
         staging.unlink(missing_ok=True)
         Path(f"{staging}.wal").unlink(missing_ok=True)
-    return BuildResult(paths.database, list(view_files()), appended=bool(loaded))
+    return BuildResult(paths.database, list(view_files()), appended=bool(loaded), notices=tuple(notices))

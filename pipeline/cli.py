@@ -215,6 +215,8 @@ def _run_build(args: argparse.Namespace, paths: Paths) -> None:
         paths, args.itl_deadline_ms, getattr(args, "index_snapshot", None), full=getattr(args, "full", False),
         latency_tiers=args.latency_tiers,
     )
+    for notice in result.notices:
+        _say(f"build: warning: {notice}")
     how = "appended to the published database" if result.appended else "built from every Parquet file"
     _say(f"build: {len(result.views)} views and macros, {how} ({time.perf_counter() - started:.2f} s)")
 
@@ -227,11 +229,13 @@ def _run_export(args: argparse.Namespace, paths: Paths) -> None:
     _say(f"export: {result.task_count} tasks, {result.model_file_count} model files ({time.perf_counter() - started:.2f} s)")
 
 
-def _refresh_record(args: argparse.Namespace, fetched: "FetchResult") -> bytes:
-    """What decides "nothing to do": the content fetched (by digest), its id, the parameters, the code."""
+def _build_record(args: argparse.Namespace, snapshots: dict[str, str], index: str) -> bytes:
+    """What decides "nothing to do": the snapshots refreshed into the database (id -> content digest),
+    which the index shows ("newest", or a snapshot id given with --as-index), the parameters, the code.
+    Any write other than refresh or history removes it, so what it names is what the database holds."""
     record = {
-        "snapshot_id": fetched.snapshot_id,
-        "content_sha256": fetched.content_sha256,
+        "snapshots": dict(sorted(snapshots.items())),
+        "index": index,
         "itl_deadline_ms": args.itl_deadline_ms,
         "latency_tiers": hashlib.sha256(args.latency_tiers.read_bytes()).hexdigest(),
         "as_of": args.as_of,
@@ -258,28 +262,98 @@ def _rename_stale_snapshots(args: argparse.Namespace, staged: Paths, stale: dict
             _run_ingest(args, staged, new)
 
 
+def _published_record(paths: Paths) -> dict:
+    try:
+        record = json.loads((paths.current / REFRESH_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _unchanged(paths: Paths, label: str, record: bytes, previous: dict) -> tuple[bool, list[tuple[str, str]]]:
+    """Whether the published build is what `record` asks for and its files are intact (sizes and sha256
+    recorded at publish); and the damaged files, each said, for the rebuild to replace."""
+    from pipeline import publish
+
+    damaged = publish.damaged_files(paths)
+    for name, problem in damaged or []:
+        _say(f"{label}: warning: {paths.current / name}: {problem}; building it again")
+    same = json.loads(record) == previous
+    if damaged is None and same:
+        _say(f"{label}: warning: {paths.current / publish.FILE_RECORD} is missing or unreadable, so the published "
+             "files cannot be checked; building them again")
+        return False, [(publish.FILE_RECORD, "missing or unreadable")]
+    return damaged == [] and same, damaged or []
+
+
+def _repair(args: argparse.Namespace, staged: Paths, damaged: list[tuple[str, str]], ingesting: set[str]) -> None:
+    """Make a staged generation whose published files were damaged whole again: the database is built
+    from every Parquet file, a damaged derived file computed again, a damaged ingested file ingested
+    again from the fetched snapshot in OUT/raw (the index files are rewritten by the export anyway)."""
+    from pipeline.build import STORED
+    from pipeline.fetch import MANIFEST
+    from pipeline.paths import hive_key
+
+    if not damaged:
+        return
+    args.full = True
+    for name, problem in damaged:
+        parts = name.split("/")
+        if len(parts) != 4 or parts[0] != "parquet" or not parts[2].startswith(f"{hive_key(parts[1])}="):
+            continue
+        table, snapshot_id = parts[1], parts[2].removeprefix(f"{hive_key(parts[1])}=")
+        if table in STORED:
+            (staged.generation / name).unlink(missing_ok=True)
+        elif snapshot_id not in ingesting:
+            if not (staged.raw_snapshot(snapshot_id) / MANIFEST).is_file():
+                raise PipelineError(
+                    f"{staged.current / name}: {problem}, and snapshot {snapshot_id} has no fetched copy in "
+                    f"{staged.raw_dir} to ingest again; fetch it (energy-index fetch --source ...) and run again"
+                )
+            _run_ingest(args, staged, snapshot_id)
+            ingesting.add(snapshot_id)
+
+
+def _index_snapshot(paths: Paths) -> str:
+    from pipeline.database import connect
+
+    with connect(str(paths.database), read_only=True) as connection:
+        return connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
+
+
 def _run_refresh(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.fetch import stale_published_ids
     from pipeline.files import write_bytes_atomic
 
     started = time.perf_counter()
     fetched = _run_fetch(args, paths)
-    record = _refresh_record(args, fetched)
-    published = paths.current / REFRESH_RECORD
+    previous = _published_record(paths)
     stale = stale_published_ids(paths)
-    if not stale and published.is_file() and published.read_bytes() == record:
+    held_before = {stale.get(s, s): digest for s, digest in previous.get("snapshots", {}).items()}
+    snapshots = {**held_before, fetched.snapshot_id: fetched.content_sha256}
+    record = _build_record(args, snapshots, fetched.snapshot_id if args.as_index else "newest")
+    unchanged, damaged = _unchanged(paths, "refresh", record, previous)
+    if unchanged and not stale:
         _say(f"refresh: {fetched.snapshot_id} is built and published with these parameters and this code; nothing to do")
         return
-    # The index shows what this refresh fetched; snapshots ingested before stay in the history.
-    args.index_snapshot = fetched.snapshot_id
+    # The index shows the newest snapshot, or the one fetched when --as-index says so; snapshots ingested
+    # before stay in the history.
+    args.index_snapshot = fetched.snapshot_id if args.as_index else None
     with _new_generation(paths) as staged:
         _rename_stale_snapshots(args, staged, stale, {fetched.snapshot_id})
+        _repair(args, staged, damaged, {fetched.snapshot_id})
         _run_ingest(args, staged, fetched.snapshot_id)
         _run_build(args, staged)
+        index_snapshot = _index_snapshot(staged)
         _run_export(args, staged)
         write_bytes_atomic(staged.generation / REFRESH_RECORD, record)
     _report_published(paths)
-    _say(f"refresh: published {fetched.snapshot_id} ({time.perf_counter() - started:.1f} s)")
+    if index_snapshot != fetched.snapshot_id:
+        _say(f"refresh: {fetched.snapshot_id} is older than {index_snapshot}, the newest snapshot in the database: "
+             f"it is in the history now and the index stays on {index_snapshot} (--as-index publishes "
+             f"{fetched.snapshot_id} as the index)")
+    where = "" if index_snapshot == fetched.snapshot_id else f" into the history, the index on {index_snapshot}"
+    _say(f"refresh: published {fetched.snapshot_id}{where} ({time.perf_counter() - started:.1f} s)")
 
 
 def _snapshot_sources(sources: list[str]) -> list[str]:
@@ -325,7 +399,8 @@ def _fetch_upstream_history(args: argparse.Namespace, paths: Paths) -> list[str]
 
 
 def _run_history(args: argparse.Namespace, paths: Paths) -> None:
-    from pipeline.fetch import commit_moment, move_to_current_ids, read_manifest, stale_published_ids
+    from pipeline.fetch import commit_moment, content_digest, move_to_current_ids, read_manifest, stale_published_ids
+    from pipeline.files import write_bytes_atomic
 
     if args.since and not args.upstream:
         raise PipelineError("--since goes with --upstream; to choose among local snapshots, name them in --source")
@@ -352,21 +427,31 @@ def _run_history(args: argparse.Namespace, paths: Paths) -> None:
 
     in_commit_order = sorted(manifests, key=commit_order)
     stale = stale_published_ids(paths)
-    # From the upstream, only what the database lacks is ingested; given sources are ingested again.
-    to_ingest = [s for s in in_commit_order if s not in paths.parquet_files("snapshots")] if args.upstream \
-        else in_commit_order
-    if args.upstream and not to_ingest and not stale:
-        _say(f"history: the database holds all {len(in_commit_order)} snapshot(s); nothing to do")
+    digests = {s: content_digest(manifests[s]["upstream"], manifests[s]["files"]) for s in in_commit_order}
+    previous = _published_record(paths)
+    held_before = {stale.get(s, s): digest for s, digest in previous.get("snapshots", {}).items()}
+    record = _build_record(args, {**held_before, **digests}, "newest")
+    unchanged, damaged = _unchanged(paths, "history", record, previous)
+    if unchanged and not stale:
+        _say(f"history: {len(in_commit_order)} snapshot(s) built and published with these parameters and this "
+             "code; nothing to do")
         return
+    # Ingesting depends on the snapshot and the code only: with the same code, what the database holds
+    # with the same content is not ingested again.
+    same_code = previous.get("code") == code_digest()
+    ingest = [s for s in in_commit_order if not (same_code and held_before.get(s) == digests[s])]
+    args.index_snapshot = None
     with _new_generation(paths) as staged:
-        _rename_stale_snapshots(args, staged, stale, set(to_ingest))
-        for snapshot_id in _progress(to_ingest, "history: ingesting"):
+        _rename_stale_snapshots(args, staged, stale, set(ingest))
+        _repair(args, staged, damaged, set(ingest))
+        for snapshot_id in _progress(ingest, "history: ingesting"):
             _run_ingest(args, staged, snapshot_id)
         _run_build(args, staged)
         _run_export(args, staged)
+        write_bytes_atomic(staged.generation / REFRESH_RECORD, record)
     _report_published(paths, every_snapshot=True)
-    _say(f"history: published {len(in_commit_order)} snapshot(s), {len(to_ingest)} newly ingested, the index on "
-         f"the newest ({time.perf_counter() - started:.1f} s)")
+    _say(f"history: published {len(in_commit_order)} snapshot(s), {len(ingest)} ingested, the index on the newest "
+         f"({time.perf_counter() - started:.1f} s)")
 
 
 def _run_snapshots(args: argparse.Namespace, paths: Paths) -> None:
@@ -628,6 +713,14 @@ def _add_index_snapshot_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_as_index_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--as-index", action="store_true",
+        help="publish the fetched snapshot as the index even when the database holds a newer one (default: an "
+        "older snapshot is ingested into the history and the index stays on the newest, which refresh says)",
+    )
+
+
 def _add_ingest_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--snapshot", metavar="ID",
@@ -809,8 +902,11 @@ def make_parser() -> argparse.ArgumentParser:
             "Run fetch, ingest, build and export in order, holding a lock on OUT so that two refreshes "
             "never interleave. Without --source it follows the upstream: one conditional request when "
             "nothing changed there. A failure at any step leaves the previous outputs in place; with the "
-            "content, parameters and code of the published build, it does nothing.",
-            [_add_fetch_options, _add_commit_time_option, _add_build_options, _add_export_options], _run_refresh,
+            "content, parameters and code of the published build, and its files intact (sizes and sha256 "
+            "recorded at publish), it does nothing. The index shows the newest snapshot in the database; "
+            "--as-index publishes an older one as the index.",
+            [_add_fetch_options, _add_commit_time_option, _add_build_options, _add_export_options, _add_as_index_option],
+            _run_refresh,
             ["energy-index refresh", "energy-index refresh --commit 7885788",
              "energy-index refresh --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788",
              "energy-index refresh --source ./my-data --commit-time 2026-03-01T12:00:00Z"],

@@ -203,6 +203,7 @@ def _header(
     method: str,
     selection: str,
     used_for: str,
+    configurations: str,
 ) -> dict[str, Any]:
     """The keys every file of one task shares, up to and including 'boundary', in the seed's order."""
     source = card["source"]
@@ -232,7 +233,7 @@ def _header(
             "cite": source["cite"],
             "cite_url": source["cite_url"],
             "used_for": used_for,
-            "configurations": source["configurations"].format(count=task["configuration_count"]),
+            "configurations": configurations.format(count=task["configuration_count"]),
         },
         "caveat": card["index"]["caveat"],
         "boundary": card["index"]["boundary"],
@@ -252,7 +253,7 @@ def task_header(
     )
     return _header(
         card, task, snapshot, as_of, retrieved, token["unit"], ("itl_deadline_ms", _number(deadline)),
-        token["method"], selection, token["used_for"],
+        token["method"], selection, token["used_for"], card["source"]["configurations"],
     )
 
 
@@ -269,6 +270,7 @@ def diffusion_task_header(
     return _header(
         card, task, snapshot, as_of, retrieved, diffusion["unit"].format(unit=unit),
         ("batch_latency_ceiling_s", ceiling), diffusion["method"].format(unit=unit), selection, diffusion["used_for"],
+        diffusion["configurations"],
     )
 
 

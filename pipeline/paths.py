@@ -3,7 +3,8 @@
 Layout under OUT:
   raw/<snapshot-id>/           fetched snapshots (append-only store, outside the published generations)
   raw/.upstream.json           the upstream's last commit listing (ETag, newest commit)
-  .generations/<n>/            complete builds: parquet/<table>/snapshot_id=<id>/data.parquet (hive layout),
+  .generations/<n>/            complete builds: parquet/<table>/snapshot_id=<id>/data.parquet (hive layout;
+                               the change tables' newer_snapshot_id=<id>/),
                                energy_index.duckdb, index/
   current -> .generations/<n>  the published build, switched by one atomic rename
   parquet, energy_index.duckdb, index -> current/...   fixed names for readers
@@ -21,7 +22,16 @@ ECOLOGITS = Path(__file__).resolve().parent / "ecologits.toml"
 
 PUBLISHED_OUTPUTS = ("parquet", "energy_index.duckdb", "index")
 HIVE_KEY = "snapshot_id"
+# The change tables hold one consecutive pair of snapshots per file, stored under the newer one: the
+# folder is named after the column that holds it, so that a hive reader adds no second column.
+PAIR_HIVE_KEY = "newer_snapshot_id"
+PAIR_TABLES = ("configuration_changes", "index_changes")
 PARQUET_FILE = "data.parquet"
+
+
+def hive_key(table: str) -> str:
+    """The column a table's folders are named after (<table>/<key>=<id>/), one the files also hold."""
+    return PAIR_HIVE_KEY if table in PAIR_TABLES else HIVE_KEY
 
 
 @dataclass(frozen=True)
@@ -74,14 +84,14 @@ class Paths:
         """One file per table and snapshot, in the hive layout (<table>/snapshot_id=<id>/data.parquet) that
         Spark, Trino, DuckDB, pyarrow and polars read as one dataset: a new snapshot adds a folder and
         never rewrites another's."""
-        return self.parquet_dir / table / f"{HIVE_KEY}={snapshot_id}" / PARQUET_FILE
+        return self.parquet_dir / table / f"{hive_key(table)}={snapshot_id}" / PARQUET_FILE
 
     def parquet_files(self, table: str) -> dict[str, Path]:
         """The table's file of every snapshot, by snapshot id."""
-        folder = self.parquet_dir / table
+        folder, key = self.parquet_dir / table, hive_key(table)
         return {
-            path.parent.name.removeprefix(f"{HIVE_KEY}="): path
-            for path in sorted(folder.glob(f"{HIVE_KEY}=*/{PARQUET_FILE}"))
+            path.parent.name.removeprefix(f"{key}="): path
+            for path in sorted(folder.glob(f"{key}=*/{PARQUET_FILE}"))
         }
 
     @property

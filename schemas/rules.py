@@ -19,6 +19,10 @@ RATED_BOARD_POWER_W = {"H100": 700.0, "B200": 1000.0}
 # parts of the id are limited to characters that are safe in a file name on every platform.
 MODEL_ID_PATTERN = r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,199}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,199}$"
 
+# A GPU name becomes part of row_id (and of every path or key built from it), so it is limited to what
+# a GPU model is called: letters and digits, with inner spaces, dots, underscores and hyphens.
+GPU_NAME_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9 ._-]{0,62}[A-Za-z0-9])?$"
+
 # Energy per output should equal average power × batch latency ÷ batch size; it does to 1e-15 in all
 # eleven real snapshots. ±25 % rejects a unit or field mix-up while allowing a different averaging window.
 ENERGY_IDENTITY_TOLERANCE = 0.25
@@ -71,6 +75,10 @@ COLUMN_CHECKS = {
     "model_id_is_safe": Rule(
         "model_id must give a safe file name (slug = part after the last '/')",
         lambda model_id: model_id.str.fullmatch(MODEL_ID_PATTERN).fillna(False).astype(bool),
+    ),
+    "gpu_name_is_safe": Rule(
+        "gpu_model must be a GPU name: letters and digits, with spaces, '.', '_' or '-' between them",
+        lambda gpu: gpu.str.fullmatch(GPU_NAME_PATTERN).fillna(False).astype(bool),
     ),
     # Stored as Parquet dates and timestamps (stored_as), so they must be real ones.
     "calendar_date": Rule("a real calendar date, YYYY-MM-DD", _calendar_date),

@@ -5,7 +5,7 @@
 -- key: (task, gpu, latency_metric, latency_limit)
 -- inputs: configurations, models, latency_tiers, ecologits_coefficients, wh_from_joules
 -- The points: per model, the lowest-energy configuration at max_num_seqs 64 (EcoLogits' batch size)
--- within the tier, energy for all its GPUs; the fit: ordinary least squares (regr_slope, regr_intercept).
+-- within the tier, energy for all its GPUs; the fit: ordinary least squares over exact sums.
 create or replace view ecologits_refit as
 
 with
@@ -46,16 +46,40 @@ points as (
     where p.rank_within_model = 1
 ),
 
-fitted as (
+-- Sums in exact arithmetic: each term rounded to DECIMAL(38, 24) (24 decimal places hold 12 or more
+-- significant digits of every term here), then added without rounding. A parallel floating-point
+-- aggregate (regr_slope) adds in whatever order the threads finish, so its last bits varied from run
+-- to run; an exact sum is the same in any order.
+means as (
     select
         snapshot_id, task, gpu, latency_metric, latency_limit,
         count(*) as models,
-        regr_slope(wh_per_token, active_params_b) as wh_per_token_per_billion_active,
-        regr_intercept(wh_per_token, active_params_b) as wh_per_token_intercept,
-        regr_r2(wh_per_token, active_params_b) as r_squared,
+        sum(active_params_b::decimal(38, 24))::double / count(*) as mean_x,
+        sum(wh_per_token::decimal(38, 24))::double / count(*) as mean_y,
     from points
     group by all
     having count(*) >= 3
+),
+
+moments as (
+    select
+        m.snapshot_id, m.task, m.gpu, m.latency_metric, m.latency_limit, m.models, m.mean_x, m.mean_y,
+        sum(((p.active_params_b - m.mean_x) * (p.wh_per_token - m.mean_y))::decimal(38, 24))::double as sxy,
+        sum(((p.active_params_b - m.mean_x) * (p.active_params_b - m.mean_x))::decimal(38, 24))::double as sxx,
+        sum(((p.wh_per_token - m.mean_y) * (p.wh_per_token - m.mean_y))::decimal(38, 24))::double as syy,
+    from means as m
+    join points as p using (snapshot_id, task, gpu, latency_metric, latency_limit)
+    group by all
+),
+
+-- Ordinary least squares as regr_slope, regr_intercept and regr_r2 define it.
+fitted as (
+    select
+        snapshot_id, task, gpu, latency_metric, latency_limit, models,
+        sxy / nullif(sxx, 0) as wh_per_token_per_billion_active,
+        mean_y - mean_x * sxy / nullif(sxx, 0) as wh_per_token_intercept,
+        case when sxx = 0 then null when syy = 0 then 1 else sxy * sxy / (sxx * syy) end as r_squared,
+    from moments
 ),
 
 judged as (

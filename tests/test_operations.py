@@ -135,7 +135,7 @@ def test_killing_a_refresh_leaves_the_last_good_build(
     assert main(refresh_args(NEWEST, out)) == 0
     digest = tree_digest(out, *BUILD_OUTPUTS)
     killed = subprocess.run(
-        [sys.executable, "-c", KILLER, target, attribute, when, str(nth), *refresh_args(OLDER, out)],
+        [sys.executable, "-c", KILLER, target, attribute, when, str(nth), *refresh_args(OLDER, out, "--as-index")],
         capture_output=True, text=True, timeout=120,
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
@@ -147,6 +147,6 @@ def test_killing_a_refresh_leaves_the_last_good_build(
     else:
         assert tree_digest(out, *BUILD_OUTPUTS) == digest
         assert published_snapshot(out) == NEWEST.name
-    assert main(refresh_args(OLDER, out)) == 0
+    assert main(refresh_args(OLDER, out, "--as-index")) == 0
     assert published_snapshot(out) == OLDER.name
     assert [p.name for p in Paths(out).generations_dir.iterdir() if not p.name.isdigit()] == []
