@@ -203,7 +203,7 @@ def test_history_upstream_follows_pages_resumes_after_a_kill_and_fetches_nothing
     github.requests.clear()
     before = mtimes(out)
     again = run_cli("history", "--upstream", *since, "--out", out)
-    assert again.exit_code == 0 and "the database holds all 2 snapshot(s); nothing to do" in again.stderr
+    assert again.exit_code == 0 and "history: 2 snapshot(s) built and published with these parameters and this code; nothing to do" in again.stderr
     assert github.raw_requests() == [] and len(github.api_requests()) == 2
     assert mtimes(out) == before
 
