@@ -300,12 +300,13 @@ def _run_sql(args: argparse.Namespace, paths: Paths) -> None:
 def _run_estimate(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.query import estimate
 
-    result = estimate(paths, args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision)
+    result = estimate(paths, args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision, args.boundary)
     if args.format == "json":
         print(json.dumps(result, indent=2, default=str))
         return
     unit = result["unit"]
-    print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at concurrency {args.concurrency:g}:")
+    print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at concurrency {args.concurrency:g}"
+          f"{_boundary_label(result['boundary'], result['boundary_multipliers'])}:")
     if result["min_wh_per_unit"] is None:
         print(f"  outside the measured range of all {result['deployments_measured']} deployment(s); no estimate")
     else:
@@ -319,9 +320,18 @@ def _run_estimate(args: argparse.Namespace, paths: Paths) -> None:
         if row["wh_per_unit"] is None:
             print(f"  - {setup}: {row['method']} ({measured})")
         else:
-            print(f"  - {setup}: {row['wh_per_unit']:.4g} {unit}, {row['latency_metric']} {row['latency']:.4g} "
+            spread = "" if args.boundary == "gpu_only" else f" (low {row['wh_per_unit_low']:.4g}, high {row['wh_per_unit_high']:.4g})"
+            print(f"  - {setup}: {row['wh_per_unit']:.4g}{spread} {unit}, {row['latency_metric']} {row['latency']:.4g} "
                   f"({row['method']}; {measured})")
     print(f"  method: {result['method']}")
+
+
+def _boundary_label(boundary: str, multipliers: dict[str, float]) -> str:
+    """Nothing for GPU-only figures (the measurement itself); otherwise what scaled them."""
+    if boundary == "gpu_only":
+        return ""
+    return (f", {boundary} boundary: GPU energy × {multipliers['central']:.3g} (range {multipliers['low']:.3g} to "
+            f"{multipliers['high']:.3g}; assumed factors from the cited sources in boundary_factors, not measured)")
 
 
 def _run_report(args: argparse.Namespace, paths: Paths) -> None:
@@ -514,6 +524,10 @@ def _add_estimate_options(parser: argparse.ArgumentParser) -> None:
                         help="requests in flight (token tasks) or batch size (diffusion)")
     parser.add_argument("--gpus", type=_positive_int, metavar="K", help="only deployments on K GPUs")
     parser.add_argument("--precision", help="only deployments of this weight precision, e.g. BF16 or FP8")
+    # pipeline.query.BOUNDARIES, spelled out: importing it would load DuckDB for every command's parser.
+    parser.add_argument("--boundary", choices=("gpu_only", "server", "facility"), default="gpu_only",
+                        help="where energy is counted: gpu_only (default, as measured), server (× the server factor) "
+                             "or facility (× the server and facility factors); see docs/boundaries.md")
     parser.add_argument("--format", choices=["text", "json"], default="text", help="text (default) or json")
 
 

@@ -101,10 +101,31 @@ def _quoted(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
+# Where energy is counted: the GPUs as measured, the whole server, the server in its data centre.
+BOUNDARIES = ("gpu_only", "server", "facility")
+
+
+def boundary_multipliers(paths: Paths, boundary: str) -> dict[str, float]:
+    """What multiplies GPU energy at `boundary`, low, central and high (boundary_factor_ranges): 1 for
+    gpu_only, the server factor for server, the server factor times the facility factor for facility."""
+    if boundary not in BOUNDARIES:
+        raise PipelineError(f"unknown boundary {boundary!r}; one of: {', '.join(BOUNDARIES)}")
+    multipliers = {"low": 1.0, "central": 1.0, "high": 1.0}
+    counted = BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]
+    for row in run_query(paths, "select * from boundary_factor_ranges", {}).to_pylist():
+        if row["boundary"] in counted:
+            multipliers = {level: multipliers[level] * row[f"factor_{level}"] for level in multipliers}
+    return multipliers
+
+
 def estimate(
-    paths: Paths, task: str, model: str, gpu: str, concurrency: float, gpus: int | None, precision: str | None
+    paths: Paths, task: str, model: str, gpu: str, concurrency: float, gpus: int | None, precision: str | None,
+    boundary: str = "gpu_only",
 ) -> dict[str, Any]:
-    """The energy_at_concurrency macro's rows for one question, and their range, as one document."""
+    """The energy_at_concurrency macro's rows for one question, and their range, as one document; at a
+    boundary wider than gpu_only each figure is scaled by the boundary's central factor, with its low
+    and high beside it."""
+    multipliers = boundary_multipliers(paths, boundary)
     arguments = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency, "gpus": gpus,
                  "precision": precision}
     call = "energy_at_concurrency($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)"
@@ -116,10 +137,16 @@ def estimate(
                           {"task": task, "model": model, "gpu": gpu}).to_pylist()
         hint = "" if sum(row["n"] for row in known) else " (see: energy-index sql \"select distinct task, model_id, gpu from best_configurations\")"
         raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} matches{hint}")
+    for row in deployments:
+        measured = row["wh_per_unit"]
+        row.update({f"wh_per_unit_{level}": None if measured is None else measured * multipliers[level]
+                    for level in ("low", "high")})
+        row["wh_per_unit"] = None if measured is None else measured * multipliers["central"]
     estimated = [row["wh_per_unit"] for row in deployments if row["wh_per_unit"] is not None]
     return {
         "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,
         "unit": f"Wh per {deployments[0]['unit_label']}",
+        "boundary": boundary, "boundary_multipliers": multipliers,
         "method": "linear in log concurrency between neighbouring measured points (token tasks: the measured "
                   "average running batch; diffusion: the batch size); never extrapolated",
         "deployments_measured": len(deployments),
