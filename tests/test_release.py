@@ -145,3 +145,22 @@ def test_the_readme_loading_example_runs(release: Path) -> None:
     namespace: dict = {}
     exec(compile(code, "docs/release.md", "exec"), namespace)  # noqa: S102 (our own docs)
     assert namespace["pd"].read_parquet(release / "data" / "best_configurations.parquet").shape[0] > 0
+
+
+def test_the_release_carries_the_boundaries_with_each_factors_source(release: Path) -> None:
+    rows = pq.read_table(release / "data" / "boundary_factors.parquet").to_pylist()
+    assert {row["boundary"] for row in rows} == {"server", "facility"}
+    assert all(row["source"] and row["url"].startswith("https://") and row["year"] and row["quoted_figure"] for row in rows)
+    package = json.loads((release / "datapackage.json").read_text())
+    assert {row["url"] for row in rows} <= {source["path"] for source in package["sources"]}
+    resource = next(r for r in package["resources"] if r["name"] == "index-boundaries")
+    assert {row["url"] for row in rows} == {source["path"] for source in resource["sources"]}
+    assert "not measurements" in resource["description"]
+    croissant = json.loads((release / "croissant.json").read_text())
+    record_set = next(r for r in croissant["recordSet"] if r["@id"] == "boundary_factors")
+    assert all(row["url"] in record_set["description"] for row in rows)
+    boundaries = pq.read_table(release / "data" / "index_boundaries.parquet")
+    best = pq.read_table(release / "data" / "best_configurations.parquet")
+    assert boundaries.num_rows == 3 * best.num_rows
+    adapter = json.loads((release / "adapters" / "ecologits.json").read_text())
+    assert adapter["boundary"].startswith("gpu_only") and "twice" in adapter["boundary"]
