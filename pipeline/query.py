@@ -112,6 +112,8 @@ def boundary_multipliers(paths: Paths, boundary: str) -> dict[str, float]:
         raise PipelineError(f"unknown boundary {boundary!r}; one of: {', '.join(BOUNDARIES)}")
     multipliers = {"low": 1.0, "central": 1.0, "high": 1.0}
     counted = BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]
+    if not counted:
+        return multipliers
     for row in run_query(paths, "select * from boundary_factor_ranges", {}).to_pylist():
         if row["boundary"] in counted:
             multipliers = {level: multipliers[level] * row[f"factor_{level}"] for level in multipliers}
