@@ -298,31 +298,43 @@ def _run_sql(args: argparse.Namespace, paths: Paths) -> None:
 
 
 def _run_estimate(args: argparse.Namespace, paths: Paths) -> None:
-    from pipeline.query import estimate
+    from pipeline.query import deployment_label, estimate
 
     result = estimate(paths, args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision, args.boundary)
     if args.format == "json":
         print(json.dumps(result, indent=2, default=str))
         return
     unit = result["unit"]
+    rows = result["deployments"]
     print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at concurrency {args.concurrency:g}"
           f"{_boundary_label(result['boundary'], result['boundary_multipliers'])}:")
     if result["min_wh_per_unit"] is None:
         print(f"  outside the measured range of all {result['deployments_measured']} deployment(s); no estimate")
+    elif result["deployments_within_range"] == 1:
+        (row,) = [row for row in rows if row["wh_per_unit"] is not None]
+        only = ("only one deployment was measured" if result["deployments_measured"] == 1 else
+                f"the only one of {result['deployments_measured']} measured deployments whose range covers it")
+        print(f"  {row['wh_per_unit']:.4g} {unit} ({only}); {_repeat_interval(row)}")
     else:
         print(f"  {result['min_wh_per_unit']:.4g} to {result['max_wh_per_unit']:.4g} {unit} "
-              f"over {result['deployments_within_range']} of {result['deployments_measured']} measured deployment(s)")
-    for row in result["deployments"]:
-        setup = ", ".join(f"{name} {row[name]}" for name in (
-            "num_gpus", "tensor_parallel", "data_parallel", "expert_parallel", "ulysses_degree", "ring_degree",
-            "precision", "width", "height", "num_frames", "inference_steps") if row[name] is not None)
+              f"over {result['deployments_within_range']} of {result['deployments_measured']} measured deployments "
+              "(a choice of deployment, not an uncertainty)")
+    for row in rows:
         measured = f"measured {row['lowest_measured']:.4g} to {row['highest_measured']:.4g}"
         if row["wh_per_unit"] is None:
-            print(f"  - {setup}: {row['method']} ({measured})")
+            print(f"  - {deployment_label(row)}: {row['method']} ({measured})")
+            continue
+        spread = ("" if args.boundary == "gpu_only" else
+                  f" (boundary factors give {row['boundary_wh_per_unit_low']:.4g} to {row['boundary_wh_per_unit_high']:.4g})")
+        print(f"  - {deployment_label(row)}: {row['wh_per_unit']:.4g}{spread}, {_repeat_interval(row)}; "
+              f"{row['latency_metric']} {row['latency']:.4g}")
+        if row["method"] == "measured":
+            print(f"    measured point: concurrency {row['lower_x']:.4g} -> "
+                  f"{_point(row['lower_wh_per_unit'], row['lower_n_repeats'])}")
         else:
-            spread = "" if args.boundary == "gpu_only" else f" (low {row['wh_per_unit_low']:.4g}, high {row['wh_per_unit_high']:.4g})"
-            print(f"  - {setup}: {row['wh_per_unit']:.4g}{spread} {unit}, {row['latency_metric']} {row['latency']:.4g} "
-                  f"({row['method']}; {measured})")
+            print(f"    interpolated between measured points: concurrency {row['lower_x']:.4g} -> "
+                  f"{_point(row['lower_wh_per_unit'], row['lower_n_repeats'])} and {row['upper_x']:.4g} -> "
+                  f"{_point(row['upper_wh_per_unit'], row['upper_n_repeats'])} ({measured})")
     print(f"  method: {result['method']}")
 
 
@@ -332,6 +344,16 @@ def _boundary_label(boundary: str, multipliers: dict[str, float]) -> str:
         return ""
     return (f", {boundary} boundary: GPU energy × {multipliers['central']:.3g} (range {multipliers['low']:.3g} to "
             f"{multipliers['high']:.3g}; assumed factors from the cited sources in boundary_factors, not measured)")
+
+
+def _repeat_interval(row: dict) -> str:
+    if row["lower_n_repeats"] == 1 and row["upper_n_repeats"] == 1:
+        return "no repeat spread (each point measured once)"
+    return f"repeats give {row['wh_per_unit_low']:.4g} to {row['wh_per_unit_high']:.4g}"
+
+
+def _point(wh_per_unit: float, repeats: int) -> str:
+    return f"{wh_per_unit:.4g}" + (f" (mean of {repeats} repeats)" if repeats > 1 else "")
 
 
 def _run_report(args: argparse.Namespace, paths: Paths) -> None:
@@ -517,9 +539,10 @@ def _add_sql_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_estimate_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", required=True, help="task, e.g. lm-arena-chat or text-to-image")
-    parser.add_argument("--model", required=True, help="model_id, e.g. Qwen/Qwen3-8B")
-    parser.add_argument("--gpu", required=True, help="GPU model, e.g. H100")
+    parser.add_argument("--task", required=True,
+                        help="task, e.g. lm-arena-chat or text-to-image (any case, or a part naming one task: arena)")
+    parser.add_argument("--model", required=True, help="model_id or its slug, e.g. Qwen/Qwen3-8B or qwen3-8b")
+    parser.add_argument("--gpu", required=True, help="GPU model, e.g. H100 (any case)")
     parser.add_argument("--concurrency", type=_positive_float, required=True, metavar="N",
                         help="requests in flight (token tasks) or batch size (diffusion)")
     parser.add_argument("--gpus", type=_positive_int, metavar="K", help="only deployments on K GPUs")

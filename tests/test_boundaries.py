@@ -181,17 +181,21 @@ def test_estimate_scales_to_the_boundary_and_labels_it(newest_build: Paths) -> N
         done = subprocess.run([*arguments, "--boundary", boundary], capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         documents[boundary] = json.loads(done.stdout)
-    gpu = documents["gpu_only"]["deployments"][0]["wh_per_unit"]
+    measured = documents["gpu_only"]["deployments"][0]
+    gpu = measured["wh_per_unit"]
     assert documents["gpu_only"]["boundary_multipliers"] == {"low": 1.0, "central": 1.0, "high": 1.0}
     server, facility = documents["server"]["deployments"][0], documents["facility"]["deployments"][0]
-    assert (server["wh_per_unit_low"], server["wh_per_unit"], server["wh_per_unit_high"]) == pytest.approx(
-        (gpu * 1.21, gpu * 1.6, gpu * 1.6))
-    assert (facility["wh_per_unit_low"], facility["wh_per_unit"], facility["wh_per_unit_high"]) == pytest.approx(
-        (gpu * 1.21 * 1.09, gpu * 1.6 * 1.2, gpu * 1.6 * 1.59))
-    assert documents["facility"]["boundary"] == "facility"
+    assert (server["boundary_wh_per_unit_low"], server["wh_per_unit"], server["boundary_wh_per_unit_high"]) == (
+        pytest.approx((gpu * 1.21, gpu * 1.6, gpu * 1.6)))
+    assert (facility["boundary_wh_per_unit_low"], facility["wh_per_unit"], facility["boundary_wh_per_unit_high"]) == (
+        pytest.approx((gpu * 1.21 * 1.09, gpu * 1.6 * 1.2, gpu * 1.6 * 1.59)))
+    # Every energy figure moves with the central factor: the repeat interval and the measured points too.
+    for field in ("wh_per_unit_low", "wh_per_unit_high", "lower_wh_per_unit", "upper_wh_per_unit"):
+        assert facility[field] == pytest.approx(measured[field] * 1.6 * 1.2)
+    assert documents["facility"]["boundary"] == "facility" and documents["facility"]["min_wh_per_unit"] == facility["wh_per_unit"]
     text = subprocess.run([*arguments[:-2], "--boundary", "server"], capture_output=True, text=True, timeout=60).stdout
     assert "server boundary: GPU energy × 1.6 (range 1.21 to 1.6; assumed factors" in text
-    assert f"{gpu * 1.6:.4g} (low {gpu * 1.21:.4g}, high {gpu * 1.6:.4g}) Wh per million output tokens" in text
+    assert f"{gpu * 1.6:.4g} (boundary factors give {gpu * 1.21:.4g} to {gpu * 1.6:.4g})" in text
 
 
 def test_the_cli_offers_the_boundaries_the_query_knows() -> None:
