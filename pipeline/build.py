@@ -18,7 +18,9 @@ from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import atomic_path
 from pipeline.progress import progress
-from pipeline.paths import AUDIT_RULES, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest, hive_key
+from pipeline.paths import (
+    AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest, hive_key,
+)
 from pipeline.source_card import load_source_card
 from pipeline.validate import json_paths
 from schemas import TABLES, dictionary
@@ -194,8 +196,71 @@ def load_latency_tiers(path: Path) -> list[tuple[str, str | None, str, float]]:
     return rows
 
 
+# boundary_factors.toml: each [[factor]]'s keys and their types, in the table's column order.
+BOUNDARY_FACTOR_KEYS = {
+    "boundary": str, "factor_low": float, "factor_central": float, "factor_high": float, "central": bool,
+    "covers": str, "derivation": str, "source": str, "url": str, "year": int, "quoted_figure": str,
+}
+BOUNDARIES = ("server", "facility")
+
+
+def _is_of_type(value: object, kind: type) -> bool:
+    """TOML's types as the table wants them: a whole number is a float too; a boolean is not a number."""
+    if isinstance(value, bool):
+        return kind is bool
+    if kind is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, kind)
+
+
+def load_boundary_factors(path: Path = BOUNDARY_FACTORS) -> list[dict[str, object]]:
+    """The [[factor]] rows of a boundary_factors.toml, checked strictly: every key present and no other,
+    each of its type, factors of at least 1 with low <= central <= high, and one central row per boundary."""
+    try:
+        with path.open("rb") as handle:
+            declared = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise PipelineError(f"{path}: cannot read boundary factors: {error}") from None
+    problems = []
+    if set(declared) - {"factor"}:
+        problems.append(f"unknown top-level keys {sorted(set(declared) - {'factor'})}; expected [[factor]] tables")
+    factors = declared.get("factor", [])
+    if not isinstance(factors, list) or not factors:
+        problems.append("no [[factor]] tables")
+        factors = []
+    rows = []
+    for number, fields in enumerate(factors, start=1):
+        where = f"[[factor]] {number}"
+        missing, unknown = BOUNDARY_FACTOR_KEYS.keys() - fields.keys(), fields.keys() - BOUNDARY_FACTOR_KEYS.keys()
+        if missing or unknown:
+            problems.append(f"{where}: missing keys {sorted(missing)}, unknown keys {sorted(unknown)}")
+            continue
+        wrong = [key for key, kind in BOUNDARY_FACTOR_KEYS.items() if not _is_of_type(fields[key], kind)]
+        if wrong:
+            problems.append(f"{where}: wrong type for {wrong} (expected {[BOUNDARY_FACTOR_KEYS[k].__name__ for k in wrong]})")
+            continue
+        if fields["boundary"] not in BOUNDARIES:
+            problems.append(f"{where}: boundary {fields['boundary']!r} is not one of {', '.join(BOUNDARIES)}")
+        if not 1 <= fields["factor_low"] <= fields["factor_central"] <= fields["factor_high"]:
+            problems.append(f"{where}: factors must satisfy 1 <= factor_low <= factor_central <= factor_high")
+        empty = [key for key, kind in BOUNDARY_FACTOR_KEYS.items() if kind is str and not fields[key].strip()]
+        if empty:
+            problems.append(f"{where}: empty {empty}")
+        if not fields["url"].startswith("https://"):
+            problems.append(f"{where}: url must be an https:// address")
+        rows.append({key: float(fields[key]) if kind is float else fields[key] for key, kind in BOUNDARY_FACTOR_KEYS.items()})
+    for boundary in BOUNDARIES:
+        central = [row for row in rows if row["boundary"] == boundary and row["central"]]
+        if len(central) != 1:
+            problems.append(f"boundary {boundary}: needs exactly one row with central = true, has {len(central)}")
+    if problems:
+        raise PipelineError(f"{path}: boundary factors are not valid", problems)
+    return rows
+
+
 def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: Path = LATENCY_TIERS) -> None:
-    """Facts declared in code that the views need: GPU ratings, latency ceilings and tiers, audit rules."""
+    """Facts declared in code that the views need: GPU ratings, latency ceilings and tiers, audit rules,
+    boundary factors."""
     connection.execute(
         "create or replace table latency_tiers (family varchar not null, task varchar, latency_metric varchar not null,"
         " latency_limit double not null)"
@@ -210,6 +275,13 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
         " $memory_overhead::double as memory_overhead",
         ecologits,
     )
+    connection.execute(
+        "create or replace table boundary_factors (boundary varchar not null, factor_low double not null,"
+        " factor_central double not null, factor_high double not null, central boolean not null, covers varchar not null,"
+        " derivation varchar not null, source varchar not null, url varchar not null, year integer not null,"
+        " quoted_figure varchar not null)"
+    )
+    _insert_rows(connection, "boundary_factors", list(BOUNDARY_FACTOR_KEYS), [tuple(row.values()) for row in load_boundary_factors()])
     connection.execute("create or replace table gpu_ratings (gpu varchar primary key, rated_board_power_w double not null)")
     connection.executemany("insert into gpu_ratings values (?, ?)", sorted(RATED_BOARD_POWER_W.items()))
     connection.execute(

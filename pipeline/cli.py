@@ -527,13 +527,14 @@ def _is_inside(path: Path, folder: Path) -> bool:
 def _run_estimate(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.query import deployment_label, estimate
 
-    result = estimate(paths, args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision)
+    result = estimate(paths, args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision, args.boundary)
     if args.format == "json":
         print(json.dumps(result, indent=2, default=str))
         return
     unit = result["unit"]
     rows = result["deployments"]
-    print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at concurrency {args.concurrency:g}:")
+    print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at concurrency {args.concurrency:g}"
+          f"{_boundary_label(result['boundary'], result['boundary_multipliers'])}:")
     if result["min_wh_per_unit"] is None:
         print(f"  outside the measured range of all {result['deployments_measured']} deployment(s); no estimate")
     elif result["deployments_within_range"] == 1:
@@ -550,7 +551,9 @@ def _run_estimate(args: argparse.Namespace, paths: Paths) -> None:
         if row["wh_per_unit"] is None:
             print(f"  - {deployment_label(row)}: {row['method']} ({measured})")
             continue
-        print(f"  - {deployment_label(row)}: {row['wh_per_unit']:.4g}, {_repeat_interval(row)}; "
+        spread = ("" if args.boundary == "gpu_only" else
+                  f" (boundary factors give {row['boundary_wh_per_unit_low']:.4g} to {row['boundary_wh_per_unit_high']:.4g})")
+        print(f"  - {deployment_label(row)}: {row['wh_per_unit']:.4g}{spread}, {_repeat_interval(row)}; "
               f"{row['latency_metric']} {row['latency']:.4g}")
         if row["method"] == "measured":
             print(f"    measured point: concurrency {row['lower_x']:.4g} -> "
@@ -560,6 +563,14 @@ def _run_estimate(args: argparse.Namespace, paths: Paths) -> None:
                   f"{_point(row['lower_wh_per_unit'], row['lower_n_repeats'])} and {row['upper_x']:.4g} -> "
                   f"{_point(row['upper_wh_per_unit'], row['upper_n_repeats'])} ({measured})")
     print(f"  method: {result['method']}")
+
+
+def _boundary_label(boundary: str, multipliers: dict[str, float]) -> str:
+    """Nothing for GPU-only figures (the measurement itself); otherwise what scaled them."""
+    if boundary == "gpu_only":
+        return ""
+    return (f", {boundary} boundary: GPU energy × {multipliers['central']:.3g} (range {multipliers['low']:.3g} to "
+            f"{multipliers['high']:.3g}; assumed factors from the cited sources in boundary_factors, not measured)")
 
 
 def _repeat_interval(row: dict) -> str:
@@ -812,6 +823,10 @@ def _add_estimate_options(parser: argparse.ArgumentParser) -> None:
                         help="requests in flight (token tasks) or batch size (diffusion)")
     parser.add_argument("--gpus", type=_positive_int, metavar="K", help="only deployments on K GPUs")
     parser.add_argument("--precision", help="only deployments of this weight precision, e.g. BF16 or FP8")
+    # pipeline.query.BOUNDARIES, spelled out: importing it would load DuckDB for every command's parser.
+    parser.add_argument("--boundary", choices=("gpu_only", "server", "facility"), default="gpu_only",
+                        help="where energy is counted: gpu_only (default, as measured), server (× the server factor) "
+                             "or facility (× the server and facility factors); see docs/boundaries.md")
     parser.add_argument("--format", choices=["text", "json"], default="text", help="text (default) or json")
 
 

@@ -19,6 +19,7 @@ SOURCE_CARD = Path(__file__).resolve().parent / "source_card.toml"
 AUDIT_RULES = Path(__file__).resolve().parent / "audit_rules.toml"
 LATENCY_TIERS = Path(__file__).resolve().parent / "latency_tiers.toml"
 ECOLOGITS = Path(__file__).resolve().parent / "ecologits.toml"
+BOUNDARY_FACTORS = Path(__file__).resolve().parent / "boundary_factors.toml"
 
 PUBLISHED_OUTPUTS = ("parquet", "energy_index.duckdb", "index")
 HIVE_KEY = "snapshot_id"

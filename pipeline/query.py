@@ -184,12 +184,48 @@ def _quoted(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
+# Where energy is counted: the GPUs as measured, the whole server, the server in its data centre.
+BOUNDARIES = ("gpu_only", "server", "facility")
+# energy_at_concurrency's energy columns: the figure, its repeat interval and the measured points'.
+ENERGY_FIELDS = ("wh_per_unit", "wh_per_unit_low", "wh_per_unit_high", "lower_wh_per_unit", "upper_wh_per_unit")
+
+
+def boundary_multipliers(paths: Paths, boundary: str) -> dict[str, float]:
+    """What multiplies GPU energy at `boundary`, low, central and high (boundary_factor_ranges): 1 for
+    gpu_only, the server factor for server, the server factor times the facility factor for facility."""
+    if boundary not in BOUNDARIES:
+        raise PipelineError(f"unknown boundary {boundary!r}; one of: {', '.join(BOUNDARIES)}")
+    multipliers = {"low": 1.0, "central": 1.0, "high": 1.0}
+    counted = BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]
+    if not counted:
+        return multipliers
+    for row in run_query(paths, "select * from boundary_factor_ranges", {}).to_pylist():
+        if row["boundary"] in counted:
+            multipliers = {level: multipliers[level] * row[f"factor_{level}"] for level in multipliers}
+    return multipliers
+
+
+def _at_boundary(row: dict[str, Any], multipliers: dict[str, float]) -> None:
+    """Every energy figure of a deployment times the boundary's central factor, and the figure with the
+    low and the high factor beside it (boundary_wh_per_unit_low, _high)."""
+    measured = row["wh_per_unit"]
+    for level in ("low", "high"):
+        row[f"boundary_wh_per_unit_{level}"] = None if measured is None else measured * multipliers[level]
+    for field in ENERGY_FIELDS:
+        if row.get(field) is not None:
+            row[field] *= multipliers["central"]
+
+
 def estimate(
-    paths: Paths, task: str, model: str, gpu: str, concurrency: float, gpus: int | None, precision: str | None
+    paths: Paths, task: str, model: str, gpu: str, concurrency: float, gpus: int | None, precision: str | None,
+    boundary: str = "gpu_only",
 ) -> dict[str, Any]:
     """The energy_at_concurrency macro's rows for one question, and their range, as one document. The
     task, model and GPU may be written loosely (any case, a model's slug, an unambiguous part of a task
-    name); each is resolved against what the index snapshot measured, or refused naming the nearest."""
+    name); each is resolved against what the index snapshot measured, or refused naming the nearest. At
+    a boundary wider than gpu_only every energy figure is scaled by the boundary's central factor, with
+    the figure at its low and high factor beside it."""
+    multipliers = boundary_multipliers(paths, boundary)
     measured = run_query(paths, "select distinct task, model_id, slug, gpu from configuration_points", {}).to_pylist()
     task, model, gpu = resolve_question(measured, task, model, gpu)
     arguments = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency, "gpus": gpus,
@@ -202,10 +238,13 @@ def estimate(
         wanted = " and ".join(part for part in (f"{gpus} GPU(s)" if gpus else "", precision or "") if part)
         raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} has {wanted}; measured: "
                             + "; ".join(deployment_label(row) for row in every))
+    for row in deployments:
+        _at_boundary(row, multipliers)
     estimated = [row["wh_per_unit"] for row in deployments if row["wh_per_unit"] is not None]
     return {
         "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,
         "unit": f"Wh per {deployments[0]['unit_label']}",
+        "boundary": boundary, "boundary_multipliers": multipliers,
         "method": "linear in log concurrency between the two neighbouring measured points, each configuration one "
                   "point with its repeats averaged (token tasks: the measured average running batch; diffusion: the "
                   "batch size); never extrapolated. The interval interpolates the points' lowest and highest repeats: "

@@ -28,6 +28,8 @@ from pipeline.source_card import load_source_card
 # files are named after it (data/<view>.parquet and .csv).
 RELEASE_TABLES = (
     "best_configurations",
+    "index_boundaries",
+    "boundary_factors",
     "tiered_best_configurations",
     "efficiency_curves",
     "energy_latency_frontier",
@@ -59,6 +61,12 @@ CROISSANT_CONTEXT = {
     "equivalentProperty": "cr:equivalentProperty", "separator": "cr:separator", "source": "cr:source",
     "subField": "cr:subField", "transform": "cr:transform",
 }
+
+
+# The boundary tables' files, and what their metadata says of the factors.
+_BOUNDARY_STEMS = ("index_boundaries", "boundary_factors")
+_BOUNDARY_NOTE = (" The server and facility factors are assumptions from the cited sources (boundary_factors: each"
+                  " row's source, url, year and quoted figure), not measurements; gpu_only is the measured figure.")
 
 
 def _sha256(path: Path) -> str:
@@ -115,6 +123,9 @@ def write_release(paths: Paths) -> Path:
                 select * exclude (snapshot_id) from ecologits_refit
                 order by task, gpu, latency_metric, latency_limit""", {})
             coefficients = fetch_dicts(connection, "select * from ecologits_coefficients", {})[0]
+            factor_sources = fetch_dicts(connection, """
+                select source, url, year, list(boundary order by boundary) as boundaries
+                from boundary_factors group by source, url, year order by source, url""", {})
             changes = fetch_dicts(connection, """
                 select task, model_id, gpu, change, old_row_id, new_row_id, old_wh_per_unit, new_wh_per_unit,
                        relative_change, unit_label
@@ -126,8 +137,8 @@ def write_release(paths: Paths) -> Path:
         (staging / "adapters" / "ecologits.json").write_bytes(_json(_ecologits(release_id, coefficients, refits)))
         (staging / "CHANGES.md").write_bytes(_changes(snapshot, changes).encode())
         (staging / "CITATION.cff").write_bytes(_citation(card, release_id).encode())
-        (staging / "datapackage.json").write_bytes(_json(_datapackage(card, release_id, staging, tables)))
-        (staging / "croissant.json").write_bytes(_json(_croissant(card, release_id, staging, tables)))
+        (staging / "datapackage.json").write_bytes(_json(_datapackage(card, release_id, staging, tables, factor_sources)))
+        (staging / "croissant.json").write_bytes(_json(_croissant(card, release_id, staging, tables, factor_sources)))
         files = sorted(p for p in staging.rglob("*") if p.is_file())
         sums = "".join(f"{_sha256(p)}  {p.relative_to(staging).as_posix()}\n" for p in files)
         (staging / "SHA256SUMS").write_text(sums, encoding="utf-8")
@@ -139,10 +150,20 @@ def write_release(paths: Paths) -> Path:
     return target
 
 
-def _datapackage(card: dict[str, Any], release_id: str, root: Path, tables: dict[str, Any]) -> dict[str, Any]:
+def _what(view: str) -> str:
+    return "The reference table" if view == "boundary_factors" else "The view"
+
+
+def _factor_sources_text(factor_sources: list[dict[str, Any]]) -> str:
+    return "; ".join(f"{s['source']} ({s['year']}, {s['url']}; {' and '.join(s['boundaries'])})" for s in factor_sources)
+
+
+def _datapackage(card: dict[str, Any], release_id: str, root: Path, tables: dict[str, Any],
+                 factor_sources: list[dict[str, Any]]) -> dict[str, Any]:
     resources = []
     for stem, (view, fields) in tables.items():
         path = root / "data" / f"{stem}.csv"
+        boundary_sources = [{"title": f"{s['source']} ({s['year']})", "path": s["url"]} for s in factor_sources]
         resources.append({
             "name": stem.replace("_", "-"),
             "path": f"data/{stem}.csv",
@@ -151,7 +172,9 @@ def _datapackage(card: dict[str, Any], release_id: str, root: Path, tables: dict
             "encoding": "utf-8",
             "bytes": path.stat().st_size,
             "hash": f"sha256:{_sha256(path)}",
-            "description": f"The view {view} of the energy-index database, snapshot {release_id}.",
+            "description": f"{_what(view)} {view} of the energy-index database, snapshot {release_id}."
+                           + (_BOUNDARY_NOTE if stem in _BOUNDARY_STEMS else ""),
+            **({"sources": boundary_sources} if stem in _BOUNDARY_STEMS else {}),
             "schema": {"fields": [
                 {"name": f["column_name"], "type": TYPES.get(f["data_type"], ("string", ""))[0],
                  "description": f["description"] + (f" Unit: {f['unit']}." if f["unit"] else ""),
@@ -168,12 +191,14 @@ def _datapackage(card: dict[str, Any], release_id: str, root: Path, tables: dict
         "homepage": card["url"],
         "licenses": [{"name": "Apache-2.0", "path": "https://www.apache.org/licenses/LICENSE-2.0",
                       "title": card["licence"]}],
-        "sources": [{"title": card["name"], "path": card["url"]}],
+        "sources": [{"title": card["name"], "path": card["url"]},
+                    *({"title": f"{s['source']} ({s['year']})", "path": s["url"]} for s in factor_sources)],
         "resources": resources,
     }
 
 
-def _croissant(card: dict[str, Any], release_id: str, root: Path, tables: dict[str, Any]) -> dict[str, Any]:
+def _croissant(card: dict[str, Any], release_id: str, root: Path, tables: dict[str, Any],
+               factor_sources: list[dict[str, Any]]) -> dict[str, Any]:
     distribution, record_sets = [], []
     for stem, (view, fields) in tables.items():
         path = root / "data" / f"{stem}.csv"
@@ -183,7 +208,8 @@ def _croissant(card: dict[str, Any], release_id: str, root: Path, tables: dict[s
         })
         record_sets.append({
             "@type": "cr:RecordSet", "@id": stem, "name": stem,
-            "description": f"The view {view} of the energy-index database.",
+            "description": f"{_what(view)} {view} of the energy-index database."
+                           + (f"{_BOUNDARY_NOTE} Sources: {_factor_sources_text(factor_sources)}." if stem in _BOUNDARY_STEMS else ""),
             "field": [{
                 "@type": "cr:Field", "@id": f"{stem}/{f['column_name']}", "name": f["column_name"],
                 "description": f["description"] + (f" Unit: {f['unit']}." if f["unit"] else ""),
@@ -220,6 +246,11 @@ def _ecologits(release_id: str, coefficients: dict[str, Any], refits: list[dict[
                   "energy per output token of all the deployment's GPUs (Wh) = intercept + slope × active "
                   "parameters (billions), ordinary least squares over one point per model, its lowest-energy "
                   "configuration at max_num_seqs = concurrency within the tier. Residuals are measured − fitted.",
+        "boundary": "gpu_only: the refit, like every figure of the index, is GPU energy as measured. EcoLogits adds "
+                    "its own server energy (1.2 kW per 8-GPU server, shared by the GPUs a model needs) and its "
+                    "provider's PUE on top of its GPU-energy model, so a calculator that takes these fits into "
+                    "EcoLogits must not also apply this release's boundary factors (boundary_factors, "
+                    "index_boundaries): that would count the server and the data centre twice.",
         "ecologits": {key: coefficients[key] for key in ("version", "source", "alpha", "beta", "gamma", "batch_size")},
         "fits": [{key: _significant(value) for key, value in row.items()} for row in refits],
     }

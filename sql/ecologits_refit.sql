@@ -6,6 +6,8 @@
 -- inputs: configurations, models, latency_tiers, ecologits_coefficients, wh_from_joules
 -- The points: per model, the lowest-energy configuration at max_num_seqs 64 (EcoLogits' batch size)
 -- within the tier, energy for all its GPUs; the fit: ordinary least squares over exact sums.
+-- Boundary: GPU energy only, like EcoLogits' own GPU-energy model; EcoLogits adds its server energy and
+-- PUE afterwards, so these fits take no boundary factor (boundary_factors): that would count them twice.
 create or replace view ecologits_refit as
 
 with
