@@ -94,7 +94,7 @@ report: $(INSTALLED) ## write OUT/report/index.html (tables and charts, self-con
 release: $(INSTALLED) ## write OUT/release/<snapshot-id>/: data, Frictionless and Croissant metadata, citation, checksums
 	@"$(CLI)" release --out "$$EI_OUT"
 
-docs: $(INSTALLED) ## regenerate README.md's data dictionary section from the build in OUT
+docs: $(INSTALLED) ## regenerate docs/cli.md and docs/data-dictionary.md (from the code and the build in OUT)
 	$(VENV)/bin/python -m pipeline.docs --out "$$EI_OUT"
 
 clean: ## remove OUT (not the virtual environment)

@@ -298,30 +298,51 @@ def _run_sql(args: argparse.Namespace, paths: Paths) -> None:
 
 
 def _run_estimate(args: argparse.Namespace, paths: Paths) -> None:
-    from pipeline.query import estimate
+    from pipeline.query import deployment_label, estimate
 
     result = estimate(paths, args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision)
     if args.format == "json":
         print(json.dumps(result, indent=2, default=str))
         return
     unit = result["unit"]
+    rows = result["deployments"]
     print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at concurrency {args.concurrency:g}:")
     if result["min_wh_per_unit"] is None:
         print(f"  outside the measured range of all {result['deployments_measured']} deployment(s); no estimate")
+    elif result["deployments_within_range"] == 1:
+        (row,) = [row for row in rows if row["wh_per_unit"] is not None]
+        only = ("only one deployment was measured" if result["deployments_measured"] == 1 else
+                f"the only one of {result['deployments_measured']} measured deployments whose range covers it")
+        print(f"  {row['wh_per_unit']:.4g} {unit} ({only}); {_repeat_interval(row)}")
     else:
         print(f"  {result['min_wh_per_unit']:.4g} to {result['max_wh_per_unit']:.4g} {unit} "
-              f"over {result['deployments_within_range']} of {result['deployments_measured']} measured deployment(s)")
-    for row in result["deployments"]:
-        setup = ", ".join(f"{name} {row[name]}" for name in (
-            "num_gpus", "tensor_parallel", "data_parallel", "expert_parallel", "ulysses_degree", "ring_degree",
-            "precision", "width", "height", "num_frames", "inference_steps") if row[name] is not None)
+              f"over {result['deployments_within_range']} of {result['deployments_measured']} measured deployments "
+              "(a choice of deployment, not an uncertainty)")
+    for row in rows:
         measured = f"measured {row['lowest_measured']:.4g} to {row['highest_measured']:.4g}"
         if row["wh_per_unit"] is None:
-            print(f"  - {setup}: {row['method']} ({measured})")
+            print(f"  - {deployment_label(row)}: {row['method']} ({measured})")
+            continue
+        print(f"  - {deployment_label(row)}: {row['wh_per_unit']:.4g}, {_repeat_interval(row)}; "
+              f"{row['latency_metric']} {row['latency']:.4g}")
+        if row["method"] == "measured":
+            print(f"    measured point: concurrency {row['lower_x']:.4g} -> "
+                  f"{_point(row['lower_wh_per_unit'], row['lower_n_repeats'])}")
         else:
-            print(f"  - {setup}: {row['wh_per_unit']:.4g} {unit}, {row['latency_metric']} {row['latency']:.4g} "
-                  f"({row['method']}; {measured})")
+            print(f"    interpolated between measured points: concurrency {row['lower_x']:.4g} -> "
+                  f"{_point(row['lower_wh_per_unit'], row['lower_n_repeats'])} and {row['upper_x']:.4g} -> "
+                  f"{_point(row['upper_wh_per_unit'], row['upper_n_repeats'])} ({measured})")
     print(f"  method: {result['method']}")
+
+
+def _repeat_interval(row: dict) -> str:
+    if row["lower_n_repeats"] == 1 and row["upper_n_repeats"] == 1:
+        return "no repeat spread (each point measured once)"
+    return f"repeats give {row['wh_per_unit_low']:.4g} to {row['wh_per_unit_high']:.4g}"
+
+
+def _point(wh_per_unit: float, repeats: int) -> str:
+    return f"{wh_per_unit:.4g}" + (f" (mean of {repeats} repeats)" if repeats > 1 else "")
 
 
 def _run_report(args: argparse.Namespace, paths: Paths) -> None:
@@ -507,9 +528,10 @@ def _add_sql_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_estimate_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", required=True, help="task, e.g. lm-arena-chat or text-to-image")
-    parser.add_argument("--model", required=True, help="model_id, e.g. Qwen/Qwen3-8B")
-    parser.add_argument("--gpu", required=True, help="GPU model, e.g. H100")
+    parser.add_argument("--task", required=True,
+                        help="task, e.g. lm-arena-chat or text-to-image (any case, or a part naming one task: arena)")
+    parser.add_argument("--model", required=True, help="model_id or its slug, e.g. Qwen/Qwen3-8B or qwen3-8b")
+    parser.add_argument("--gpu", required=True, help="GPU model, e.g. H100 (any case)")
     parser.add_argument("--concurrency", type=_positive_float, required=True, metavar="N",
                         help="requests in flight (token tasks) or batch size (diffusion)")
     parser.add_argument("--gpus", type=_positive_int, metavar="K", help="only deployments on K GPUs")

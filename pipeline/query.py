@@ -104,27 +104,118 @@ def _quoted(path: Path) -> str:
 def estimate(
     paths: Paths, task: str, model: str, gpu: str, concurrency: float, gpus: int | None, precision: str | None
 ) -> dict[str, Any]:
-    """The energy_at_concurrency macro's rows for one question, and their range, as one document."""
+    """The energy_at_concurrency macro's rows for one question, and their range, as one document. The
+    task, model and GPU may be written loosely (any case, a model's slug, an unambiguous part of a task
+    name); each is resolved against what the index snapshot measured, or refused naming the nearest."""
+    measured = run_query(paths, "select distinct task, model_id, slug, gpu from configuration_points", {}).to_pylist()
+    task, model, gpu = resolve_question(measured, task, model, gpu)
     arguments = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency, "gpus": gpus,
                  "precision": precision}
     call = "energy_at_concurrency($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)"
     deployments = run_query(paths, f"select * from {call}", arguments).to_pylist()
     if not deployments:
-        known = run_query(paths, "select count(*) as n from configurations where task = $task and model_id = $model"
-                          " and gpu = $gpu union all select count(*) from diffusion_configurations_current"
-                          " where task = $task and model_id = $model and gpu = $gpu",
-                          {"task": task, "model": model, "gpu": gpu}).to_pylist()
-        hint = "" if sum(row["n"] for row in known) else " (see: energy-index sql \"select distinct task, model_id, gpu from best_configurations\")"
-        raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} matches{hint}")
+        every = run_query(paths, "select * from energy_at_concurrency($task, $model, $gpu, $concurrency)",
+                          {name: arguments[name] for name in ("task", "model", "gpu", "concurrency")}).to_pylist()
+        wanted = " and ".join(part for part in (f"{gpus} GPU(s)" if gpus else "", precision or "") if part)
+        raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} has {wanted}; measured: "
+                            + "; ".join(deployment_label(row) for row in every))
     estimated = [row["wh_per_unit"] for row in deployments if row["wh_per_unit"] is not None]
     return {
         "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,
         "unit": f"Wh per {deployments[0]['unit_label']}",
-        "method": "linear in log concurrency between neighbouring measured points (token tasks: the measured "
-                  "average running batch; diffusion: the batch size); never extrapolated",
+        "method": "linear in log concurrency between the two neighbouring measured points, each configuration one "
+                  "point with its repeats averaged (token tasks: the measured average running batch; diffusion: the "
+                  "batch size); never extrapolated. The interval interpolates the points' lowest and highest repeats: "
+                  "it covers the repeat spread only (docs/uncertainty.md)",
         "deployments_measured": len(deployments),
         "deployments_within_range": len(estimated),
         "min_wh_per_unit": min(estimated) if estimated else None,
         "max_wh_per_unit": max(estimated) if estimated else None,
         "deployments": deployments,
     }
+
+
+DEPLOYMENT_FIELDS = ("num_gpus", "tensor_parallel", "data_parallel", "expert_parallel", "ulysses_degree",
+                     "ring_degree", "precision", "width", "height", "num_frames", "fps", "inference_steps")
+
+
+def deployment_label(row: dict[str, Any]) -> str:
+    """A deployment as people name it: 'num_gpus 2, tensor_parallel 2, precision BF16'."""
+    return ", ".join(f"{name} {row[name]}" for name in DEPLOYMENT_FIELDS if row.get(name) is not None)
+
+
+def resolve_question(measured: list[dict[str, Any]], task: str, model: str, gpu: str) -> tuple[str, str, str]:
+    """The task, model_id and GPU the index snapshot knows for loosely written ones (rows of task,
+    model_id, slug and gpu it measured); an unknown, ambiguous or unmeasured combination is refused
+    with the nearest valid values."""
+    task = _resolve_task(task, sorted({row["task"] for row in measured}))
+    slugs = {row["model_id"]: row["slug"] for row in measured}
+    model = _resolve_model(model, slugs)
+    gpu = _resolve_exact("GPU", gpu, sorted({row["gpu"] for row in measured}))
+    tasks_of_model = sorted({row["task"] for row in measured if row["model_id"] == model})
+    if task not in tasks_of_model:
+        raise PipelineError(f"{model} was not measured for {task}; it was for: {', '.join(tasks_of_model)}")
+    gpus_of_model = sorted({row["gpu"] for row in measured if row["model_id"] == model and row["task"] == task})
+    if gpu not in gpus_of_model:
+        raise PipelineError(f"{model} was not measured on {gpu} for {task}; only on: {', '.join(gpus_of_model)}")
+    return task, model, gpu
+
+
+def _resolve_exact(kind: str, value: str, known: list[str]) -> str:
+    if value in known:
+        return value
+    same = [name for name in known if name.casefold() == value.casefold()]
+    if len(same) == 1:
+        return same[0]
+    raise _unknown(kind, value, known)
+
+
+def _resolve_task(value: str, known: list[str]) -> str:
+    """A task by its name in any case, or by whole hyphen-separated parts of one name ('fim', 'lm-arena')."""
+    same = [name for name in known if name.casefold() == value.casefold()]
+    if same:
+        return same[0]
+    wanted = value.casefold().split("-")
+
+    def has_the_parts(name: str) -> bool:
+        parts = name.casefold().split("-")
+        return any(parts[start:start + len(wanted)] == wanted for start in range(len(parts)))
+
+    containing = [name for name in known if has_the_parts(name)]
+    if len(containing) == 1:
+        return containing[0]
+    if len(containing) > 1:
+        raise PipelineError(f"task {value!r} is ambiguous: it could be {', '.join(containing)}")
+    raise _unknown("task", value, known)
+
+
+def _resolve_model(value: str, slugs: dict[str, str]) -> str:
+    """A model by its Hugging Face id or its slug (the part after the last '/'), in any case."""
+    if value in slugs:
+        return value
+    folded = value.casefold()
+    matching = sorted({model_id for model_id, slug in slugs.items()
+                       if folded in (model_id.casefold(), slug.casefold(), model_id.rpartition("/")[2].casefold())})
+    if len(matching) == 1:
+        return matching[0]
+    if len(matching) > 1:
+        raise PipelineError(f"model {value!r} is ambiguous: it could be {', '.join(matching)}")
+    raise _unknown("model", value, sorted(slugs), also=slugs)
+
+
+def _unknown(kind: str, value: str, known: list[str], also: dict[str, str] | None = None) -> PipelineError:
+    """'unknown model 'X'; nearest: A, B' (matched on the names, and on the slugs given in also)."""
+    import difflib
+
+    folded = value.casefold()
+    names = {name.casefold(): name for name in known}
+    names.update({slug.casefold(): name for name, slug in (also or {}).items()})
+    containing = [names[name] for name in sorted(names) if folded and (folded in name or name in folded)]
+    close = [names[name] for name in difflib.get_close_matches(folded, list(names), n=5, cutoff=0.5)]
+    nearest = list(dict.fromkeys(close + containing))[:5]
+    if nearest:
+        return PipelineError(f"unknown {kind} {value!r}; nearest: {', '.join(nearest)}")
+    if len(known) <= 12:
+        return PipelineError(f"unknown {kind} {value!r}; the index snapshot measured: {', '.join(known)}")
+    return PipelineError(f"unknown {kind} {value!r}; none of the {len(known)} the index snapshot measured is near it "
+                         "(see: energy-index sql \"select distinct task, model_id, gpu from configuration_points\")")

@@ -115,9 +115,17 @@ def history_build(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> P
     return _shared_build(tmp_path_factory, worker_id, "history", arguments)
 
 
+DOCUMENTATION = [PROJECT / "README.md", *sorted((PROJECT / "docs").glob("*.md"))]
+
+
+def documentation_text() -> str:
+    """README.md and every page under docs/, as one text: what the user reads."""
+    return "\n".join(page.read_text(encoding="utf-8") for page in DOCUMENTATION)
+
+
 def readme_queries() -> list[str]:
-    """Every statement of every ```sql block of README.md."""
-    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    """Every statement of every ```sql block of README.md and docs/."""
+    text = documentation_text()
     blocks = re.findall(r"^```sql\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
     statements = []
     for block in blocks:
