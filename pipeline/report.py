@@ -100,9 +100,10 @@ class Task:
 
     def rounded(self, row: dict[str, Any]) -> dict[str, Any]:
         """A view row with its energy and latency columns rounded as the index files round them."""
-        digits = {"wh_per_unit": TIER_WH_DECIMALS[self.family], "wh_per_unit_low": TIER_WH_DECIMALS[self.family],
-                  "wh_per_unit_high": TIER_WH_DECIMALS[self.family], "latency": LATENCY_DECIMALS[self.latency_metric],
-                  **LATENCY_DECIMALS}
+        energy = TIER_WH_DECIMALS[self.family]
+        digits = {"wh_per_unit": energy, "wh_per_unit_low": energy, "wh_per_unit_high": energy,
+                  "wh_per_unit_min": energy, "wh_per_unit_max": energy, "unconstrained_wh_per_unit": energy,
+                  "latency": LATENCY_DECIMALS[self.latency_metric], **LATENCY_DECIMALS}
         return {key: round(value, digits[key]) if key in digits and isinstance(value, float) else value
                 for key, value in row.items()}
 
@@ -295,7 +296,8 @@ def _index_charts(task: Task, models: list[str]) -> list[Chart]:
                 tooltip=[alt.Tooltip("model_id:N", title="model"), alt.Tooltip("gpu:N", title="GPU"),
                          alt.Tooltip("row_id:N", title="configuration"), alt.Tooltip("deployment:N", title="deployment"),
                          alt.Tooltip("num_gpus:Q", title="GPUs"), alt.Tooltip("batch_limit:Q", title=task.batch_title),
-                         alt.Tooltip("repeat:Q", title="repeat"), _latency_tooltip(task), _energy_tooltip(task)],
+                         alt.Tooltip("n_repeats:Q", title="times measured"), _latency_tooltip(task),
+                         _energy_tooltip(task, title="energy, mean of the repeats")],
                 **_gpu_channels(gpus),
             )
             .properties(width=235, height=150)
@@ -341,29 +343,37 @@ def _model_charts(task: Task, model: dict[str, list[dict[str, Any]]]) -> list[Ch
     charts = []
     if model["curves"]:
         deployments = sorted({row["deployment"] for row in model["curves"]})
-        curves = (
-            alt.Chart(_named("curves"))
-            .mark_line(point=alt.OverlayMarkDef(filled=True, size=40), strokeWidth=1.5)
-            .encode(
-                x=alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False), title=f"{task.batch_title} (log scale)"),
-                y=_energy_y(task),
-                color=alt.Color("deployment:N", title="deployment", scale=alt.Scale(domain=deployments, range=MODEL_COLOURS),
-                                legend=alt.Legend(labelLimit=0, orient="bottom", columns=2)),
-                shape=alt.Shape("deployment:N", title="deployment", scale=alt.Scale(domain=deployments, range=MODEL_SHAPES),
-                                legend=alt.Legend(labelLimit=0, orient="bottom", columns=2)),
-                detail="deployment:N",
-                tooltip=[alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("row_id:N", title="configuration"),
-                         alt.Tooltip("deployment:N", title="deployment"), alt.Tooltip("num_gpus:Q", title="GPUs"),
-                         alt.Tooltip("batch_limit:Q", title=task.batch_title), alt.Tooltip("repeat:Q", title="repeat"),
-                         _latency_tooltip(task), _energy_tooltip(task)],
-            )
-            .properties(width=330, height=240)
-            .facet(column=alt.Column("gpu:N", title=None, sort=gpus, header=alt.Header(labelFontSize=13, labelFontWeight="bold")))
+        title = "deployment (GPUs, precision, parallelism)"
+        legend = alt.Legend(labelLimit=0, titleLimit=0, orient="bottom", columns=2, symbolOpacity=1)
+        base = alt.Chart(_named("curves")).encode(
+            x=alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False), title=f"{task.batch_title} (log scale)"),
+            color=alt.Color("deployment:N", title=title, scale=alt.Scale(domain=deployments, range=MODEL_COLOURS),
+                            legend=legend),
+            detail="deployment:N",
         )
+        tooltip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("row_id:N", title="configuration"),
+                   alt.Tooltip("deployment:N", title="deployment"), alt.Tooltip("num_gpus:Q", title="GPUs"),
+                   alt.Tooltip("batch_limit:Q", title=task.batch_title), _latency_tooltip(task),
+                   _energy_tooltip(task, title="energy, mean of the repeats"),
+                   alt.Tooltip("n_repeats:Q", title="times measured"),
+                   _energy_tooltip(task, "wh_per_unit_min", "lowest repeat"),
+                   _energy_tooltip(task, "wh_per_unit_max", "highest repeat")]
+        spread = base.transform_filter("datum.n_repeats > 1").mark_rule(strokeWidth=2).encode(
+            y=_energy_y(task, "wh_per_unit_min"), y2="wh_per_unit_max:Q", tooltip=tooltip)
+        line = base.mark_line(strokeWidth=1.5).encode(y=_energy_y(task))
+        points = base.mark_point(filled=True, size=40).encode(
+            y=_energy_y(task), tooltip=tooltip,
+            shape=alt.Shape("deployment:N", title=title, scale=alt.Scale(domain=deployments, range=MODEL_SHAPES),
+                            legend=legend))
+        curves = (alt.layer(spread, line, points).properties(width=330, height=240)
+                  .facet(column=alt.Column("gpu:N", title=None, sort=gpus,
+                                           header=alt.Header(labelFontSize=13, labelFontWeight="bold"))))
+        repeated = sum(1 for row in model["curves"] if row["n_repeats"] > 1)
         charts.append(Chart("curves", "Efficiency curves, one panel per GPU",
                             "How does energy per output fall as the batch limit rises, for each deployment? Every "
-                            "measured configuration, no deadline; where a configuration was measured more than once, "
-                            "each repeat is a point at the same batch limit.", _spec(curves, model)))
+                            "measured configuration, no deadline; a configuration measured more than once is the mean "
+                            "of its repeats, with a bar from the lowest to the highest "
+                            f"({repeated} such configuration(s) here).", _spec(curves, model)))
     if model["frontier"]:
         metrics = [m for m in task.latency_metrics if any(row["latency_metric"] == m for row in model["frontier"])]
         metric = alt.param(name="metric", value=metrics[0],
@@ -418,28 +428,32 @@ def _model_charts(task: Task, model: dict[str, list[dict[str, Any]]]) -> list[Ch
         estimate_tooltip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("deployment:N", title="deployment"),
                             alt.Tooltip("concurrency:Q", title="concurrency", format=".3g"),
                             alt.Tooltip("method:N", title="method"), _latency_tooltip(task), _energy_tooltip(task)]
-        has_interval = "wh_per_unit_low" in model["estimates"][0]
-        if has_interval:
-            estimate_tooltip += [_energy_tooltip(task, "wh_per_unit_low", "interval low"),
-                                 _energy_tooltip(task, "wh_per_unit_high", "interval high")]
+        estimate_tooltip += [_energy_tooltip(task, "wh_per_unit_low", "interval low"),
+                             _energy_tooltip(task, "wh_per_unit_high", "interval high")]
         base = alt.Chart(_named("estimates")).encode(
             x=alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False),
                     title=("requests in flight (average running batch, log scale)" if task.family == "token"
                            else "batch size (log scale)")),
             detail="deployment:N",
         )
-        layers = []
-        if has_interval:
-            layers.append(base.mark_area(opacity=0.18).encode(
-                y=_energy_y(task, "wh_per_unit_low"), y2="wh_per_unit_high:Q", color=_gpu_channels(gpus)["color"]))
-        layers.append(base.mark_line(strokeWidth=1.5).encode(y=_energy_y(task), color=_gpu_channels(gpus)["color"]))
+        layers = [base.mark_area(opacity=0.18).encode(
+            y=_energy_y(task, "wh_per_unit_low"), y2="wh_per_unit_high:Q", color=_gpu_channels(gpus)["color"])]
+        deployments = sorted({row["deployment"] for row in model["estimates"]})
+        dashes = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3], [10, 2]]
+        layers.append(base.mark_line(strokeWidth=1.5).encode(
+            y=_energy_y(task), color=_gpu_channels(gpus)["color"],
+            strokeDash=alt.StrokeDash("deployment:N", title="deployment (GPUs, precision, parallelism)",
+                                      scale=alt.Scale(domain=deployments, range=dashes),
+                                      legend=alt.Legend(orient="bottom", columns=2, labelLimit=0, titleLimit=0,
+                                                        symbolType="stroke", symbolStrokeWidth=1.5))))
         layers.append(base.mark_point(filled=True, size=18).encode(y=_energy_y(task), tooltip=estimate_tooltip,
                                                                     **_gpu_channels(gpus)))
         estimate = alt.layer(*layers).properties(width=640, height=300)
         charts.append(Chart("estimate", "Estimate across concurrency",
                             "What does the model need per output at the concurrency you run? The energy_at_concurrency "
                             "estimate per deployment: linear in log concurrency between measured points, never "
-                            "extrapolated" + ("; the band is its interval." if has_interval else "."),
+                            "extrapolated; the band is its interval, from the lowest and highest repeat of the "
+                            "neighbouring measured points (no band: each was measured once).",
                             _spec(estimate, model)))
     if model["history"]:
         snapshots = [row["snapshot_id"] for row in sorted(task.data["snapshots"], key=lambda row: row["position"])]
@@ -480,29 +494,32 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
     metric_columns = ("median_itl_ms, p90_itl_ms, p99_itl_ms" if task.family == "token" else "batch_latency_s")
     data = {
         "index": fetch_dicts(connection, """
-            select * from best_configurations where task = $task
-            order by wh_per_unit, lower(model_id), model_id, gpu""", parameters),
+            select b.*, u.n_repeats, u.wh_repeat_min, u.wh_repeat_max, u.runner_up_row_id, u.runner_up_wh_per_unit,
+                   u.choice_basis
+            from best_configurations as b
+            left join index_uncertainty as u on u.task = b.task and u.model_id = b.model_id and u.gpu = b.gpu
+            where b.task = $task
+            order by b.wh_per_unit, lower(b.model_id), b.model_id, b.gpu""", parameters),
         "best": fetch_dicts(connection, f"""
             select model_id, slug, gpu, row_id, num_gpus, {batch_limit} as batch_limit, {latency} as latency,
                    wh_per_unit, {href}
             from best_configurations where task = $task order by wh_per_unit""", parameters),
         "frontier": fetch_dicts(connection, f"""
-            select f.model_id, f.slug, f.gpu, f.row_id, f.num_gpus, c.batch_limit, f.latency, f.wh_per_unit
+            select f.model_id, f.slug, f.gpu, f.row_id, f.num_gpus, c.batch_limit, f.n_repeats, f.latency, f.wh_per_unit
             from energy_latency_frontier as f
-            join efficiency_curves as c using (snapshot_id, task, row_id, repeat)
+            join configuration_points as c using (snapshot_id, task, row_id)
             where f.task = $task and f.scope = 'model_gpu' and f.latency_metric = '{task.latency_metric}'
             order by lower(f.model_id), f.gpu, f.latency""", parameters),
         "model_frontier": fetch_dicts(connection, """
-            select f.model_id, f.gpu, f.row_id, f.num_gpus, c.batch_limit, f.latency_metric, f.latency, f.wh_per_unit
+            select f.model_id, f.gpu, f.row_id, f.num_gpus, c.batch_limit, f.n_repeats, f.latency_metric, f.latency,
+                   f.wh_per_unit
             from energy_latency_frontier as f
-            join efficiency_curves as c using (snapshot_id, task, row_id, repeat)
+            join configuration_points as c using (snapshot_id, task, row_id)
             where f.task = $task and f.scope = 'model'
             order by f.model_id, f.latency_metric, f.latency""", parameters),
         "points": fetch_dicts(connection, f"""
-            select model_id, gpu, row_id, num_gpus, {batch_limit} as batch_limit, wh_per_unit, {metric_columns}
-            from (select *, {'wh_per_million_output_tokens' if task.family == 'token' else 'wh_per_output'} as wh_per_unit
-                  from {configurations})
-            where task = $task order by model_id, gpu, row_id, repeat""", parameters),
+            select model_id, gpu, row_id, num_gpus, batch_limit, n_repeats, wh_per_unit, {metric_columns}
+            from configuration_points where task = $task order by model_id, gpu, row_id""", parameters),
         "latency_cost": fetch_dicts(connection, f"""
             with unconstrained as (
                 select model_id, gpu, min(wh_per_unit) as unconstrained_wh_per_unit
@@ -514,10 +531,10 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
             from tiered_best_configurations as t join unconstrained as u using (model_id, gpu)
             where t.task = $task order by lower(t.model_id), t.gpu, t.latency_metric, t.latency_limit""", parameters),
         "curves": fetch_dicts(connection, f"""
-            select model_id, slug, gpu, row_id, num_gpus, {deployment} as deployment, batch_limit, repeat,
-                   {latency} as latency, wh_per_unit, {href}
-            from efficiency_curves where task = $task
-            order by lower(model_id), gpu, deployment, batch_limit, repeat""", parameters),
+            select model_id, slug, gpu, row_id, num_gpus, {deployment} as deployment, batch_limit, n_repeats,
+                   {latency} as latency, wh_per_unit, wh_per_unit_min, wh_per_unit_max, {href}
+            from configuration_points where task = $task
+            order by lower(model_id), gpu, deployment, batch_limit""", parameters),
         "estimates": fetch_dicts(connection, f"""
             with pairs as (
                 select distinct task, model_id, gpu from efficiency_curves where task = $task
@@ -616,15 +633,27 @@ def _index_table(task: Task, rows: list[dict[str, Any]], prefix: str = "", with_
     latency_key = task.latency_metric
     batch_key = "max_num_seqs" if task.family == "token" else "batch_size"
     headers = (["model"] if with_model else []) + [
-        "GPU", "configuration", "GPUs", task.batch_title, LATENCY_TITLES[latency_key], task.unit_title]
+        "GPU", "configuration", "GPUs", task.batch_title, LATENCY_TITLES[latency_key], task.unit_title,
+        "times measured", "runner-up within the deadline"]
+    energy_digits = TIER_WH_DECIMALS[task.family]
     table_rows = []
     for row in rows:
         figures = formatted(row)
+        runner_up = row["runner_up_wh_per_unit"]
         table_rows.append(
             ([_model_link(row["model_id"], row["slug"], prefix)] if with_model else []) + [
                 Cell(figures["gpu"]), Cell(figures["row_id"]), _number_cell(figures["num_gpus"]),
-                _number_cell(figures[batch_key]), _number_cell(figures[latency_key]), _number_cell(figures[energy_key])])
+                _number_cell(figures[batch_key]), _number_cell(figures[latency_key]), _number_cell(figures[energy_key]),
+                _number_cell(row["n_repeats"], hover=_repeat_range(row, energy_digits)),
+                _number_cell(None if runner_up is None else round(runner_up, energy_digits),
+                             hover=f"{row['runner_up_row_id'] or 'none'}; the index row: {row['choice_basis']}")])
     return _table(headers, table_rows, css_class="index-table")
+
+
+def _repeat_range(row: dict[str, Any], digits: int) -> str:
+    if (row["n_repeats"] or 0) < 2:
+        return "measured once"
+    return f"repeats from {round(row['wh_repeat_min'], digits)} to {round(row['wh_repeat_max'], digits)}"
 
 
 def _tier_table(task: Task, rows: list[dict[str, Any]], prefix: str = "", with_model: bool = True) -> str:
