@@ -114,6 +114,20 @@ def _alt() -> Any:
     return alt
 
 
+def _log_title(title: str) -> str:
+    """An axis title with its unit, saying the scale is logarithmic: 'latency (ms)' -> 'latency (ms, log scale)'."""
+    return title[:-1] + ", log scale)" if title.endswith(")") else f"{title} (log scale)"
+
+
+def _decades(low: float = 1, high: float = 1e5) -> list[float]:
+    """Tick values for a log axis in small panels: the powers of ten (Vega's default crowds them)."""
+    values, value = [], low
+    while value <= high:
+        values.append(value)
+        value *= 10
+    return values
+
+
 def _energy_y(task: Task, column: str = "wh_per_unit", title: str | None = None) -> Any:
     alt = _alt()
     return alt.Y(f"{column}:Q", scale=alt.Scale(type="log", nice=False, padding=8),
@@ -148,6 +162,12 @@ def _model_channels(models: list[str], with_shape: bool = True) -> dict[str, Any
     if with_shape:
         channels["shape"] = alt.Shape("model_id:N", scale=alt.Scale(domain=models, range=MODEL_SHAPES), legend=legend)
     return channels
+
+
+def _one_snapshot(snapshots: list[str]) -> str:
+    if len(snapshots) > 1:
+        return ""
+    return " The database holds one snapshot, so each figure is one point; 'make history' builds one with every snapshot."
 
 
 def _named(name: str) -> Any:
@@ -228,7 +248,7 @@ def _index_charts(task: Task, models: list[str]) -> list[Chart]:
     if data["frontier"]:
         selection = _model_selection()
         base = alt.Chart(_named("frontier")).encode(
-            x=alt.X("latency:Q", scale=alt.Scale(type="log", nice=False, padding=8), title=f"{latency_title} (log scale)"),
+            x=alt.X("latency:Q", scale=alt.Scale(type="log", nice=False, padding=8), title=_log_title(latency_title)),
             y=_energy_y(task),
             opacity=_faded(selection),
         )
@@ -239,7 +259,7 @@ def _index_charts(task: Task, models: list[str]) -> list[Chart]:
         lines = base.mark_line(strokeWidth=1.6).encode(stroke=_line_colour(models, data["frontier"]),
                                                         detail="model_id:N", order="latency:Q")
         points = base.mark_point(filled=True, size=45).encode(tooltip=tooltip, **channels).add_params(selection)
-        frontier = (alt.layer(lines, points).properties(width=310, height=300)
+        frontier = (alt.layer(lines, points).properties(width=360, height=330)
                     .facet(column=alt.Column("gpu:N", title=None, header=alt.Header(labelFontSize=13, labelFontWeight="bold"),
                                              sort=gpus)))
         charts.append(Chart("frontier", "Energy-latency frontier of each model, one panel per GPU",
@@ -258,7 +278,8 @@ def _index_charts(task: Task, models: list[str]) -> list[Chart]:
         )
         cells = base.mark_rect(stroke="white").encode(
             color=alt.Color("relative_to_best:Q", title="energy ÷ unconstrained best",
-                            scale=alt.Scale(type="log", scheme="orangered", domainMin=1)),
+                            scale=alt.Scale(type="log", scheme="orangered", domainMin=1),
+                            legend=alt.Legend(format=".1f", tickCount=4)),
             href="href:N",
             tooltip=[alt.Tooltip("model_id:N", title="model"), alt.Tooltip("gpu:N", title="GPU"),
                      alt.Tooltip("metric_label:N", title="latency metric"), alt.Tooltip("tier:N", title="tier"),
@@ -289,8 +310,10 @@ def _index_charts(task: Task, models: list[str]) -> list[Chart]:
             alt.Chart(_named("curves"))
             .mark_line(point=alt.OverlayMarkDef(filled=True, size=22), strokeWidth=1.2)
             .encode(
-                x=alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False), title=f"{task.batch_title} (log)"),
-                y=_energy_y(task, title=f"{task.unit_title} (log)"),
+                x=alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False), title=_log_title(task.batch_title),
+                        axis=alt.Axis(values=_decades(), format=",~g")),
+                y=alt.Y("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=6),
+                        title=f"{task.unit_title} (log scale)", axis=alt.Axis(values=_decades(1e-4, 1e5), format=",~g")),
                 detail="deployment:N",
                 href="href:N",
                 tooltip=[alt.Tooltip("model_id:N", title="model"), alt.Tooltip("gpu:N", title="GPU"),
@@ -314,7 +337,7 @@ def _index_charts(task: Task, models: list[str]) -> list[Chart]:
         snapshots = [row["snapshot_id"] for row in sorted(data["snapshots"], key=lambda row: row["position"])]
         channels = _model_channels(models)
         base = alt.Chart(_named("history")).encode(
-            x=alt.X("snapshot_id:O", title="snapshot (upstream commit order)", sort=snapshots,
+            x=alt.X("snapshot_id:O", title="snapshot, in upstream commit order", sort=snapshots,
                     scale=alt.Scale(domain=snapshots), axis=alt.Axis(labelAngle=-40)),
             y=_energy_y(task),
             opacity=_faded(selection),
@@ -327,12 +350,13 @@ def _index_charts(task: Task, models: list[str]) -> list[Chart]:
                      _latency_tooltip(task), _energy_tooltip(task)],
             **channels,
         ).add_params(selection)
-        history = (alt.layer(lines, points).properties(width=max(140, 34 * len(snapshots)), height=260)
+        history = (alt.layer(lines, points).properties(width=max(220, 34 * len(snapshots)), height=260)
                    .facet(column=alt.Column("gpu:N", title=None, sort=gpus,
                                             header=alt.Header(labelFontSize=13, labelFontWeight="bold"))))
         charts.append(Chart("history", "The index figures across the snapshots in the database, one panel per GPU",
                             f"How has each best figure moved from one snapshot to the next (deadline: {task.deadline})? "
-                            "Click a legend entry or a point to highlight a model.", _spec(history, data)))
+                            "Click a legend entry or a point to highlight a model." + _one_snapshot(snapshots),
+                            _spec(history, data)))
     return charts
 
 
@@ -346,7 +370,7 @@ def _model_charts(task: Task, model: dict[str, list[dict[str, Any]]]) -> list[Ch
         title = "deployment (GPUs, precision, parallelism)"
         legend = alt.Legend(labelLimit=0, titleLimit=0, orient="bottom", columns=2, symbolOpacity=1)
         base = alt.Chart(_named("curves")).encode(
-            x=alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False), title=f"{task.batch_title} (log scale)"),
+            x=alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False), title=_log_title(task.batch_title)),
             color=alt.Color("deployment:N", title=title, scale=alt.Scale(domain=deployments, range=MODEL_COLOURS),
                             legend=legend),
             detail="deployment:N",
@@ -458,7 +482,7 @@ def _model_charts(task: Task, model: dict[str, list[dict[str, Any]]]) -> list[Ch
     if model["history"]:
         snapshots = [row["snapshot_id"] for row in sorted(task.data["snapshots"], key=lambda row: row["position"])]
         base = alt.Chart(_named("history")).encode(
-            x=alt.X("snapshot_id:O", title="snapshot (upstream commit order)", sort=snapshots,
+            x=alt.X("snapshot_id:O", title="snapshot, in upstream commit order", sort=snapshots,
                     scale=alt.Scale(domain=snapshots), axis=alt.Axis(labelAngle=-40)),
             y=_energy_y(task),
         )
@@ -472,7 +496,7 @@ def _model_charts(task: Task, model: dict[str, list[dict[str, Any]]]) -> list[Ch
         history = alt.layer(lines, points).properties(width=max(160, 40 * len(snapshots)), height=240)
         charts.append(Chart("history", "The index figures across the snapshots",
                             f"How has the model's best figure on each GPU (deadline: {task.deadline}) moved from one "
-                            "snapshot to the next?", _spec(history, model)))
+                            "snapshot to the next?" + _one_snapshot(snapshots), _spec(history, model)))
     return charts
 
 
