@@ -2,6 +2,7 @@
 every chart draws, a point's tooltip says what it is, a legend click highlights one model, and no chart
 leaves two models looking alike."""
 
+import html
 import json
 import re
 import subprocess
@@ -71,6 +72,47 @@ print(json.dumps(outcome))
 """
 
 
+@pytest.fixture(scope="module")
+def report(newest_build: Paths) -> Path:
+    """OUT/report of the newest snapshot's build, written once for this module's tests."""
+    made = subprocess.run([CLI, "report", "--out", str(newest_build.out)], capture_output=True, text=True, timeout=400)
+    assert made.returncode == 0, made.stderr
+    return newest_build.out / "report"
+
+
+def table_rows(page: Path, task: str, css_class: str) -> list[list[str]]:
+    """The cells' text of the first table of `css_class` in the task's section of a report page."""
+    section = re.search(rf'<section id="{task}">(.*?)</section>', page.read_text(encoding="utf-8"), re.S).group(1)
+    table = re.search(rf'<table class="sortable {css_class}">(.*?)</table>', section, re.S).group(1)
+    body = table.split("<tbody>")[1]
+    return [[html.unescape(re.sub(r"<[^>]+>", "", cell)) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", body)]
+
+
+def test_the_report_shows_the_index_files_figures_as_they_round_them(report: Path, newest_build: Paths) -> None:
+    index = json.loads((newest_build.index_dir / "lm-arena-chat" / "index.json").read_text())["rows"]
+    shown = table_rows(report / "index.html", "lm-arena-chat", "index-table")
+    # Ordered by the figure, every figure as index.json writes it (8.08 and 7.9, not 8.082 and 7.902).
+    assert [(row[0], row[1], row[6]) for row in shown] == [
+        (row["model_id"], row["gpu"], repr(row["wh_per_million_output_tokens"]))
+        for row in sorted(index, key=lambda row: (row["wh_per_million_output_tokens"], row["model_id"].lower()))]
+    assert [row[5] for row in shown] == [repr(row["median_itl_ms"]) for row in sorted(
+        index, key=lambda row: (row["wh_per_million_output_tokens"], row["model_id"].lower()))]
+    # Every latency metric's tiers, as tiers.json holds them, the models ordered without regard to case.
+    tiers = json.loads((newest_build.index_dir / "lm-arena-chat" / "tiers.json").read_text())["rows"]
+    shown_tiers = table_rows(report / "index.html", "lm-arena-chat", "tier-table")
+    limits = [(metric, limit) for metric in ("median_itl_ms", "p90_itl_ms", "p99_itl_ms") for limit in (25, 50, 100, 200, 500)]
+    expected: dict[tuple[str, str], list[str]] = {}
+    for row in tiers:
+        cells = expected.setdefault((row["model_id"], row["gpu"]), [""] * len(limits))
+        cells[limits.index((row["latency_metric"], row["latency_limit"]))] = repr(row["wh_per_unit"])
+    assert [(row[0], row[1]) for row in shown_tiers] == sorted(expected, key=lambda key: (key[0].lower(), key[1]))
+    assert {(row[0], row[1]): row[2:] for row in shown_tiers} == expected
+    # Each model's name links to its page, which exists.
+    links = re.findall(r'<a href="(models/[^"]+\.html)">', (report / "index.html").read_text(encoding="utf-8"))
+    assert links and all((report / link).is_file() for link in set(links))
+
+
 def chart_specs(page: Path) -> dict[str, dict]:
     """The Vega-Lite specifications a report page draws (the page's `charts` object)."""
     text = page.read_text(encoding="utf-8")
@@ -100,11 +142,7 @@ def test_a_chart_that_colours_models_beyond_its_palette_without_another_channel_
 
 
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium is not installed (.ci/run installs it)")
-def test_the_report_reads_offline_with_tooltips_highlighting_and_distinct_models(newest_build: Paths,
-                                                                                  tmp_path: Path) -> None:
-    made = subprocess.run([CLI, "report", "--out", str(newest_build.out)], capture_output=True, text=True, timeout=400)
-    assert made.returncode == 0, made.stderr
-    report = newest_build.out / "report"
+def test_the_report_reads_offline_with_tooltips_highlighting_and_distinct_models(report: Path, tmp_path: Path) -> None:
     index = report / "index.html"
     models = [report / "models" / f"{slug}.html" for slug in MODEL_PAGES]
     result = subprocess.run(
