@@ -176,9 +176,11 @@ def _named(name: str) -> Any:
     return _alt().Data(name=name)
 
 
-def _spec(chart: Any, data: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The Vega-Lite specification of `chart`, with the rows of every dataset it names."""
-    spec = chart.to_dict()
+def _checked_spec(chart: Any, data: dict[str, list[dict[str, Any]]], validate: bool = True) -> dict[str, Any]:
+    """The Vega-Lite specification of `chart`, with the rows of every dataset it names; checked against
+    Vega-Lite's schema when `validate` (a model page's charts are checked on the first page that draws
+    each kind: checking them all took most of the report's time)."""
+    spec = chart.to_dict(validate=validate)
     names: set[str] = set()
 
     def collect(node: Any) -> None:
@@ -244,7 +246,7 @@ def _index_charts(task: Task, models: list[str]) -> list[Chart]:
         charts.append(Chart("best", "The index: each model's best figure on each GPU",
                             f"Which model and GPU need the least energy within the deadline ({task.deadline})? "
                             "Models are ordered by their best figure; click a point for the model's page.",
-                            _spec(best, data)))
+                            _checked_spec(best, data)))
     if data["frontier"]:
         selection = _model_selection()
         base = alt.Chart(_named("frontier")).encode(
@@ -266,7 +268,7 @@ def _index_charts(task: Task, models: list[str]) -> list[Chart]:
                             "Which configurations are worth considering: on each GPU, the configurations of a model "
                             "that no other configuration of it beats on both energy and latency. All configurations, "
                             "no deadline. Click a legend entry or a point to highlight a model (double-click clears).",
-                            _spec(frontier, data)))
+                            _checked_spec(frontier, data)))
     if data["latency_cost"]:
         tiers = sorted({(row["latency_metric"], row["latency_limit"]) for row in data["latency_cost"]},
                        key=lambda item: (task.latency_metrics.index(item[0]), item[1]))
@@ -304,7 +306,7 @@ def _index_charts(task: Task, models: list[str]) -> list[Chart]:
                             "unconstrained best",
                             "What does a latency requirement cost? Each cell is the model's lowest energy on that GPU "
                             "within the tier, divided by its lowest energy on that GPU with no latency limit (1.00: the "
-                            "requirement costs nothing; blank: nothing within the tier).", _spec(heat, data)))
+                            "requirement costs nothing; blank: nothing within the tier).", _checked_spec(heat, data)))
     if data["curves"]:
         curves = (
             alt.Chart(_named("curves"))
@@ -331,7 +333,7 @@ def _index_charts(task: Task, models: list[str]) -> list[Chart]:
         charts.append(Chart("curves", "Efficiency curves: energy per output against the batch limit, one panel per model",
                             "How does energy per output fall as more requests share the GPUs? One line per deployment "
                             "(GPU count, parallelism, precision); every measured configuration, no deadline.",
-                            _spec(curves, data)))
+                            _checked_spec(curves, data)))
     if data["history"]:
         selection = _model_selection()
         snapshots = [row["snapshot_id"] for row in sorted(data["snapshots"], key=lambda row: row["position"])]
@@ -356,13 +358,21 @@ def _index_charts(task: Task, models: list[str]) -> list[Chart]:
         charts.append(Chart("history", "The index figures across the snapshots in the database, one panel per GPU",
                             f"How has each best figure moved from one snapshot to the next (deadline: {task.deadline})? "
                             "Click a legend entry or a point to highlight a model." + _one_snapshot(snapshots),
-                            _spec(history, data)))
+                            _checked_spec(history, data)))
     return charts
 
 
-def _model_charts(task: Task, model: dict[str, list[dict[str, Any]]]) -> list[Chart]:
-    """The charts of one model on one task, for its page."""
+def _model_charts(task: Task, model: dict[str, list[dict[str, Any]]], validated: set[str]) -> list[Chart]:
+    """The charts of one model on one task, for its page; `validated` names the kinds of chart already
+    checked against Vega-Lite's schema (this adds the ones it checks)."""
     alt = _alt()
+
+    def _spec(chart: Any, data: dict[str, list[dict[str, Any]]], name: str) -> dict[str, Any]:
+        kind = f"{task.family} {name}"
+        spec = _checked_spec(chart, data, validate=kind not in validated)
+        validated.add(kind)
+        return spec
+
     gpus = sorted({row["gpu"] for rows in model.values() for row in rows if "gpu" in row})
     charts = []
     if model["curves"]:
@@ -397,7 +407,7 @@ def _model_charts(task: Task, model: dict[str, list[dict[str, Any]]]) -> list[Ch
                             "How does energy per output fall as the batch limit rises, for each deployment? Every "
                             "measured configuration, no deadline; a configuration measured more than once is the mean "
                             "of its repeats, with a bar from the lowest to the highest "
-                            f"({repeated} such configuration(s) here).", _spec(curves, model)))
+                            f"({repeated} such configuration(s) here).", _spec(curves, model, "curves")))
     if model["frontier"]:
         metrics = [m for m in task.latency_metrics if any(row["latency_metric"] == m for row in model["frontier"])]
         metric = alt.param(name="metric", value=metrics[0],
@@ -422,7 +432,7 @@ def _model_charts(task: Task, model: dict[str, list[dict[str, Any]]]) -> list[Ch
         charts.append(Chart("frontier", "Energy-latency frontier across GPUs",
                             "Which configurations are worth considering? Filled points joined by the line: those no "
                             "other configuration of the model beats on both energy and latency, on any GPU; hollow: "
-                            "every other measured configuration. No deadline.", _spec(frontier, model)))
+                            "every other measured configuration. No deadline.", _spec(frontier, model, "frontier")))
     if model["latency_cost"]:
         cost = (
             alt.Chart(_named("latency_cost"))
@@ -447,7 +457,7 @@ def _model_charts(task: Task, model: dict[str, list[dict[str, Any]]]) -> list[Ch
         charts.append(Chart("latency-cost", "What latency costs",
                             "How much more energy does each latency requirement need than the lowest-energy "
                             "configuration on that GPU with no limit? Tiers with nothing within them have no point.",
-                            _spec(cost, model)))
+                            _spec(cost, model, "latency-cost")))
     if model["estimates"]:
         estimate_tooltip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("deployment:N", title="deployment"),
                             alt.Tooltip("concurrency:Q", title="concurrency", format=".3g"),
@@ -478,7 +488,7 @@ def _model_charts(task: Task, model: dict[str, list[dict[str, Any]]]) -> list[Ch
                             "estimate per deployment: linear in log concurrency between measured points, never "
                             "extrapolated; the band is its interval, from the lowest and highest repeat of the "
                             "neighbouring measured points (no band: each was measured once).",
-                            _spec(estimate, model)))
+                            _spec(estimate, model, "estimate")))
     if model["history"]:
         snapshots = [row["snapshot_id"] for row in sorted(task.data["snapshots"], key=lambda row: row["position"])]
         base = alt.Chart(_named("history")).encode(
@@ -496,7 +506,7 @@ def _model_charts(task: Task, model: dict[str, list[dict[str, Any]]]) -> list[Ch
         history = alt.layer(lines, points).properties(width=max(160, 40 * len(snapshots)), height=240)
         charts.append(Chart("history", "The index figures across the snapshots",
                             f"How has the model's best figure on each GPU (deadline: {task.deadline}) moved from one "
-                            "snapshot to the next?" + _one_snapshot(snapshots), _spec(history, model)))
+                            "snapshot to the next?" + _one_snapshot(snapshots), _spec(history, model, "history")))
     return charts
 
 
@@ -881,16 +891,17 @@ def write_report(paths: Paths) -> tuple[Path, int]:
                 + "\n".join(sections))
         page = _page(f"energy-index report: {snapshot_id}", body, specs, f"<script>{bundle}</script>")
         (staging / "index.html").write_text(page, encoding="utf-8")
+        validated: set[str] = set()
         for slug in progress_over(sorted(slugs), "report: model pages", unit="model"):
             (staging / "models" / f"{slug}.html").write_text(
-                _model_page(slugs[slug], slug, tasks, snapshot), encoding="utf-8")
+                _model_page(slugs[slug], slug, tasks, snapshot, validated), encoding="utf-8")
         replace_directory(staging, paths.out / "report")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return paths.out / "report" / "index.html", len(specs)
 
 
-def _model_page(model_id: str, slug: str, tasks: list[Task], snapshot: dict[str, Any]) -> str:
+def _model_page(model_id: str, slug: str, tasks: list[Task], snapshot: dict[str, Any], validated: set[str]) -> str:
     specs: dict[str, dict[str, Any]] = {}
     sections = []
     measured_on = [task for task in tasks if any(row["model_id"] == model_id for row in task.data["curves"])]
@@ -903,7 +914,7 @@ def _model_page(model_id: str, slug: str, tasks: list[Task], snapshot: dict[str,
                  f'<h3>Index rows</h3><p class="answers">The model\'s lowest-energy configuration on each GPU within the '
                  f'deadline, as the index holds it (<a href="../index.html#{task.task}">the task\'s index</a>).</p>',
                  _index_table(task, model["index"], with_model=False)]
-        for chart in _model_charts(task, model):
+        for chart in _model_charts(task, model, validated):
             chart_id = f"{task.task}-{chart.name}"
             specs[chart_id] = chart.spec
             parts.append(_chart_block(chart_id, chart))
