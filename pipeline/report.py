@@ -399,15 +399,17 @@ def _model_charts(task: Task, model: dict[str, list[dict[str, Any]]], validated:
             y=_energy_y(task), tooltip=tooltip,
             shape=alt.Shape("deployment:N", title=title, scale=alt.Scale(domain=deployments, range=MODEL_SHAPES),
                             legend=legend))
-        curves = (alt.layer(spread, line, points).properties(width=330, height=240)
+        repeated = sum(1 for row in model["curves"] if row["n_repeats"] > 1)
+        # The spread's layer only where there is a spread: an empty layer leaves its scales without extent.
+        curves = (alt.layer(*([spread] if repeated else []), line, points).properties(width=330, height=240)
                   .facet(column=alt.Column("gpu:N", title=None, sort=gpus,
                                            header=alt.Header(labelFontSize=13, labelFontWeight="bold"))))
-        repeated = sum(1 for row in model["curves"] if row["n_repeats"] > 1)
         charts.append(Chart("curves", "Efficiency curves, one panel per GPU",
                             "How does energy per output fall as the batch limit rises, for each deployment? Every "
                             "measured configuration, no deadline; a configuration measured more than once is the mean "
                             "of its repeats, with a bar from the lowest to the highest "
-                            f"({repeated} such configuration(s) here).", _spec(curves, model, "curves")))
+                            + (f"({repeated} such configuration(s) here)." if repeated else "(each was measured once here)."),
+                            _spec(curves, model, f"curves {bool(repeated)}")))
     if model["frontier"]:
         metrics = [m for m in task.latency_metrics if any(row["latency_metric"] == m for row in model["frontier"])]
         metric = alt.param(name="metric", value=metrics[0],
