@@ -65,6 +65,9 @@ with sync_playwright() as p:
                 "s => [...document.querySelectorAll(s)].some(e => Number(e.getAttribute('opacity') ?? 1) < 0.5)",
                 arg=f"{chart} .mark-symbol.role-mark path", timeout=10000)
             outcome["symbols_after_click"] = page.eval_on_selector_all(f"{chart} .mark-symbol.role-mark path", SYMBOLS)
+            table = "#lm-arena-chat table.index-table"
+            page.click(f"{table} th[data-column='0']")
+            outcome["models_sorted"] = page.eval_on_selector_all(f"{table} tbody tr", "rows => rows.map(r => r.cells[0].textContent)")
         else:
             outcome["pages"][url]["tooltip"] = tooltip(page, "[id$='-frontier'] .mark-symbol.role-mark path >> nth=-1")
     browser.close()
@@ -177,6 +180,10 @@ def test_the_report_reads_offline_with_tooltips_highlighting_and_distinct_models
     assert "Wh per million output tokens" in outcome["index_tooltip"] and "max_num_seqs" in outcome["index_tooltip"]
     assert "model" in outcome["index_tooltip"]
     assert "Wh per image" in outcome["pages"][models[1].as_uri()]["tooltip"]
+
+    # A click on the model heading sorts the table by model, without regard to case.
+    assert outcome["models_sorted"] == sorted(outcome["models_sorted"], key=str.lower)
+    assert outcome["models_sorted"] != sorted(outcome["models_sorted"])  # Qwen/ before deepseek-ai/ would be by case
 
     # A legend click leaves the model's points whole and fades every other model's.
     symbols = outcome["symbols_after_click"]
