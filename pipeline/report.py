@@ -306,7 +306,8 @@ def _index_charts(task: Task, models: list[str]) -> list[Chart]:
                             "unconstrained best",
                             "What does a latency requirement cost? Each cell is the model's lowest energy on that GPU "
                             "within the tier, divided by its lowest energy on that GPU with no latency limit (1.00: the "
-                            "requirement costs nothing; blank: nothing within the tier).", _checked_spec(heat, data)))
+                            "requirement costs nothing; a blank cell: nothing within the tier; a blank row: the model was not "
+                            "measured on that GPU).", _checked_spec(heat, data)))
     if data["curves"]:
         curves = (
             alt.Chart(_named("curves"))
