@@ -975,8 +975,10 @@ def make_parser() -> argparse.ArgumentParser:
         Step(
             "report", "write OUT/report/index.html: tables and charts of the published database",
             "Write OUT/report/index.html, a self-contained page (no network needed to open it) with, per task, "
-            "the index table, the efficiency curves, the energy-latency frontier, the latency-tier table and how "
-            "each index figure moved across the snapshots in the database; and one PNG per chart beside it.",
+            "the index table, each model's best figure per GPU, the energy-latency frontiers, what each latency "
+            "tier costs, the efficiency curves, how each index figure moved across the snapshots in the database "
+            "and every latency metric's tiers; one PNG per chart beside it; and a page per model, "
+            "OUT/report/models/<slug>.html (docs/report.md).",
             [], _run_report,
             ["energy-index report", "energy-index report --out /srv/energy-index/build"],
         ),

@@ -1,0 +1,194 @@
+"""The report as a reader meets it: the index page and model pages open offline in Debian's chromium,
+every chart draws, a point's tooltip says what it is, a legend click highlights one model, and no chart
+leaves two models looking alike."""
+
+import html
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.paths import Paths
+from pipeline.report import MODEL_COLOURS, MODEL_SHAPES, ambiguous_encodings
+
+CLI = str(Path(sys.executable).with_name("energy-index"))
+HIGHLIGHTED_MODEL = "Qwen/Qwen3-8B"
+MODEL_PAGES = ("llama-3.1-70b-instruct", "stable-diffusion-3.5-medium")
+
+# Runs in its own process: Playwright's synchronous API wants a thread with no event loop of its own.
+PAGE_CHECK = r"""
+import json, re, sys
+from playwright.sync_api import sync_playwright
+
+index, models, shot, highlighted = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+outcome = {"errors": [], "requests": [], "pages": {}}
+DRAWN = "[...document.querySelectorAll('.chart')].every(c => c.dataset.drawn === 'true')"
+CHARTS = '''els => els.map(e => ({
+    id: e.id, marks: e.querySelectorAll('.role-mark path, .role-mark text').length,
+    legends: [...e.querySelectorAll('.role-legend')].filter(l => l.querySelector('.role-legend-symbol')).map(l => [...l.querySelectorAll('.role-legend-label text')]
+        .map(t => t.textContent)),
+    width: e.getBoundingClientRect().width}))'''
+SYMBOLS = '''els => els.map(e => [e.getAttribute('aria-label') || '', e.getAttribute('opacity')])'''
+
+
+def tooltip(page, selector):
+    page.hover(selector, force=True)
+    page.wait_for_selector("#vg-tooltip-element.visible", timeout=10000)
+    return page.inner_text("#vg-tooltip-element")
+
+
+with sync_playwright() as p:
+    browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--no-first-run", "--disable-sync"])
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.on("console", lambda m: outcome["errors"].append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: outcome["errors"].append(str(e)))
+    page.on("request", lambda r: outcome["requests"].append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+    for url in [index, *models]:
+        page.goto(url)
+        page.wait_for_function(DRAWN, timeout=120000)
+        outcome["pages"][url] = {
+            "charts": page.eval_on_selector_all(".chart", CHARTS),
+            "scroll_width": page.evaluate("document.documentElement.scrollWidth"),
+        }
+        if url == index:
+            page.screenshot(path=shot)
+            chart = "#lm-arena-chat-frontier"
+            outcome["index_tooltip"] = tooltip(page, f"{chart} .mark-symbol.role-mark path >> nth=3")
+            exactly = re.compile("^" + re.escape(highlighted) + "$")
+            page.locator(f"{chart} .role-legend-label text").filter(has_text=exactly).click()
+            page.wait_for_function(
+                "s => [...document.querySelectorAll(s)].some(e => Number(e.getAttribute('opacity') ?? 1) < 0.5)",
+                arg=f"{chart} .mark-symbol.role-mark path", timeout=10000)
+            outcome["symbols_after_click"] = page.eval_on_selector_all(f"{chart} .mark-symbol.role-mark path", SYMBOLS)
+            table = "#lm-arena-chat table.index-table"
+            page.click(f"{table} th[data-column='0']")
+            outcome["models_sorted"] = page.eval_on_selector_all(f"{table} tbody tr", "rows => rows.map(r => r.cells[0].textContent)")
+        else:
+            outcome["pages"][url]["tooltip"] = tooltip(page, "[id$='-frontier'] .mark-symbol.role-mark path >> nth=-1")
+    browser.close()
+print(json.dumps(outcome))
+"""
+
+
+@pytest.fixture(scope="module")
+def report(newest_build: Paths) -> Path:
+    """OUT/report of the newest snapshot's build, written once for this module's tests."""
+    made = subprocess.run([CLI, "report", "--out", str(newest_build.out)], capture_output=True, text=True, timeout=400)
+    assert made.returncode == 0, made.stderr
+    return newest_build.out / "report"
+
+
+def table_rows(page: Path, task: str, css_class: str) -> list[list[str]]:
+    """The cells' text of the first table of `css_class` in the task's section of a report page."""
+    section = re.search(rf'<section id="{task}">(.*?)</section>', page.read_text(encoding="utf-8"), re.S).group(1)
+    table = re.search(rf'<table class="sortable {css_class}">(.*?)</table>', section, re.S).group(1)
+    body = table.split("<tbody>")[1]
+    return [[html.unescape(re.sub(r"<[^>]+>", "", cell)) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", body)]
+
+
+def test_the_report_shows_the_index_files_figures_as_they_round_them(report: Path, newest_build: Paths) -> None:
+    index = json.loads((newest_build.index_dir / "lm-arena-chat" / "index.json").read_text())["rows"]
+    shown = table_rows(report / "index.html", "lm-arena-chat", "index-table")
+    # Ordered by the figure, every figure as index.json writes it (8.08 and 7.9, not 8.082 and 7.902).
+    assert [(row[0], row[1], row[6]) for row in shown] == [
+        (row["model_id"], row["gpu"], repr(row["wh_per_million_output_tokens"]))
+        for row in sorted(index, key=lambda row: (row["wh_per_million_output_tokens"], row["model_id"].lower()))]
+    assert [row[5] for row in shown] == [repr(row["median_itl_ms"]) for row in sorted(
+        index, key=lambda row: (row["wh_per_million_output_tokens"], row["model_id"].lower()))]
+    # Every latency metric's tiers, as tiers.json holds them, the models ordered without regard to case.
+    tiers = json.loads((newest_build.index_dir / "lm-arena-chat" / "tiers.json").read_text())["rows"]
+    shown_tiers = table_rows(report / "index.html", "lm-arena-chat", "tier-table")
+    limits = [(metric, limit) for metric in ("median_itl_ms", "p90_itl_ms", "p99_itl_ms") for limit in (25, 50, 100, 200, 500)]
+    expected: dict[tuple[str, str], list[str]] = {}
+    for row in tiers:
+        cells = expected.setdefault((row["model_id"], row["gpu"]), [""] * len(limits))
+        cells[limits.index((row["latency_metric"], row["latency_limit"]))] = repr(row["wh_per_unit"])
+    assert [(row[0], row[1]) for row in shown_tiers] == sorted(expected, key=lambda key: (key[0].lower(), key[1]))
+    assert {(row[0], row[1]): row[2:] for row in shown_tiers} == expected
+    # Each model's name links to its page, which exists.
+    links = re.findall(r'<a href="(models/[^"]+\.html)">', (report / "index.html").read_text(encoding="utf-8"))
+    assert links and all((report / link).is_file() for link in set(links))
+
+
+def chart_specs(page: Path) -> dict[str, dict]:
+    """The Vega-Lite specifications a report page draws (the page's `charts` object)."""
+    text = page.read_text(encoding="utf-8")
+    found = re.search(r"const charts = (\{.*?\});\nwindow\.reportViews", text, re.S)
+    assert found, f"{page}: no chart specifications"
+    return json.loads(found.group(1).replace("<\\/", "</"))
+
+
+def test_a_chart_that_colours_models_beyond_its_palette_without_another_channel_is_caught() -> None:
+    models = [f"org/model-{number}" for number in range(18)]
+    colour = {"field": "model_id", "type": "nominal", "scale": {"domain": models, "range": MODEL_COLOURS}}
+    chart = {"data": {"name": "rows"}, "datasets": {"rows": [{"model_id": m} for m in models]},
+             "mark": "line", "encoding": {"color": colour}}
+    assert ambiguous_encodings(chart) == ["model_id: 18 values coloured with 10 colours and no other channel"]
+    # The default scheme counts the same: ten colours.
+    assert ambiguous_encodings({**chart, "encoding": {"color": {"field": "model_id", "type": "nominal"}}}) == [
+        "model_id: 18 values coloured with 10 colours and no other channel"]
+    # A shape range whose pairs with the colours repeat (5 shapes and 10 colours: 10 pairs) is caught too.
+    few_shapes = {"field": "model_id", "type": "nominal", "scale": {"domain": models, "range": MODEL_SHAPES[:5]}}
+    assert ambiguous_encodings({**chart, "encoding": {"color": colour, "shape": few_shapes}}) == [
+        "model_id: 18 values but only 10 distinct colour and shape pairs"]
+    shapes = {**few_shapes, "scale": {"domain": models, "range": MODEL_SHAPES}}
+    assert ambiguous_encodings({**chart, "encoding": {"color": colour, "shape": shapes}}) == []
+    # A label or a facet on the model tells the lines apart as well.
+    assert ambiguous_encodings({**chart, "encoding": {"color": colour, "text": {"field": "model_id"}}}) == []
+    assert ambiguous_encodings({"facet": {"field": "model_id"}, "spec": chart, "datasets": chart["datasets"]}) == []
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_the_report_reads_offline_with_tooltips_highlighting_and_distinct_models(report: Path, tmp_path: Path) -> None:
+    index = report / "index.html"
+    models = [report / "models" / f"{slug}.html" for slug in MODEL_PAGES]
+    result = subprocess.run(
+        [sys.executable, "-c", PAGE_CHECK, index.as_uri(), json.dumps([m.as_uri() for m in models]),
+         str(tmp_path / "shot.png"), HIGHLIGHTED_MODEL], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout)
+    assert outcome["errors"] == [] and outcome["requests"] == []
+
+    for url, page in outcome["pages"].items():
+        assert page["charts"] and all(chart["marks"] > 0 for chart in page["charts"]), (url, page["charts"])
+        for chart in page["charts"]:
+            for labels in chart["legends"]:
+                assert len(labels) == len(set(labels)), (url, chart["id"], labels)
+        assert page["scroll_width"] <= 1280, url
+    index_charts = outcome["pages"][index.as_uri()]["charts"]
+    assert sorted(p.stem for p in report.glob("*.png")) == sorted(chart["id"] for chart in index_charts)
+    assert (tmp_path / "shot.png").stat().st_size > 10_000
+
+    # No chart leaves two models (or GPUs, or deployments) looking alike, and the check has work to do:
+    # the chat task colours 18 models.
+    for page in [index, *models]:
+        for chart_id, spec in chart_specs(page).items():
+            assert ambiguous_encodings(spec) == [], (page.name, chart_id)
+    frontier = chart_specs(index)["lm-arena-chat-frontier"]
+    assert len(frontier["datasets"]["frontier"]) > 50 and len({r["model_id"] for r in frontier["datasets"]["frontier"]}) == 18
+
+    # A point says what it is: model, configuration, GPUs, batch limit, latency and energy with its unit.
+    for text in [outcome["index_tooltip"], *(outcome["pages"][m.as_uri()]["tooltip"] for m in models)]:
+        for label in ("configuration", "GPUs", "GPU", "latency"):
+            assert label in text, text
+    assert "Wh per million output tokens" in outcome["index_tooltip"] and "max_num_seqs" in outcome["index_tooltip"]
+    assert "model" in outcome["index_tooltip"]
+    assert "Wh per image" in outcome["pages"][models[1].as_uri()]["tooltip"]
+
+    # A click on the model heading sorts the table by model, without regard to case.
+    assert outcome["models_sorted"] == sorted(outcome["models_sorted"], key=str.lower)
+    assert outcome["models_sorted"] != sorted(outcome["models_sorted"])  # Qwen/ before deepseek-ai/ would be by case
+
+    # A legend click leaves the model's points whole and fades every other model's.
+    symbols = outcome["symbols_after_click"]
+    chosen = [opacity for label, opacity in symbols if f"model: {HIGHLIGHTED_MODEL};" in label]
+    others = [opacity for label, opacity in symbols if f"model: {HIGHLIGHTED_MODEL};" not in label]
+    assert chosen and others
+    assert all(opacity in (None, "1") for opacity in chosen), chosen
+    assert all(float(opacity) < 0.5 for opacity in others), sorted(set(others))
