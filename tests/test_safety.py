@@ -21,7 +21,7 @@ from pipeline.paths import Paths
 
 CLI = str(Path(sys.executable).with_name("energy-index"))
 OLDER = next(path for path in SNAPSHOTS if path.name == "2025-12-01-f74deb8")
-DOCS = PROJECT / "docs" / "safety-additions.md"
+DOCS = PROJECT / "docs" / "release.md"
 
 
 def cli(*args: object) -> subprocess.CompletedProcess[str]:
@@ -117,9 +117,10 @@ def test_4_the_documented_typed_reads_give_every_release_csv_column_its_declared
     import polars as pl
 
     one, _ = releases
-    block = re.search(r"^```python\n(.*?)^```", DOCS.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    blocks = re.findall(r"^```python\n(.*?)^```", DOCS.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    block = next((block for block in blocks if "curves_pl" in block), None)
     assert block, f"{DOCS} has no typed CSV read"
-    code = block.group(1).replace("build/release/2026-02-16-7885788", str(one))
+    code = block.replace("build/release/2026-02-16-7885788", str(one))
     namespace: dict = {}
     exec(compile(code, str(DOCS), "exec"), namespace)  # noqa: S102 (our own docs)
     assert namespace["curves_pl"].height == namespace["curves_pd"].shape[0] > 0
