@@ -104,11 +104,13 @@ def test_4_release_files_are_named_after_the_views_they_hold(releases: tuple[Pat
     package = json.loads((one / "datapackage.json").read_text())
     with duckdb.connect(str(newest_build.database), read_only=True) as connection:
         views = {row[0] for row in connection.execute("select view_name from duckdb_views() where not internal").fetchall()}
+        tables = {row[0] for row in connection.execute("select table_name from duckdb_tables() where not internal").fetchall()}
     stems = sorted(Path(resource["path"]).stem for resource in package["resources"])
     assert stems == sorted(Path(p).stem for p in os.listdir(one / "data") if p.endswith(".csv"))
     for resource in package["resources"]:
         stem = Path(resource["path"]).stem
-        assert stem in views and resource["description"].startswith(f"The view {stem} ")
+        kind = "view" if stem in views else "reference table" if stem in tables else None
+        assert kind and resource["description"].startswith(f"The {kind} {stem} "), stem
     assert "configurations" in stems and "diffusion_configurations_current" in stems
 
 
