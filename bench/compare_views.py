@@ -40,6 +40,7 @@ def _rows_within_tolerance(connection: duckdb.DuckDBPyConnection, view: str, typ
 
 def compare(before: Path, after: Path) -> list[str]:
     connection = duckdb.connect()
+    connection.execute("set threads = 1")  # one summation order for the aggregates of both sides
     connection.execute(f"attach '{before}' as before (read_only)")
     connection.execute(f"attach '{after}' as after (read_only)")
     views = {
