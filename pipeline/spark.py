@@ -13,6 +13,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import sqlglot
+from sqlglot import exp
+
 from pipeline.build import REFERENCE_TABLES, STORED, view_description, view_files, views_in_dependency_order
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
@@ -35,23 +38,12 @@ VIEW = re.compile(r"create or replace view\s+\w+\s+as\b.*", re.DOTALL)
 @dataclass(frozen=True)
 class ScalarMacro:
     parameters: tuple[str, ...]
-    body: "object"  # a sqlglot expression
+    body: exp.Expression
 
 
-def _sqlglot():  # noqa: ANN202 - the module, imported only by this step
-    try:
-        import sqlglot
-    except ImportError:
-        raise PipelineError("the Spark SQL is written by sqlglot, which is not installed; "
-                            "pip install 'sqlglot>=30' (a dependency of energy-index)") from None
-    return sqlglot
-
-
-def _inline_macros(expression: "object", macros: dict[str, ScalarMacro]) -> "object":
+def _inline_macros(expression: exp.Expression, macros: dict[str, ScalarMacro]) -> exp.Expression:
     """Replace every call of a scalar macro by its body, the parameters by the arguments (DuckDB's
     macros are the same substitution)."""
-    from sqlglot import exp
-
     atomic = (exp.Column, exp.Literal, exp.Func, exp.Case, exp.Paren, exp.Null, exp.Boolean)
 
     def grouped(node: exp.Expression) -> exp.Expression:
@@ -75,7 +67,6 @@ def _inline_macros(expression: "object", macros: dict[str, ScalarMacro]) -> "obj
 
 def _scalar_macro(name: str, text: str, macros: dict[str, ScalarMacro]) -> ScalarMacro | None:
     """The macro a sql/ file defines, None for a table macro."""
-    sqlglot = _sqlglot()
     statement = text[text.index("create or replace macro"):]
     match = MACRO.match(statement)
     if match is None or match.group(1) != name:
@@ -89,9 +80,6 @@ def _scalar_macro(name: str, text: str, macros: dict[str, ScalarMacro]) -> Scala
 
 def view_statement(name: str, text: str, macros: dict[str, ScalarMacro]) -> str:
     """One sql/ view as a Spark CREATE OR REPLACE TEMPORARY VIEW statement."""
-    sqlglot = _sqlglot()
-    from sqlglot import exp
-
     match = VIEW.search(text)
     if match is None:
         raise PipelineError(f"sql/{name}.sql: no 'create or replace view {name} as' statement")
@@ -112,20 +100,17 @@ def _quoted(identifier: str) -> str:
 def _table_statement(table: str, columns: list[tuple[str, str]], location: str | None) -> str:
     """A table as a temporary view over its Parquet folder, or, with no files (a pair table of a
     one-snapshot build), an empty one with the same columns."""
-    from sqlglot import exp
-
     if location is None:
         listed = ",\n  ".join(
             f"CAST(NULL AS {exp.DataType.build(data_type, dialect='duckdb').sql('spark')}) AS {_quoted(name)}"
             for name, data_type in columns
         )
-        source = "WHERE FALSE"
-        return f"CREATE OR REPLACE TEMPORARY VIEW {table} AS\nSELECT\n  {listed}\n{source}"
+        return f"CREATE OR REPLACE TEMPORARY VIEW {table} AS\nSELECT\n  {listed}\nWHERE FALSE"
     listed = ",\n  ".join(_quoted(name) for name, _ in columns)
     return f"CREATE OR REPLACE TEMPORARY VIEW {table} AS\nSELECT\n  {listed}\nFROM parquet.{_quoted(location)}"
 
 
-def published_tables(paths: Paths) -> list[str]:
+def published_tables() -> list[str]:
     """The tables published as Parquet: ingested, stored and reference tables."""
     return [*TABLE_NAMES, *STORED, *REFERENCE_TABLES]
 
@@ -147,7 +132,7 @@ def spark_sql(paths: Paths, parquet_root: str | None = None) -> str:
             " where schema_name = 'main' order by table_name, column_index"
         ).fetchall():
             columns.setdefault(table, []).append((column, data_type))
-    tables = published_tables(paths)
+    tables = published_tables()
     missing = [table for table in tables if table not in columns]
     if missing:
         raise PipelineError(f"{database}: tables {', '.join(missing)} are not in the published build; "
