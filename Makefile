@@ -4,9 +4,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 OUT ?= build
-# Empty SOURCE and ITL_DEADLINE_MS take the CLI's defaults: the leaderboard at its pinned commit
-# (pipeline/fetch.py) and the leaderboard's own deadline (pipeline/source_card.toml).
+# Empty SOURCE and ITL_DEADLINE_MS take the CLI's defaults: the upstream leaderboard's newest commit
+# that changed its data, asked of GitHub (pipeline/fetch.py), and the leaderboard's own deadline
+# (pipeline/source_card.toml). COMMIT pins the upstream to one commit instead of its newest.
 SOURCE ?=
+COMMIT ?=
 AS_OF ?=
 RETRIEVED ?=
 COMMIT_TIME ?=
@@ -22,6 +24,7 @@ SYNTH_SOURCE ?= ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788
 # "$$EI_SOURCE" as one word whatever quotes, spaces, $ or ; it holds, and runs none of it. $(value)
 # keeps a $ in a path from being read as a Make variable.
 export EI_SOURCE := $(value SOURCE)
+export EI_COMMIT := $(value COMMIT)
 export EI_OUT := $(value OUT)
 export EI_AS_OF := $(value AS_OF)
 export EI_RETRIEVED := $(value RETRIEVED)
@@ -60,10 +63,10 @@ BUILD_ARGS = --out "$$EI_OUT" $${EI_ITL_DEADLINE_MS:+--itl-deadline-ms "$$EI_ITL
 
 # Every run asks the CLI, which decides under its lock whether anything changed (content digests,
 # parameters, code) and otherwise does nothing; Make keeps no state of its own in OUT.
-all: refresh ## (default) fetch SOURCE, ingest, build and export; nothing is written when nothing changed
+all: refresh ## (default) fetch SOURCE (or the upstream's newest), ingest, build and export; nothing is written when nothing changed
 
 refresh: $(INSTALLED) ## the same as all
-	@"$(CLI)" refresh $${EI_SOURCE:+--source "$$EI_SOURCE"} $${EI_COMMIT_TIME:+--commit-time "$$EI_COMMIT_TIME"} $(BUILD_ARGS)
+	@"$(CLI)" refresh $${EI_SOURCE:+--source "$$EI_SOURCE"} $${EI_COMMIT:+--commit "$$EI_COMMIT"} $${EI_COMMIT_TIME:+--commit-time "$$EI_COMMIT_TIME"} $(BUILD_ARGS)
 
 $(INSTALLED): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -109,7 +112,7 @@ report: $(INSTALLED) ## write OUT/report/index.html (tables and charts, self-con
 release: $(INSTALLED) ## write OUT/release/<snapshot-id>/: data, Frictionless and Croissant metadata, citation, checksums
 	@"$(CLI)" release --out "$$EI_OUT"
 
-docs: $(INSTALLED) ## regenerate README.md's data dictionary section from the build in OUT
+docs: $(INSTALLED) ## regenerate docs/cli.md and docs/data-dictionary.md (from the code and the build in OUT)
 	$(VENV)/bin/python -m pipeline.docs --out "$$EI_OUT"
 
 clean: ## remove OUT (not the virtual environment)
@@ -120,7 +123,8 @@ help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | \
 		awk -F':.*## ' '{ printf "  %-10s %s\n", $$1, $$2 }'
 	@echo 'Variables (make VAR=value):'
-	@printf '  %-16s %s\n' SOURCE "$${EI_SOURCE:-(the leaderboard at its pinned commit, pipeline/fetch.py)}" OUT "$$EI_OUT" AS_OF "$${EI_AS_OF:-(the snapshot's retrieval date)}" \
+	@printf '  %-16s %s\n' SOURCE "$${EI_SOURCE:-(the upstream leaderboard as it is now, asked of GitHub; needs the network)}" \
+		COMMIT "$${EI_COMMIT:-(the upstream's newest commit that changed public/data)}" OUT "$$EI_OUT" AS_OF "$${EI_AS_OF:-(the snapshot's retrieval date)}" \
 		RETRIEVED "$${EI_RETRIEVED:-(the date of the first fetch)}" \
 		COMMIT_TIME "$${EI_COMMIT_TIME:-(from SOURCE's snapshot.json)}" ITL_DEADLINE_MS "$${EI_ITL_DEADLINE_MS:-$$(sed -n 's/^default_itl_deadline_ms = \([0-9.]*\).*/\1/p' pipeline/source_card.toml) (the leaderboard's, pipeline/source_card.toml)}" \
 		HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" \

@@ -3,6 +3,7 @@ what its number measures (with unit and bound) and the findings; after a history
 
 
 from pipeline.database import connect
+from pipeline.errors import command_name, out_option
 from pipeline.paths import Paths
 
 EXAMPLES_PER_RULE = 2
@@ -40,7 +41,7 @@ def audit_summary(paths: Paths, every_snapshot: bool = False) -> str:
     if per_snapshot:
         lines.append(f"audit: every snapshot in the database ({len(per_snapshot)}): findings (of which warnings)")
         lines.extend(f"  {snapshot:<24} {findings:>5} ({warnings})" for snapshot, findings, warnings in per_snapshot)
-    out = "" if str(paths.out) == "build" else f" --out {paths.out}"
     lines += ["  the rows (audit_findings):",
-              f"    energy-index sql{out} \"select * from audit_findings where snapshot_id = '{snapshot_id}'\""]
+              f"    {command_name()} sql{out_option(paths.out)} "
+              f"\"select * from audit_findings where snapshot_id = '{snapshot_id}'\""]
     return "\n".join(lines)

@@ -5,6 +5,7 @@ import fcntl
 import hashlib
 import json
 import math
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.errors import PipelineError
+from pipeline.errors import NEXT_STEP, PipelineError, command_name, nearest, next_step, out_option
 from pipeline.paths import LATENCY_TIERS, Paths, code_digest
 
 if TYPE_CHECKING:
@@ -70,8 +71,21 @@ def _iso_time(text: str) -> str:
 def _source(text: str) -> str:
     """A URL, or a local folder that exists (checked before any work)."""
     if "://" not in text and not Path(text).exists():
-        raise argparse.ArgumentTypeError(f"{text!r}: no such folder (SOURCE must be a local public/data folder or a URL)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: no such folder{_did_you_mean_path(Path(text))} (SOURCE must be a local public/data folder or a URL)"
+        )
     return text
+
+
+def _did_you_mean_path(path: Path) -> str:
+    """'; did you mean ...?' with the folders beside a missing one nearest to its name, or ''."""
+    parent = path.parent
+    try:
+        siblings = [child.name for child in parent.iterdir() if child.is_dir()] if path.name else []
+    except OSError:
+        return ""
+    close = nearest(path.name, siblings)
+    return f"; did you mean {' or '.join(repr(str(parent / name)) for name in close)}?" if close else ""
 
 
 def _positive_int(text: str) -> int:
@@ -86,17 +100,37 @@ def _positive_int(text: str) -> int:
 
 @contextmanager
 def _exclusive_lock(paths: Paths) -> Iterator[None]:
-    """One command at a time per output folder; a second one stops with a clear message."""
+    """One command at a time per output folder; a second one stops with a clear message. Folders made
+    for the lock alone (a mistyped --out, a step that found nothing to do) are removed again."""
+    made = next((folder for folder in reversed([paths.out, *paths.out.parents]) if not folder.exists()), None)
     paths.out.mkdir(parents=True, exist_ok=True)
-    with open(paths.lock_file, "a") as handle:  # "a": taking the lock leaves the file untouched
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise PipelineError(
-                f"{paths.out}: another energy-index command is writing here (lock {paths.lock_file}); "
-                "try again when it has finished"
-            ) from None
-        yield
+    try:
+        with open(paths.lock_file, "a") as handle:  # "a": taking the lock leaves the file untouched
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise PipelineError(
+                    f"{paths.out}: another energy-index command is writing here (lock {paths.lock_file}); "
+                    "try again when it has finished"
+                ) from None
+            try:
+                yield
+            finally:
+                if made is not None and [p for p in paths.out.rglob("*") if not p.is_dir()] == [paths.lock_file]:
+                    import shutil
+
+                    shutil.rmtree(paths.out)  # nothing in it but the lock and empty folders
+    finally:
+        if made is not None:
+            for folder in [paths.out, *paths.out.parents]:
+                try:
+                    folder.rmdir()  # only if empty
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    break
+                if folder == made:
+                    break
 
 
 @contextmanager
@@ -115,15 +149,20 @@ def _new_generation(paths: Paths) -> Iterator[Paths]:
 
 
 def _run_fetch(args: argparse.Namespace, paths: Paths, source: str | None = None) -> "FetchResult":
-    from pipeline.fetch import fetch
+    from pipeline.fetch import fetch, move_to_current_ids
 
     source = source or args.source
     started = time.perf_counter()
-    _say(f"fetch: reading {source}")
-    result = fetch(
-        source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
-        fetch_deadline_s=args.fetch_deadline, commit_time=getattr(args, "commit_time", None),
-    )
+    for old, new in move_to_current_ids(paths).items():
+        _say(f"fetch: snapshot {old} is now {new} (ids take the commit's UTC date)")
+    if source is None:
+        result = _fetch_upstream(args, paths)
+    else:
+        _say(f"fetch: reading {source}")
+        result = fetch(
+            source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
+            fetch_deadline_s=args.fetch_deadline, commit_time=getattr(args, "commit_time", None),
+        )
     for notice in result.notices:
         _say(f"fetch: warning: {notice}")
     state = "new" if result.changed else "unchanged"
@@ -131,6 +170,26 @@ def _run_fetch(args: argparse.Namespace, paths: Paths, source: str | None = None
         f"fetch: {result.file_count} files, {result.total_bytes / 1e6:.1f} MB -> {result.directory} "
         f"({state}, {time.perf_counter() - started:.2f} s)"
     )
+    return result
+
+
+def _fetch_upstream(args: argparse.Namespace, paths: Paths) -> "FetchResult":
+    """No source given: the upstream's newest commit that changed its data, or the --commit one."""
+    from pipeline.fetch import GITHUB_API, UPSTREAM_PATH, UPSTREAM_REPOSITORY
+    from pipeline.upstream import fetch_upstream
+
+    if getattr(args, "commit_time", None) is not None:
+        raise PipelineError("--commit-time is for a --source without snapshot.json; the upstream's commits "
+                            "carry their own time")
+    wanted = f"commit {args.commit}" if args.commit else f"the newest commit that changed {UPSTREAM_PATH}"
+    _say(f"fetch: asking {GITHUB_API.value()} for {wanted} of {UPSTREAM_REPOSITORY}")
+    result, commit = fetch_upstream(paths, args.commit, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
+                                    fetch_deadline_s=args.fetch_deadline)
+    if commit is not None and args.commit and not commit.sha.startswith(args.commit):
+        _say(f"fetch: commit {args.commit} did not change {UPSTREAM_PATH}; its data is that of {commit.sha[:7]} "
+             f"({commit.subject})")
+    if commit is not None:
+        _say(f"fetch: {UPSTREAM_REPOSITORY} {commit.sha[:7]}, {commit.time}: {commit.subject}")
     return result
 
 
@@ -182,19 +241,39 @@ def _refresh_record(args: argparse.Namespace, fetched: "FetchResult") -> bytes:
     return (json.dumps(record, indent=2) + "\n").encode()
 
 
+def _rename_stale_snapshots(args: argparse.Namespace, staged: Paths, stale: dict[str, str], skip: set[str]) -> None:
+    """Move the published build's snapshots from ids of an earlier rule to today's: their Parquet
+    partitions go, and the snapshots are ingested again under the new ids (the build then drops the
+    old ids' rows). `skip`: ids this command ingests anyway."""
+    from pipeline.build import STORED
+    from schemas import TABLES
+
+    for old, new in sorted(stale.items()):
+        _say(f"refresh: snapshot {old} is now {new} in the database (ids take the commit's UTC date)")
+        for table in (*TABLES, *STORED):
+            partition = staged.parquet_files(table).get(old)
+            if partition is not None:
+                shutil.rmtree(partition.parent)
+        if new not in skip and new not in staged.parquet_files("snapshots"):
+            _run_ingest(args, staged, new)
+
+
 def _run_refresh(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.fetch import stale_published_ids
     from pipeline.files import write_bytes_atomic
 
     started = time.perf_counter()
     fetched = _run_fetch(args, paths)
     record = _refresh_record(args, fetched)
     published = paths.current / REFRESH_RECORD
-    if published.is_file() and published.read_bytes() == record:
+    stale = stale_published_ids(paths)
+    if not stale and published.is_file() and published.read_bytes() == record:
         _say(f"refresh: {fetched.snapshot_id} is built and published with these parameters and this code; nothing to do")
         return
     # The index shows what this refresh fetched; snapshots ingested before stay in the history.
     args.index_snapshot = fetched.snapshot_id
     with _new_generation(paths) as staged:
+        _rename_stale_snapshots(args, staged, stale, {fetched.snapshot_id})
         _run_ingest(args, staged, fetched.snapshot_id)
         _run_build(args, staged)
         _run_export(args, staged)
@@ -218,13 +297,45 @@ def _snapshot_sources(sources: list[str]) -> list[str]:
     return expanded
 
 
-def _run_history(args: argparse.Namespace, paths: Paths) -> None:
-    from pipeline.fetch import read_manifest
+def _fetch_upstream_history(args: argparse.Namespace, paths: Paths) -> list[str]:
+    """Fetch every upstream commit that changed public/data (since --since) that OUT/raw lacks, oldest
+    first, one line per commit; each fetch is complete in OUT/raw before the next starts, so a run
+    stopped halfway resumes where it stopped. Returns every listed commit's snapshot id."""
+    from pipeline.fetch import GITHUB_API, UPSTREAM_PATH, UPSTREAM_REPOSITORY, held_snapshot_ids
+    from pipeline.upstream import fetch_commit, open_github
 
+    since = f" since {args.since}" if args.since else ""
+    _say(f"history: asking {GITHUB_API.value()} for every commit of {UPSTREAM_REPOSITORY} that changed "
+         f"{UPSTREAM_PATH}{since}")
+    github = open_github(args.timeout, args.max_file_bytes, args.fetch_deadline)
+    commits = github.history(args.since)
+    if not commits:
+        raise PipelineError(f"no commit of {UPSTREAM_REPOSITORY} changed {UPSTREAM_PATH}{since}")
+    held = held_snapshot_ids(paths)
+    missing = [commit for commit in commits if commit.sha not in held]
+    _say(f"history: {len(commits)} commit(s); {len(commits) - len(missing)} already fetched, {len(missing)} to fetch")
+    for number, commit in enumerate(missing, start=1):
+        github.reader.restart_deadline()
+        started = time.perf_counter()
+        result = fetch_commit(github, paths, commit, held)
+        _say(f"history: fetched {number}/{len(missing)}: {result.snapshot_id} ({commit.subject}), {result.file_count} "
+             f"files, {result.total_bytes / 1e6:.1f} MB ({time.perf_counter() - started:.2f} s)")
+    held = held_snapshot_ids(paths)
+    return [held[commit.sha] for commit in commits]
+
+
+def _run_history(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.fetch import commit_moment, move_to_current_ids, read_manifest, stale_published_ids
+
+    if args.since and not args.upstream:
+        raise PipelineError("--since goes with --upstream; to choose among local snapshots, name them in --source")
     started = time.perf_counter()
-    fetched = []
-    for source in _snapshot_sources(args.source):
-        fetched.append(_run_fetch(args, paths, source).snapshot_id)
+    for old, new in move_to_current_ids(paths).items():
+        _say(f"history: snapshot {old} is now {new} (ids take the commit's UTC date)")
+    if args.upstream:
+        fetched = _fetch_upstream_history(args, paths)
+    else:
+        fetched = [_run_fetch(args, paths, source).snapshot_id for source in _snapshot_sources(args.source)]
     manifests = {snapshot_id: read_manifest(paths.raw_snapshot(snapshot_id)) for snapshot_id in set(fetched)}
     undated = sorted(s for s in manifests if not manifests[s]["upstream"].get("commit_time"))
     if undated and len(undated) < len(manifests):
@@ -233,17 +344,29 @@ def _run_history(args: argparse.Namespace, paths: Paths) -> None:
             "be a guess: " + ", ".join(f"{s} ({manifests[s]['source']})" for s in undated)
             + ". Give each a snapshot.json with commit_time, or refresh it on its own with --commit-time"
         )
-    in_commit_order = sorted(
-        manifests, key=lambda s: (manifests[s]["upstream"].get("commit_time") or "", manifests[s]["retrieved"], s)
-    )
+
+    def commit_order(snapshot_id: str) -> tuple[str, str, str]:
+        commit_time = manifests[snapshot_id]["upstream"].get("commit_time")
+        moment = commit_moment(commit_time).isoformat() if commit_time else ""
+        return moment, manifests[snapshot_id]["retrieved"], snapshot_id
+
+    in_commit_order = sorted(manifests, key=commit_order)
+    stale = stale_published_ids(paths)
+    # From the upstream, only what the database lacks is ingested; given sources are ingested again.
+    to_ingest = [s for s in in_commit_order if s not in paths.parquet_files("snapshots")] if args.upstream \
+        else in_commit_order
+    if args.upstream and not to_ingest and not stale:
+        _say(f"history: the database holds all {len(in_commit_order)} snapshot(s); nothing to do")
+        return
     with _new_generation(paths) as staged:
-        for snapshot_id in _progress(in_commit_order, "history: ingesting"):
+        _rename_stale_snapshots(args, staged, stale, set(to_ingest))
+        for snapshot_id in _progress(to_ingest, "history: ingesting"):
             _run_ingest(args, staged, snapshot_id)
         _run_build(args, staged)
         _run_export(args, staged)
     _report_published(paths, every_snapshot=True)
-    _say(f"history: published {len(in_commit_order)} snapshot(s), the index on the newest "
-         f"({time.perf_counter() - started:.1f} s)")
+    _say(f"history: published {len(in_commit_order)} snapshot(s), {len(to_ingest)} newly ingested, the index on "
+         f"the newest ({time.perf_counter() - started:.1f} s)")
 
 
 def _run_snapshots(args: argparse.Namespace, paths: Paths) -> None:
@@ -284,44 +407,84 @@ def _run_diff(args: argparse.Namespace, paths: Paths) -> None:
 def _run_sql(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.query import run_query, write_result
 
-    if (args.query is None) == (args.file is None):
-        raise PipelineError("give a query, or --file FILE, not both")
+    if args.query is None and args.file is None:
+        raise PipelineError(
+            f"give the query to run, e.g. {command_name()} sql{out_option(paths.out)} "
+            "\"select * from best_configurations limit 5\", or --file FILE holding it"
+        )
+    if args.query is not None and args.file is not None:
+        raise PipelineError("give a query or --file FILE, not both")
+    if args.output is not None and _is_inside(args.output, paths.out):
+        raise PipelineError(f"--output {args.output} is inside {paths.out}, the published build; write it elsewhere")
     try:
         sql = args.query if args.file is None else Path(args.file).read_text(encoding="utf-8")
     except OSError as error:
         raise PipelineError(f"{args.file}: {error.strerror}") from None
     output_format = args.format or ("table" if sys.stdout.isatty() and args.output is None else "csv")
-    result = run_query(paths, sql, dict(args.param))
+    result = run_query(paths, sql, dict(args.param), timeout_s=args.timeout, memory_limit=args.memory_limit)
     write_result(result, output_format, args.output)
     if args.output is not None:
         _say(f"sql: {result.num_rows} row(s) -> {args.output}")
 
 
+def _is_inside(path: Path, folder: Path) -> bool:
+    """Whether `path` is in `folder`, as written or once symbolic links are followed (OUT's published
+    names are links into its generations)."""
+    import os
+
+    for candidate in (Path(os.path.abspath(path)), path.resolve()):
+        for base in (Path(os.path.abspath(folder)), folder.resolve()):
+            if candidate == base or base in candidate.parents:
+                return True
+    return False
+
+
 def _run_estimate(args: argparse.Namespace, paths: Paths) -> None:
-    from pipeline.query import estimate
+    from pipeline.query import deployment_label, estimate
 
     result = estimate(paths, args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision)
     if args.format == "json":
         print(json.dumps(result, indent=2, default=str))
         return
     unit = result["unit"]
+    rows = result["deployments"]
     print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at concurrency {args.concurrency:g}:")
     if result["min_wh_per_unit"] is None:
         print(f"  outside the measured range of all {result['deployments_measured']} deployment(s); no estimate")
+    elif result["deployments_within_range"] == 1:
+        (row,) = [row for row in rows if row["wh_per_unit"] is not None]
+        only = ("only one deployment was measured" if result["deployments_measured"] == 1 else
+                f"the only one of {result['deployments_measured']} measured deployments whose range covers it")
+        print(f"  {row['wh_per_unit']:.4g} {unit} ({only}); {_repeat_interval(row)}")
     else:
         print(f"  {result['min_wh_per_unit']:.4g} to {result['max_wh_per_unit']:.4g} {unit} "
-              f"over {result['deployments_within_range']} of {result['deployments_measured']} measured deployment(s)")
-    for row in result["deployments"]:
-        setup = ", ".join(f"{name} {row[name]}" for name in (
-            "num_gpus", "tensor_parallel", "data_parallel", "expert_parallel", "ulysses_degree", "ring_degree",
-            "precision", "width", "height", "num_frames", "inference_steps") if row[name] is not None)
+              f"over {result['deployments_within_range']} of {result['deployments_measured']} measured deployments "
+              "(a choice of deployment, not an uncertainty)")
+    for row in rows:
         measured = f"measured {row['lowest_measured']:.4g} to {row['highest_measured']:.4g}"
         if row["wh_per_unit"] is None:
-            print(f"  - {setup}: {row['method']} ({measured})")
+            print(f"  - {deployment_label(row)}: {row['method']} ({measured})")
+            continue
+        print(f"  - {deployment_label(row)}: {row['wh_per_unit']:.4g}, {_repeat_interval(row)}; "
+              f"{row['latency_metric']} {row['latency']:.4g}")
+        if row["method"] == "measured":
+            print(f"    measured point: concurrency {row['lower_x']:.4g} -> "
+                  f"{_point(row['lower_wh_per_unit'], row['lower_n_repeats'])}")
         else:
-            print(f"  - {setup}: {row['wh_per_unit']:.4g} {unit}, {row['latency_metric']} {row['latency']:.4g} "
-                  f"({row['method']}; {measured})")
+            print(f"    interpolated between measured points: concurrency {row['lower_x']:.4g} -> "
+                  f"{_point(row['lower_wh_per_unit'], row['lower_n_repeats'])} and {row['upper_x']:.4g} -> "
+                  f"{_point(row['upper_wh_per_unit'], row['upper_n_repeats'])} ({measured})")
     print(f"  method: {result['method']}")
+
+
+def _repeat_interval(row: dict) -> str:
+    if row["lower_n_repeats"] == 1 and row["upper_n_repeats"] == 1:
+        return "no repeat spread (each point measured once)"
+    return f"repeats give {row['wh_per_unit_low']:.4g} to {row['wh_per_unit_high']:.4g}"
+
+
+def _point(wh_per_unit: float, repeats: int) -> str:
+    return f"{wh_per_unit:.4g}" + (f" (mean of {repeats} repeats)" if repeats > 1 else "")
 
 
 def _run_report(args: argparse.Namespace, paths: Paths) -> None:
@@ -384,15 +547,30 @@ def _progress(items: list[str], label: str) -> Iterator[str]:
 
 
 def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
-    from pipeline.fetch import DEFAULT_SOURCE
+    from pipeline.fetch import GITHUB_API, GITHUB_RAW, UPSTREAM_PATH, UPSTREAM_REPOSITORY
 
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
         "--source", type=_source,
-        default=DEFAULT_SOURCE,
         help="a local directory with the upstream public/data layout (index.json, tasks/, models/), or an "
-        "http(s):// URL of one (default: the upstream's raw files pinned to commit 7885788)",
+        f"http(s):// URL of one (default: follow the upstream: the newest commit of {UPSTREAM_REPOSITORY} "
+        f"that changed {UPSTREAM_PATH}, asked of ${GITHUB_API.environment_variable}, files from "
+        f"${GITHUB_RAW.environment_variable}; GITHUB_TOKEN is sent to the API when set)",
+    )
+    where.add_argument(
+        "--commit", type=_commit_ref, metavar="SHA",
+        help=f"fetch the upstream at this commit (7 to 40 hex digits) instead of its newest; a commit already "
+        "in OUT/raw needs no network",
     )
     _add_transfer_options(parser)
+
+
+def _commit_ref(text: str) -> str:
+    from pipeline.upstream import REF_PATTERN
+
+    if not REF_PATTERN.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a commit hash (7 to 40 lower-case hex digits, e.g. 7885788)")
+    return text
 
 
 def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
@@ -479,10 +657,22 @@ def _add_commit_time_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_history_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--source", type=_source, nargs="+", required=True, metavar="SOURCE",
+    from pipeline.fetch import UPSTREAM_PATH, UPSTREAM_REPOSITORY
+
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--source", type=_source, nargs="+", metavar="SOURCE",
         help="snapshots to ingest: local public/data folders or URLs, or a folder holding snapshot folders "
         "(e.g. ../shared/upstream/ml-energy-leaderboard)",
+    )
+    where.add_argument(
+        "--upstream", action="store_true",
+        help=f"every commit of {UPSTREAM_REPOSITORY} that changed {UPSTREAM_PATH}: fetch each one OUT/raw "
+        "lacks and ingest each one the database lacks, oldest first; a stopped run resumes where it stopped",
+    )
+    parser.add_argument(
+        "--since", type=_calendar_date, metavar="YYYY-MM-DD",
+        help="with --upstream: only the commits made on or after this date (UTC)",
     )
     _add_transfer_options(parser)
 
@@ -506,7 +696,7 @@ def _parameter(text: str) -> tuple[str, object]:
 
 
 def _add_sql_options(parser: argparse.ArgumentParser) -> None:
-    from pipeline.query import FORMATS
+    from pipeline.query import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT_S, FORMATS
 
     parser.add_argument("query", nargs="?", metavar="QUERY", help="one read-only SQL statement")
     parser.add_argument("--file", metavar="FILE", help="read the statement from FILE instead")
@@ -515,13 +705,28 @@ def _add_sql_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS,
                         help="table (default on a terminal), csv (default otherwise), jsonl or parquet")
     parser.add_argument("--output", type=Path, metavar="FILE",
-                        help="write the result to FILE (replaced atomically) instead of standard output")
+                        help="write the result to FILE (replaced atomically) instead of standard output; "
+                        "never inside OUT")
+    parser.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"stop the query after this long (default: {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--memory-limit", type=_memory_size, default=DEFAULT_MEMORY_LIMIT, metavar="SIZE",
+                        help="the most memory the query may use, and spill to a temporary folder outside "
+                        f"OUT (default: {DEFAULT_MEMORY_LIMIT})")
+
+
+def _memory_size(text: str) -> str:
+    import re
+
+    if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", text.strip(), re.IGNORECASE):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size, e.g. 500MB or 8GB")
+    return text.strip()
 
 
 def _add_estimate_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", required=True, help="task, e.g. lm-arena-chat or text-to-image")
-    parser.add_argument("--model", required=True, help="model_id, e.g. Qwen/Qwen3-8B")
-    parser.add_argument("--gpu", required=True, help="GPU model, e.g. H100")
+    parser.add_argument("--task", required=True,
+                        help="task, e.g. lm-arena-chat or text-to-image (any case, or a part naming one task: arena)")
+    parser.add_argument("--model", required=True, help="model_id or its slug, e.g. Qwen/Qwen3-8B or qwen3-8b")
+    parser.add_argument("--gpu", required=True, help="GPU model, e.g. H100 (any case)")
     parser.add_argument("--concurrency", type=_positive_float, required=True, metavar="N",
                         help="requests in flight (token tasks) or batch size (diffusion)")
     parser.add_argument("--gpus", type=_positive_int, metavar="K", help="only deployments on K GPUs")
@@ -589,11 +794,13 @@ def make_parser() -> argparse.ArgumentParser:
     steps: list[Step] = [
         Step(
             "fetch", "copy an upstream snapshot into OUT/raw/<snapshot-id>/",
-            "Copy an upstream snapshot (local folder or URL) into OUT/raw/<snapshot-id>/ with a manifest of "
+            "Copy an upstream snapshot (by default the upstream's newest commit that changed public/data; "
+            "or --commit, a local folder or a URL) into OUT/raw/<snapshot-id>/ with a manifest of "
             "each file's sha256 and size, the source, the retrieval date and the upstream commit when known. "
             "An unchanged snapshot is left as it was, retrieval date included.",
             [_add_fetch_options, _add_commit_time_option], _run_fetch,
-            ["energy-index fetch --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788"],
+            ["energy-index fetch", "energy-index fetch --commit 7885788",
+             "energy-index fetch --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788"],
         ),
         Step(
             "ingest", "flatten the fetched snapshot into validated Parquet tables",
@@ -621,18 +828,22 @@ def make_parser() -> argparse.ArgumentParser:
         Step(
             "refresh", "fetch, ingest, build and export in one go (what make runs)",
             "Run fetch, ingest, build and export in order, holding a lock on OUT so that two refreshes "
-            "never interleave. A failure at any step leaves the previous outputs in place; with the content, "
-            "parameters and code of the published build, it does nothing.",
+            "never interleave. Without --source it follows the upstream: one conditional request when "
+            "nothing changed there. A failure at any step leaves the previous outputs in place; with the "
+            "content, parameters and code of the published build, it does nothing.",
             [_add_fetch_options, _add_commit_time_option, _add_build_options, _add_export_options], _run_refresh,
-            ["energy-index refresh --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788",
+            ["energy-index refresh", "energy-index refresh --commit 7885788",
+             "energy-index refresh --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788",
              "energy-index refresh --source ./my-data --commit-time 2026-03-01T12:00:00Z"],
         ),
         Step(
             "history", "ingest a list of snapshots into one database, oldest first",
-            "Fetch and ingest every snapshot given (in upstream commit order), then build and export once: "
-            "the database holds all of them, the index shows the newest. Snapshots already in OUT stay.",
+            "Fetch and ingest every snapshot given, or with --upstream every upstream commit that changed "
+            "public/data (in upstream commit order), then build and export once: the database holds all of "
+            "them, the index shows the newest. Snapshots already in OUT stay.",
             [_add_history_options, _add_build_options, _add_export_options], _run_history,
-            ["energy-index history --source ../shared/upstream/ml-energy-leaderboard"],
+            ["energy-index history --source ../shared/upstream/ml-energy-leaderboard",
+             "energy-index history --upstream --since 2026-01-01"],
         ),
         Step(
             "snapshots", "list the snapshots in the published database",
@@ -648,7 +859,7 @@ def make_parser() -> argparse.ArgumentParser:
             "largest move first, the configurations added and removed, and every changed field (numbers "
             "compared with a relative tolerance of 1e-9).",
             [_add_diff_options], _run_diff,
-            ["energy-index diff 2025-11-29-9fa07d1 2026-02-16-7885788",
+            ["energy-index diff 2025-11-30-9fa07d1 2026-02-16-7885788",
              "energy-index diff 2025-12-01-f74deb8 2025-12-15-e0ba9ed --format json"],
         ),
         Step(
@@ -754,6 +965,24 @@ def _unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | 
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before the command began (still importing, parsing): nothing to undo
+        _say(f"{PROG}: error: interrupted before it started; nothing was changed")
+        return 1
+
+
+def _output_closed() -> None:
+    """The reader of standard output has gone (`| head -1`): the output ends there, quietly. What is
+    still buffered is dropped, so that Python's flush at exit does not fail on the closed pipe again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = make_parser()
     arguments = sys.argv[1:] if argv is None else argv
     if not arguments:
@@ -769,7 +998,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = Paths(getattr(args, "out", Path("build")))
     try:
         if args.handler in (_run_diff, _run_synth, _run_sql, _run_estimate, _run_snapshots, _run_spark_sql):
-            args.handler(args, paths)
+            try:
+                args.handler(args, paths)
+            except BrokenPipeError:
+                _output_closed()
             return 0
         with _exclusive_lock(paths):
             if args.handler in (_run_fetch, _run_refresh, _run_history, _run_report, _run_release):
@@ -778,7 +1010,7 @@ def main(argv: list[str] | None = None) -> int:
                 with _new_generation(paths) as staged:
                     args.handler(args, staged)
     except PipelineError as error:
-        _say(f"{PROG}: error: {error}")
+        _say(f"{PROG}: error: {str(error).replace(NEXT_STEP, next_step(paths.out))}")
         return 1
     except KeyboardInterrupt:
         _say(f"{PROG}: error: interrupted; the last published build in {paths.out} is unchanged")

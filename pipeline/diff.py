@@ -7,7 +7,7 @@ from typing import Any
 
 
 from pipeline.database import connect, fetch_dicts
-from pipeline.errors import NEXT_STEP, PipelineError
+from pipeline.errors import NEXT_STEP, PipelineError, command_name, nearest, out_option
 from pipeline.paths import Paths
 
 # Index figures print as the index files round them: Wh per million tokens 2 decimals, per image or video 4.
@@ -24,9 +24,11 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
         positions = dict(connection.execute("select snapshot_id, position from snapshot_history").fetchall())
         for snapshot_id in (old, new):
             if snapshot_id not in positions:
+                close = nearest(snapshot_id, positions)
+                hint = f"did you mean {' or '.join(close)}? " if close else ""
                 raise PipelineError(
-                    f"snapshot {snapshot_id} is not in {paths.database}; 'energy-index snapshots' lists the "
-                    f"{len(positions)} it holds"
+                    f"snapshot {snapshot_id} is not in {paths.database}; {hint}'{command_name()} snapshots"
+                    f"{out_option(paths.out)}' lists the {len(positions)} it holds"
                 )
         if old == new:
             raise PipelineError("OLD and NEW are the same snapshot")
@@ -98,25 +100,58 @@ def _value(text: str | None) -> str:
     return f"{number:.6g}"
 
 
-def _fit(cells: list[str], widths: list[int]) -> str:
-    """One line of a table: each cell padded or cut to its width (a cut cell ends in …)."""
-    fitted = []
-    for cell, width in zip(cells, widths):
-        fitted.append(cell.ljust(width) if len(cell) <= width else cell[: width - 1] + "…")
-    return "  ".join(fitted).rstrip()
+# Where a cut identifier keeps its characters: the share of them taken from its start, tried in this
+# order until different identifiers still read differently (the middle first: Qwen/Qwen3…B-Instruct).
+HEAD_SHARES = (0.5, 0.0, 1.0, 0.25, 0.75)
 
 
-def _table(header: list[str], rows: list[list[str]], width: int, shrinkable: list[int]) -> list[str]:
-    """A table that fits `width`: only the `shrinkable` columns (identifiers) are cut, widest first;
-    figures never are."""
+def _cut(cell: str, width: int, head_share: float = 1.0) -> str:
+    """`cell` in at most `width` characters, the cut marked by …."""
+    if len(cell) <= width:
+        return cell
+    head = round((width - 1) * head_share)
+    return cell[:head] + "…" + cell[len(cell) - (width - 1 - head):]
+
+
+def _distinct_share(values: list[str], width: int) -> float | None:
+    """The first of HEAD_SHARES at which the different `values` cut to `width` still read differently."""
+    distinct = set(values)
+    return next((s for s in HEAD_SHARES if len({_cut(v, width, s) for v in distinct}) == len(distinct)), None)
+
+
+def _narrowest_distinct(values: list[str], floor: int) -> int:
+    """The narrowest width, down to `floor`, at which different values can still read differently."""
+    width = max(map(len, values), default=floor)
+    while width > floor and _distinct_share(values, width - 1) is not None:
+        width -= 1
+    return width
+
+
+def _table(
+    header: list[str], rows: list[list[str]], width: int, shrinkable: list[int], told_apart: tuple[int, ...] = ()
+) -> list[str]:
+    """A table that fits `width` where it can: only the `shrinkable` columns (identifiers) are cut,
+    widest first, and never so far that two different values read the same, unless the column's rows
+    are `told_apart` by the other columns; figures are never cut."""
     widths = [max(len(header[i]), *(len(row[i]) for row in rows)) for i in range(len(header))]
+    floors = {i: 10 if i in told_apart else _narrowest_distinct([row[i] for row in rows], 10) for i in shrinkable}
     while sum(widths) + 2 * (len(widths) - 1) > width:
-        candidates = [i for i in shrinkable if widths[i] > 12]
+        candidates = [i for i in shrinkable if widths[i] > floors[i]]
         if not candidates:
             break
         widest = max(candidates, key=lambda i: widths[i])
         widths[widest] -= 1
-    return [_fit(header, widths), _fit(["-" * w for w in widths], widths)] + [_fit(row, widths) for row in rows]
+    shares = [1.0] * len(header)
+    for i in shrinkable:
+        share = _distinct_share([row[i] for row in rows], widths[i])
+        shares[i] = 0.5 if share is None else share  # None: a column told apart by the others
+
+    def line(cells: list[str], cut_shares: list[float]) -> str:
+        return "  ".join(_cut(c, w, s).ljust(w) for c, w, s in zip(cells, widths, cut_shares)).rstrip()
+
+    return [line(header, [1.0] * len(header)), line(["-" * w for w in widths], shares)] + [
+        line(row, shares) for row in rows
+    ]
 
 
 SHORT_CHANGE = {"best configuration changed": "other config", "figure changed": "figure"}
@@ -146,7 +181,8 @@ def format_text(diff: dict[str, Any], limit: int, width: int | None = None) -> s
             for row in index[:limit]
         ]
         lines += ["  " + line for line in _table(
-            ["move", "figure", "unit", "change", "task", "model", "GPU", "configuration"], rows, width - 2, [5, 7, 4])]
+            ["move", "figure", "unit", "change", "task", "model", "GPU", "configuration"], rows, width - 2, [5, 7, 4],
+            told_apart=(7,))]  # one row per task, model and GPU: their configurations need not read apart
     added = [c for c in configurations if c["change"] in ("added", "removed")]
     if added:
         lines += ["", f"Configurations added and removed ({min(limit, len(added))} of {len(added)})"]
@@ -164,7 +200,7 @@ def format_text(diff: dict[str, Any], limit: int, width: int | None = None) -> s
                          _configuration(f"-/{example['configuration']}", example["repeat"]),
                          f"{_value(example['old_value'])} → {_value(example['new_value'])}"])
         lines += ["  " + line for line in _table(
-            ["field", "configurations", "task", "model", "configuration", "e.g."], rows, width - 2, [3, 4, 2])]
+            ["field", "values", "task", "model", "configuration", "e.g."], rows, width - 2, [3, 4, 2, 0])]
     if len(index) > limit or len(added) > limit or len(changed) > limit:
         lines += ["", "--limit N shows more; --format json lists every change"]
     return "\n".join(lines)

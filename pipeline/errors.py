@@ -1,7 +1,53 @@
-"""The one exception type the CLI turns into a clear message and a non-zero exit."""
+"""The one exception type the CLI turns into a clear message and a non-zero exit, and the hints that
+messages give: the command as it can be typed here, the next step, the nearest names."""
 
-# What a newcomer should run when a step finds nothing to work on.
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+PROG = "energy-index"
+# What a newcomer should run when a step finds nothing to work on. The CLI prints it as next_step(OUT)
+# words it: for the --out given, and with the command as it can be typed here.
 NEXT_STEP = "run 'make' (or 'energy-index refresh --source FOLDER_OR_URL')"
+
+
+def command_name() -> str:
+    """How to type the energy-index command here: its bare name when the shell finds this installation
+    on PATH (an activated .venv, pipx), else its path beside this Python, e.g. .venv/bin/energy-index."""
+    installed = Path(sys.executable).parent / PROG
+    on_path = shutil.which(PROG)
+    if not installed.is_file() or (on_path is not None and Path(on_path).resolve() == installed.resolve()):
+        return PROG
+    relative = os.path.relpath(installed)
+    return relative if not relative.startswith("..") else str(installed)
+
+
+def out_option(out: Path) -> str:
+    """' --out DIR' for an output folder other than the default, quoted for a shell; else ''."""
+    return "" if str(out) == "build" else f" --out {shlex.quote(str(out))}"
+
+
+def next_step(out: Path) -> str:
+    """NEXT_STEP for the output folder `out`: 'make OUT=...' and '--out ...' when it is not the default."""
+    make_out = "" if str(out) == "build" else f" OUT={shlex.quote(str(out))}"
+    return f"run 'make{make_out}' (or '{command_name()} refresh --source FOLDER_OR_URL{out_option(out)}')"
+
+
+def nearest(name: str, names: Iterable[str], count: int = 3) -> list[str]:
+    """The names nearest to `name`, ignoring case: those that begin with it, or else those that contain
+    it, or else the closest spelt (difflib's ratio); at most `count`."""
+    import difflib
+
+    wanted = name.lower()
+    candidates = sorted(set(names))
+    starting = [n for n in candidates if n.lower().startswith(wanted)]
+    containing = [n for n in candidates if wanted in n.lower()]
+    lowered = {n.lower(): n for n in candidates}
+    spelt = [lowered[n] for n in difflib.get_close_matches(wanted, list(lowered), n=count, cutoff=0.5)]
+    return (starting or containing or spelt)[:count]
 
 
 class PipelineError(Exception):

@@ -14,23 +14,43 @@ import os
 import re
 import shutil
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import NEXT_STEP, PipelineError
+import urllib3
+
+from pipeline.errors import NEXT_STEP, PipelineError, command_name
 from pipeline.files import load_json_strict, replace_directory, write_bytes_atomic
 from pipeline.paths import Paths
 from schemas import dictionary
 from schemas.rules import MODEL_ID_PATTERN
 
-DEFAULT_SOURCE = (
-    "https://raw.githubusercontent.com/ml-energy/leaderboard/7885788e837b80ad172e02e6e8c47e8d0b85520e/public/data"
-)
+
+@dataclass(frozen=True)
+class Setting:
+    """A value read from the environment when used, with its default and what it is for."""
+
+    environment_variable: str
+    default: str
+    help: str
+
+    def value(self) -> str:
+        return (os.environ.get(self.environment_variable) or self.default).rstrip("/")
+
+
+# With no source given, the pipeline follows the upstream: the newest commit of UPSTREAM_REPOSITORY
+# that touched UPSTREAM_PATH, asked of GitHub's REST API, its files read from GitHub's raw-file host at
+# that commit. Both hosts are settings so that a mirror, a proxy or a test server can stand in.
+UPSTREAM_REPOSITORY = "ml-energy/leaderboard"
+UPSTREAM_PATH = "public/data"
+GITHUB_API = Setting("ENERGY_INDEX_GITHUB_API", "https://api.github.com", "GitHub's REST API")
+GITHUB_RAW = Setting("ENERGY_INDEX_GITHUB_RAW", "https://raw.githubusercontent.com", "GitHub's raw-file host")
+# Sent to the API host only, never to the raw-file host: it raises the API's limit of 60 requests an hour.
+GITHUB_TOKEN_VARIABLE = "GITHUB_TOKEN"
 # Wall-clock deadlines for a URL: one per file and one for the whole fetch; a server that trickles
 # bytes extends neither.
 DEFAULT_TIMEOUT_S = 30.0
@@ -45,6 +65,7 @@ COMMIT_FACT_KEYS = ("repository", "commit", "commit_time", "commit_subject", "ta
 # A task name and a snapshot id become folder and file names: the dictionary declares their alphabet.
 TASK_NAME_PATTERN = re.compile(dictionary.table_columns("tasks")["task"]["matches"])
 PINNED_COMMIT_PATTERN = re.compile(r"/([0-9a-f]{40})/")
+MAX_REDIRECTS = 5
 SNAPSHOT_ID_PATTERN = re.compile(dictionary.table_columns("snapshots")["snapshot_id"]["matches"])
 COMMIT_PATTERN = re.compile(dictionary.table_columns("snapshots")["commit"]["matches"])
 COMMIT_TIME_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}T")
@@ -84,96 +105,182 @@ def content_digest(upstream: dict[str, Any], files: list[dict[str, Any]]) -> str
     return hashlib.sha256(listing.encode()).hexdigest()
 
 
-class _SameSchemeRedirects(urllib.request.HTTPRedirectHandler):
-    """Follow a redirect only to http(s) on the same host; anything else is reported, not followed."""
+class HttpReader:
+    """The requests of one fetch, over urllib3's connection pool (one connection reused for all files).
 
-    def http_error_302(self, req, fp, code, msg, headers):  # type: ignore[no-untyped-def]
-        target = urllib.parse.urljoin(req.full_url, headers.get("location") or headers.get("uri") or "")
-        old, new = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(target)
-        if new.scheme not in ("http", "https") or new.hostname != old.hostname:
-            raise PipelineError(f"{req.full_url}: refused redirect to {target} (only http(s) on the same host)")
-        return super().http_error_302(req, fp, code, msg, headers)
+    Each request has a wall-clock deadline of its own (`timeout_s`) and shares the fetch's; every socket
+    wait is bounded by the time left before both, so a server that trickles bytes holds the fetch (and
+    the lock) past neither. Redirects are followed only to http(s) on the same host; bodies are capped
+    at `max_file_bytes` and streamed, so memory stays flat."""
 
-    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
-
-
-class _HttpReader:
-    """Streams each file to disk while counting and hashing it. Every socket wait is bounded by the
-    time left before the file's and the fetch's deadlines, so memory stays flat and a trickling
-    server cannot hold the fetch (and the lock) past them."""
-
-    def __init__(self, base_url: str, timeout_s: float, max_file_bytes: int, fetch_deadline_s: float) -> None:
-        self.base_url = base_url.rstrip("/") + "/"
+    def __init__(
+        self, timeout_s: float, max_file_bytes: int, fetch_deadline_s: float,
+        offline_hint: str = "offline? a local copy works too: make SOURCE=<folder>",
+    ) -> None:
         self.timeout_s = timeout_s
         self.max_file_bytes = max_file_bytes
         self.fetch_deadline_s = fetch_deadline_s
-        self.fetch_deadline = time.monotonic() + fetch_deadline_s
-        self.opener = urllib.request.build_opener(_SameSchemeRedirects())
+        self.offline_hint = offline_hint
+        self.restart_deadline()
+        # Retries off: a failure is reported at once, and redirects are checked here before any is followed.
+        self.pool = urllib3.PoolManager(retries=False, headers={"User-Agent": "energy-index"})
 
-    def _time_left(self, url: str, file_deadline: float) -> float:
+    def restart_deadline(self) -> None:
+        """Start a new fetch's deadline (one per snapshot when many are fetched in a row)."""
+        self.fetch_deadline = time.monotonic() + self.fetch_deadline_s
+
+    def _time_left(self, url: str, request_deadline: float) -> float:
         now = time.monotonic()
         if now >= self.fetch_deadline:
             raise PipelineError(f"{url}: the fetch did not finish within its {self.fetch_deadline_s:g} s deadline")
-        if now >= file_deadline:
+        if now >= request_deadline:
             raise PipelineError(f"{url}: timed out: not received within {self.timeout_s:g} s")
-        return min(file_deadline, self.fetch_deadline) - now
+        return min(request_deadline, self.fetch_deadline) - now
 
-    def download(self, relative: str, target: Path) -> dict[str, Any]:
-        """Write one file to `target`; return its manifest entry."""
-        url = self.base_url + urllib.parse.quote(relative)
-        file_deadline = time.monotonic() + self.timeout_s
+    def _failure(self, url: str, error: Exception) -> PipelineError:
+        # urllib3's NewConnectionError (refused, no route, unknown host) is a subclass of its
+        # ConnectTimeoutError: told apart first, and a connection that never came is named as such.
+        if isinstance(error, urllib3.exceptions.NewConnectionError):
+            reason = str(error).rpartition(": ")[2] or "cannot connect"
+            return PipelineError(f"{url}: {reason} ({self.offline_hint})")
+        if isinstance(error, urllib3.exceptions.ConnectTimeoutError):
+            return PipelineError(f"{url}: no connection within {self.timeout_s:g} s ({self.offline_hint})")
+        if isinstance(error, (urllib3.exceptions.TimeoutError, TimeoutError)):
+            if time.monotonic() >= self.fetch_deadline - 0.05:
+                return PipelineError(f"{url}: the fetch did not finish within its {self.fetch_deadline_s:g} s deadline")
+            return PipelineError(f"{url}: timed out: not received within {self.timeout_s:g} s")
+        reason = getattr(error, "reason", None) or error
+        return PipelineError(f"{url}: {reason} ({self.offline_hint})")
+
+    def get(
+        self, url: str, headers: Mapping[str, str] | None = None, *, target: Path | None = None
+    ) -> tuple[int, Mapping[str, str], bytes | dict[str, Any]]:
+        """GET `url`: (status, headers, body). With `target`, a 200 body is streamed to that file and
+        the body returned is its manifest entry (sha256, size); otherwise the body is the bytes read."""
+        request_deadline = time.monotonic() + self.timeout_s
+        asked = url
+        try:
+            for _ in range(MAX_REDIRECTS + 1):
+                left = self._time_left(asked, request_deadline)
+                response = self.pool.request(
+                    "GET", url, headers=dict(headers or {}), preload_content=False, redirect=False,
+                    timeout=urllib3.Timeout(connect=left, read=left),
+                )
+                if response.status not in (301, 302, 303, 307, 308):
+                    break
+                target_url = urllib.parse.urljoin(url, response.headers.get("Location", ""))
+                response.close()  # its body unread: the connection serves no other request
+                old, new = urllib.parse.urlsplit(url), urllib.parse.urlsplit(target_url)
+                if new.scheme not in ("http", "https") or new.hostname != old.hostname:
+                    raise PipelineError(f"{asked}: refused redirect to {target_url} (only http(s) on the same host)")
+                url = target_url
+            else:
+                raise PipelineError(f"{asked}: more than {MAX_REDIRECTS} redirects")
+            try:
+                if target is not None and response.status == 200:
+                    body: bytes | dict[str, Any] = self._stream(asked, response, request_deadline, target)
+                else:
+                    body = b"".join(self._chunks(asked, response, request_deadline))
+            except BaseException:
+                response.close()  # a body left half read: the connection serves no other request
+                raise
+            response.release_conn()
+            return response.status, response.headers, body
+        except PipelineError:
+            raise
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise self._failure(asked, error) from None
+
+    def _chunks(self, url: str, response: urllib3.BaseHTTPResponse, request_deadline: float) -> Iterator[bytes]:
+        declared = response.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > self.max_file_bytes:
+            raise PipelineError(
+                f"{url}: larger than the size cap of {self.max_file_bytes} bytes (Content-Length "
+                f"{declared}); raise --max-file-bytes if that is expected"
+            )
+        sock = getattr(response.connection, "sock", None)
+        size = 0
+        while True:
+            if sock is not None:
+                sock.settimeout(self._time_left(url, request_deadline))
+            # read1: at most one socket read, so the deadlines are checked between any two.
+            chunk = response.read1(READ_CHUNK)
+            if not chunk:
+                return
+            size += len(chunk)
+            if size > self.max_file_bytes:
+                raise PipelineError(f"{url}: larger than the size cap of {self.max_file_bytes} bytes")
+            yield chunk
+            self._time_left(url, request_deadline)
+
+    def _stream(self, url: str, response: urllib3.BaseHTTPResponse, request_deadline: float, target: Path) -> dict[str, Any]:
         target.parent.mkdir(parents=True, exist_ok=True)
         digest, size = hashlib.sha256(), 0
-        try:
-            with self.opener.open(url, timeout=self._time_left(url, file_deadline)) as response:
-                declared = response.headers.get("Content-Length", "")
-                if declared.isdigit() and int(declared) > self.max_file_bytes:
-                    raise PipelineError(
-                        f"{url}: larger than the size cap of {self.max_file_bytes} bytes (Content-Length "
-                        f"{declared}); raise --max-file-bytes if that is expected"
-                    )
-                connection = getattr(getattr(response, "fp", None), "raw", None)
-                sock = getattr(connection, "_sock", None)
-                with open(target, "wb") as handle:
-                    while True:
-                        if sock is not None:
-                            sock.settimeout(self._time_left(url, file_deadline))
-                        # read1: at most one socket read, so the deadlines are checked between any two.
-                        chunk = response.read1(READ_CHUNK)
-                        if not chunk:
-                            break
-                        size += len(chunk)
-                        if size > self.max_file_bytes:
-                            raise PipelineError(f"{url}: larger than the size cap of {self.max_file_bytes} bytes")
-                        digest.update(chunk)
-                        handle.write(chunk)
-                        self._time_left(url, file_deadline)
-        except urllib.error.HTTPError as error:
-            raise PipelineError(f"{url}: HTTP {error.code} {error.reason}") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-            reason = getattr(error, "reason", error)
-            if isinstance(reason, TimeoutError):
-                if time.monotonic() >= self.fetch_deadline - 0.05:
-                    raise PipelineError(
-                        f"{url}: the fetch did not finish within its {self.fetch_deadline_s:g} s deadline"
-                    ) from None
-                raise PipelineError(f"{url}: timed out: not received within {self.timeout_s:g} s") from None
-            raise PipelineError(f"{url}: {reason} (offline? a local copy works too: make SOURCE=<folder>)") from None
-        return {"path": relative, "sha256": digest.hexdigest(), "size": size}
+        with open(target, "wb") as handle:
+            for chunk in self._chunks(url, response, request_deadline):
+                digest.update(chunk)
+                size += len(chunk)
+                handle.write(chunk)
+        return {"sha256": digest.hexdigest(), "size": size}
+
+    def download(self, base_url: str, relative: str, target: Path) -> dict[str, Any]:
+        """Write one file of the snapshot at `base_url` to `target`; return its manifest entry."""
+        url = base_url.rstrip("/") + "/" + urllib.parse.quote(relative)
+        status, _, entry = self.get(url, target=target)
+        if status != 200:
+            raise PipelineError(f"{url}: HTTP {status} {_reason(status)}")
+        assert isinstance(entry, dict)
+        return {"path": relative, **entry}
+
+
+def _reason(status: int) -> str:
+    from http import HTTPStatus
+
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def git_blob_sha(path: Path) -> str:
+    """The hash git gives a file's content: what GitHub's tree listing says each file is."""
+    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, lambda: digest).hexdigest()
+
+
+def _fetch_listed(
+    source: str, staging: Path, reader: HttpReader, listing: Mapping[str, tuple[int, str]]
+) -> list[dict[str, Any]]:
+    """Download the files a commit's tree lists (all of them, as a local copy of the folder holds them),
+    each checked against the size and git hash the listing gives."""
+    files = []
+    for name in sorted(listing):
+        entry = reader.download(source, name, staging / name)
+        size, blob = listing[name]
+        if entry["size"] != size or git_blob_sha(staging / name) != blob:
+            raise PipelineError(f"{source}/{name}: not the file the commit's tree lists ({size} bytes, git hash "
+                                f"{blob[:12]}); received {entry['size']} bytes that differ; run again")
+        files.append(entry)
+    return files
 
 
 def _fetch_url(
-    source: str, staging: Path, timeout_s: float, max_file_bytes: int, fetch_deadline_s: float
+    source: str, staging: Path, reader: HttpReader, listing: Mapping[str, tuple[int, str]] | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Download a snapshot into `staging`: index.json, the task files it lists, the model files those imply."""
+    """Download a snapshot into `staging`: the files `listing` names, or else index.json, the task files
+    it lists and the model files those imply."""
     scheme = urllib.parse.urlsplit(source).scheme
     if scheme not in ("http", "https"):
         raise PipelineError(f"{source}: only http:// and https:// URLs can be fetched")
-    reader = _HttpReader(source, timeout_s, max_file_bytes, fetch_deadline_s)
+    pinned = PINNED_COMMIT_PATTERN.search(urllib.parse.urlsplit(source).path + "/")
+    if listing is not None:
+        files = _fetch_listed(source, staging, reader, listing)
+        return ({"commit": pinned.group(1)} if pinned else {}), sorted(files, key=lambda entry: entry["path"])
     files: list[dict[str, Any]] = []
 
     def download_and_parse(name: str) -> Any:
-        files.append(reader.download(name, staging / name))
+        files.append(reader.download(source, name, staging / name))
         return load_json_strict(staging / name, name)
 
     index = download_and_parse("index.json")
@@ -191,7 +298,6 @@ def _fetch_url(
             if not isinstance(model_id, str) or not re.fullmatch(MODEL_ID_PATTERN, model_id):
                 raise PipelineError(f"{name}: model_id {model_id!r} would not give a safe file name")
             download_and_parse(f"models/{_model_file_name(model_id, task)}")
-    pinned = PINNED_COMMIT_PATTERN.search(urllib.parse.urlsplit(source).path + "/")
     return ({"commit": pinned.group(1)} if pinned else {}), sorted(files, key=lambda entry: entry["path"])
 
 
@@ -222,7 +328,7 @@ def _check_local_source(source: str) -> Path:
         if any((child / "index.json").is_file() for child in root.iterdir() if child.is_dir()):
             raise PipelineError(
                 f"{source}: a folder of snapshot folders, not one snapshot; give one of them, or ingest them all "
-                f"with 'energy-index history --source {source}' (make history HISTORY=...)"
+                f"with '{command_name()} history --source {source}' (make history HISTORY=...)"
             )
         raise PipelineError(f"{source}: not a snapshot folder (no index.json); expected the upstream public/data layout")
     return root
@@ -307,15 +413,33 @@ def _local_commit_facts(root: Path) -> dict[str, Any]:
     known = {key: facts[key] for key in COMMIT_FACT_KEYS if isinstance(facts.get(key), str)}
     if "commit" in known and not COMMIT_PATTERN.match(known["commit"]):
         raise PipelineError(f"{facts_path}: commit {known['commit']!r} is not a git commit hash")
-    if "commit_time" in known and not COMMIT_TIME_PATTERN.match(known["commit_time"]):
+    if "commit_time" in known and not _is_commit_time(known["commit_time"]):
         raise PipelineError(f"{facts_path}: commit_time {known['commit_time']!r} is not an ISO 8601 time")
     return known
 
 
-def _snapshot_id(upstream: dict[str, Any], files: list[dict[str, Any]]) -> str:
+def _is_commit_time(text: str) -> bool:
+    if not COMMIT_TIME_PATTERN.match(text):
+        return False
+    try:
+        commit_moment(text)
+    except ValueError:
+        return False
+    return True
+
+
+def commit_moment(commit_time: str) -> datetime:
+    """An ISO 8601 commit time as an aware UTC time (one without an offset is taken as UTC)."""
+    moment = datetime.fromisoformat(commit_time)
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+
+
+def snapshot_id_of(upstream: dict[str, Any], files: list[dict[str, Any]]) -> str:
+    """The UTC date of the commit and its short hash: the same id for a commit whether its facts come
+    from GitHub's API (times in UTC) or a folder's snapshot.json (times in the committer's zone)."""
     commit = upstream.get("commit")
     if commit and upstream.get("commit_time"):
-        return f"{upstream['commit_time'][:10]}-{commit[:7]}"
+        return f"{commit_moment(upstream['commit_time']).date().isoformat()}-{commit[:7]}"
     if commit:
         return commit[:7]
     return f"local-{content_digest(upstream, files)[:12]}"
@@ -389,10 +513,19 @@ def fetch(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     fetch_deadline_s: float = DEFAULT_FETCH_DEADLINE_S,
     commit_time: str | None = None,
+    reader: HttpReader | None = None,
+    commit_facts: dict[str, Any] | None = None,
+    listing: Mapping[str, tuple[int, str]] | None = None,
 ) -> FetchResult:
     """Bring `source` into OUT/raw/<snapshot-id>/. A local folder whose content is already there is
-    only read where its files' stat changed, and nothing is written."""
+    only read where its files' stat changed, and nothing is written. For a URL, `reader` carries the
+    transfer's deadlines when the fetch has already made requests of its own (the upstream's API), and
+    `commit_facts` are the upstream facts of the commit the URL is pinned to, `listing` its files (name
+    -> size and git hash) as the commit's tree lists them."""
     staging = paths.raw_dir / f".staging-{os.getpid()}"
+    # The caller holds OUT's lock: a staging folder left here was left by a run that was stopped.
+    for leftover in paths.raw_dir.glob(".staging-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
     if not _is_url(source):
         root = _check_local_source(source)
         names = _local_files(root)
@@ -401,11 +534,16 @@ def fetch(
         files = _StatCache(paths).describe(root, names, max_file_bytes)
         recorded_source = str(root.resolve())
     try:
-        if _is_url(source) or not _check_same_content(paths, _snapshot_id(upstream, files), upstream, files):
+        if _is_url(source) or not _check_same_content(paths, snapshot_id_of(upstream, files), upstream, files):
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir(parents=True)
             if _is_url(source):
-                upstream, files = _fetch_url(source, staging, timeout_s, max_file_bytes, fetch_deadline_s)
+                reader = reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s)
+                upstream, files = _fetch_url(source, staging, reader, listing)
+                if commit_facts is not None:
+                    if upstream.get("commit", commit_facts["commit"]) != commit_facts["commit"]:
+                        raise PipelineError(f"{source}: not the URL of commit {commit_facts['commit']}")
+                    upstream = dict(commit_facts)
                 upstream = _with_commit_time(upstream, commit_time, source)
                 recorded_source = source
             else:
@@ -413,7 +551,7 @@ def fetch(
                 if copied != files:
                     changing = ", ".join(_differing_files(files, copied)[:5])
                     raise PipelineError(f"{source}: files changed while they were being fetched ({changing}); run again")
-        snapshot_id = check_snapshot_id(_snapshot_id(upstream, files))
+        snapshot_id = check_snapshot_id(snapshot_id_of(upstream, files))
         target = paths.raw_snapshot(snapshot_id)
         changed = staging.is_dir() and not _check_same_content(paths, snapshot_id, upstream, files)
         if changed:
@@ -448,6 +586,87 @@ def fetch(
     )
 
 
+def held_snapshot(paths: Paths, snapshot_id: str) -> FetchResult:
+    """A snapshot OUT/raw already holds, described as a fetch that changed nothing (the last fetch's
+    pointer now names it)."""
+    target = paths.raw_snapshot(check_snapshot_id(snapshot_id))
+    manifest = read_manifest(target)
+    paths.raw_dir.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(paths.latest_snapshot_pointer, f"{snapshot_id}\n".encode())
+    files = manifest["files"]
+    return FetchResult(
+        snapshot_id=snapshot_id, directory=target, file_count=len(files),
+        total_bytes=sum(f["size"] for f in files), changed=False,
+        content_sha256=content_digest(manifest["upstream"], files),
+    )
+
+
+def held_snapshot_ids(paths: Paths) -> dict[str, str]:
+    """The snapshots OUT/raw holds with a known commit: full commit hash -> snapshot id."""
+    held = {}
+    for manifest_path in sorted(paths.raw_dir.glob(f"*/{MANIFEST}")):
+        if manifest_path.parent.name.startswith("."):
+            continue
+        commit = (load_json_strict(manifest_path).get("upstream") or {}).get("commit")
+        if commit:
+            held[commit] = manifest_path.parent.name
+    return held
+
+
+def move_to_current_ids(paths: Paths) -> dict[str, str]:
+    """Give every fetched snapshot the id snapshot_id_of forms today (ids were once formed from the
+    committer's local date, not the UTC date): OUT/raw/<old> becomes OUT/raw/<new>, its files hard
+    links, its manifest naming the new id. Returns old -> new. A stop halfway leaves both folders and
+    the next run finishes the move."""
+    moved = {}
+    for manifest_path in sorted(paths.raw_dir.glob(f"*/{MANIFEST}")):
+        old = manifest_path.parent
+        if old.name.startswith("."):
+            continue
+        manifest = load_json_strict(manifest_path)
+        new_id = check_snapshot_id(snapshot_id_of(manifest.get("upstream", {}), manifest["files"]))
+        if new_id == old.name:
+            continue
+        target = paths.raw_snapshot(new_id)
+        if not (target / MANIFEST).is_file():
+            staging = paths.raw_dir / f".staging-{os.getpid()}"
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.copytree(old, staging, copy_function=os.link)
+            # Replaced by rename, so the manifest linked from the old folder is not written through.
+            write_bytes_atomic(staging / MANIFEST, (json.dumps({**manifest, "snapshot_id": new_id}, indent=2)
+                                                    + "\n").encode())
+            replace_directory(staging, target)
+        shutil.rmtree(old)
+        moved[old.name] = new_id
+    pointer = paths.latest_snapshot_pointer
+    if pointer.is_file() and (named := pointer.read_text(encoding="utf-8").strip()) in moved:
+        write_bytes_atomic(pointer, f"{moved[named]}\n".encode())
+    return moved
+
+
+def stale_published_ids(paths: Paths) -> dict[str, str]:
+    """Snapshots of the published build under an id other than the one snapshot_id_of forms from
+    their commit facts: old id -> current id."""
+    import pyarrow.parquet as pq
+
+    # After move_to_current_ids every fetched snapshot's folder has its current id: only a published
+    # snapshot with no folder of its name can have an id of an earlier rule.
+    held = {folder.name for folder in paths.raw_dir.iterdir()} if paths.raw_dir.is_dir() else set()
+    files = {s: path for s, path in Paths(paths.out).parquet_files("snapshots").items() if s not in held}
+    if not files:
+        return {}
+    rows = pq.read_table([str(path) for path in files.values()], columns=["snapshot_id", "commit", "commit_time"],
+                         partitioning=None)
+    stale = {}
+    for row in rows.to_pylist():
+        if not (row["commit"] and row["commit_time"]):
+            continue
+        current = snapshot_id_of({"commit": row["commit"], "commit_time": row["commit_time"].isoformat()}, [])
+        if current != row["snapshot_id"]:
+            stale[row["snapshot_id"]] = current
+    return stale
+
+
 def _with_commit_time(upstream: dict[str, Any], commit_time: str | None, source: str) -> dict[str, Any]:
     """The upstream facts with a commit time given on the command line, which must not contradict them."""
     if commit_time is None:
@@ -456,6 +675,6 @@ def _with_commit_time(upstream: dict[str, Any], commit_time: str | None, source:
         raise PipelineError(
             f"{source}: --commit-time {commit_time} contradicts its snapshot.json ({upstream['commit_time']})"
         )
-    if not COMMIT_TIME_PATTERN.match(commit_time):
+    if not _is_commit_time(commit_time):
         raise PipelineError(f"--commit-time {commit_time!r} is not an ISO 8601 time")
     return {**upstream, "commit_time": commit_time}

@@ -2,6 +2,7 @@
 
 Layout under OUT:
   raw/<snapshot-id>/           fetched snapshots (append-only store, outside the published generations)
+  raw/.upstream.json           the upstream's last commit listing (ETag, newest commit)
   .generations/<n>/            complete builds: parquet/<table>/snapshot_id=<id>/data.parquet (hive layout;
                                parquet/<table>/data.parquet for the reference tables, one file each),
                                energy_index.duckdb, index/
@@ -44,6 +45,11 @@ class Paths:
     def latest_snapshot_pointer(self) -> Path:
         """Names the snapshot the last fetch delivered; ingest reads it when no snapshot is given."""
         return self.raw_dir / "LATEST"
+
+    @property
+    def upstream_state(self) -> Path:
+        """The upstream's last commit listing: its ETag and newest commit, for a conditional request."""
+        return self.raw_dir / ".upstream.json"
 
     @property
     def lock_file(self) -> Path:

@@ -1,7 +1,7 @@
 """The field dictionary (dictionary.toml): what every table, view and column means, and for the tables
 ingest writes, each column's type, presence upstream and checks. Read by the schemas (pandera, Arrow,
 Parquet and the msgspec types of the upstream JSON are generated from it), the build (database
-comments, the data_dictionary table), the export and the README's generated data dictionary.
+comments, the data_dictionary table), the export and the generated docs/data-dictionary.md.
 Imports nothing heavy."""
 
 import functools

@@ -4,12 +4,17 @@
 -- best_configuration_history: select * from best_configurations_in('<snapshot id>').
 -- grain: one row per snapshot × task × model × GPU that has a configuration within the limit
 -- key: (snapshot_id, task, model_id, gpu)
--- inputs: configuration_history, diffusion_configuration_history
+-- inputs: configuration_history, diffusion_configuration_history, checked_snapshot_id
 -- Ties on energy go to fewer GPUs, then the smaller batch (max_num_seqs or batch_size), then the
--- earlier repeat (and, for diffusion, the earlier entry in the task file).
+-- earlier repeat (and, for diffusion, the earlier entry in the task file). An id the database does not
+-- hold is an error naming it and the nearest ids, not an empty answer.
 create or replace macro best_configurations_in(of_snapshot) as table
 
 with
+
+chosen as (
+    select checked_snapshot_id(of_snapshot) as snapshot_id
+),
 
 token_candidates as (
     select
@@ -18,7 +23,7 @@ token_candidates as (
         wh_per_million_output_tokens as wh_per_unit,
         *,
     from configuration_history
-    where under_itl_deadline and (of_snapshot is null or snapshot_id = of_snapshot)
+    where under_itl_deadline and (of_snapshot is null or snapshot_id in (select snapshot_id from chosen))
 ),
 
 diffusion_candidates as (
@@ -28,7 +33,7 @@ diffusion_candidates as (
         wh_per_output as wh_per_unit,
         *,
     from diffusion_configuration_history
-    where under_latency_ceiling and (of_snapshot is null or snapshot_id = of_snapshot)
+    where under_latency_ceiling and (of_snapshot is null or snapshot_id in (select snapshot_id from chosen))
 ),
 
 token_ranked as (

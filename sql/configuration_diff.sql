@@ -2,16 +2,17 @@
 -- upstream field whose value changed: select * from configuration_diff('<older id>', '<newer id>').
 -- grain: one row per configuration added or removed, or per configuration × changed field
 -- key: (task, model_id, configuration, repeat, field)
--- inputs: configuration_values, build_parameters
+-- inputs: configuration_values, build_parameters, checked_snapshot_id
 -- A macro, not a view over every pair: its cost is that of the two snapshots' rows, whatever the history.
 -- Numbers compare with build_parameters.change_relative_tolerance so that re-serialising a float
 -- (e.g. the upstream's derived average output length) is not a change; a null against a value is.
+-- An id the database does not hold is an error naming it and the nearest ids, not every row added.
 create or replace macro configuration_diff(older_id, newer_id) as table
 
 with
 
 pairs as (
-    select older_id::varchar as older_snapshot_id, newer_id::varchar as newer_snapshot_id
+    select checked_snapshot_id(older_id) as older_snapshot_id, checked_snapshot_id(newer_id) as newer_snapshot_id
 ),
 
 tolerance as (
@@ -19,7 +20,8 @@ tolerance as (
 ),
 
 pair_values as (
-    select * from configuration_values where snapshot_id in (older_id, newer_id)
+    select * from configuration_values
+    where snapshot_id in (select older_snapshot_id from pairs union all select newer_snapshot_id from pairs)
 ),
 
 configurations_in as (

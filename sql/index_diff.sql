@@ -2,13 +2,14 @@
 -- configuration changed, and the rows added or removed: select * from index_diff('<older id>', '<newer id>').
 -- grain: one row per task × model × GPU whose index row differs
 -- key: (task, model_id, gpu)
--- inputs: best_configuration_history, build_parameters
+-- inputs: best_configuration_history, build_parameters, checked_snapshot_id
+-- An id the database does not hold is an error naming it and the nearest ids, not every row added.
 create or replace macro index_diff(older_id, newer_id) as table
 
 with
 
 pairs as (
-    select older_id::varchar as older_snapshot_id, newer_id::varchar as newer_snapshot_id
+    select checked_snapshot_id(older_id) as older_snapshot_id, checked_snapshot_id(newer_id) as newer_snapshot_id
 ),
 
 tolerance as (
@@ -18,7 +19,7 @@ tolerance as (
 best as (
     select snapshot_id, task, model_id, slug, gpu, row_id, repeat, unit_label, wh_per_unit
     from best_configuration_history
-    where snapshot_id in (older_id, newer_id)
+    where snapshot_id in (select older_snapshot_id from pairs union all select newer_snapshot_id from pairs)
 ),
 
 older_best as (

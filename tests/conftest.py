@@ -2,10 +2,14 @@
 
 import fcntl
 import hashlib
+import os
 import re
 import json
 import shutil
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +17,13 @@ from typing import Any
 import pytest
 
 from pipeline.cli import main
+from pipeline.fetch import GITHUB_API, GITHUB_RAW, snapshot_id_of
 from pipeline.paths import Paths
+
+# No test reaches GitHub: a refresh without a source that a test forgets to point elsewhere is refused
+# at once (port 9, discard, is closed), in this process and in every make or CLI it starts.
+os.environ[GITHUB_API.environment_variable] = os.environ[GITHUB_RAW.environment_variable] = "http://127.0.0.1:9"
+os.environ.pop("GITHUB_TOKEN", None)
 
 PROJECT = Path(__file__).resolve().parents[1]
 SHARED = PROJECT.parent / "shared"
@@ -23,6 +33,12 @@ NEWEST = UPSTREAM / "2026-02-16-7885788"
 SNAPSHOTS = sorted(path for path in UPSTREAM.iterdir() if path.is_dir()) if UPSTREAM.is_dir() else []
 # The dates the seed was built with (../shared/README.md).
 SEED_AS_OF, SEED_RETRIEVED = "2026-09-27", "2026-09-26"
+
+
+def snapshot_id(folder: Path) -> str:
+    """The id a shared snapshot folder is ingested under: its commit's UTC date and short hash (the
+    folder's name has the committer's local date)."""
+    return snapshot_id_of(read_json(folder / "snapshot.json"), [])
 
 
 @dataclass
@@ -115,12 +131,32 @@ def history_build(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> P
     return _shared_build(tmp_path_factory, worker_id, "history", arguments)
 
 
+DOCUMENTATION = [PROJECT / "README.md", *sorted((PROJECT / "docs").glob("*.md"))]
+
+
+def documentation_text() -> str:
+    """README.md and every page under docs/, as one text: what the user reads."""
+    return "\n".join(page.read_text(encoding="utf-8") for page in DOCUMENTATION)
+
+
 def readme_queries() -> list[str]:
-    """Every statement of every ```sql block of README.md."""
-    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    """Every statement of every ```sql block of README.md and docs/."""
+    text = documentation_text()
     blocks = re.findall(r"^```sql\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
     statements = []
     for block in blocks:
         body = "\n".join(line for line in block.splitlines() if not line.lstrip().startswith("--"))
         statements += [statement.strip() for statement in body.split(";") if statement.strip()]
     return statements
+
+
+@contextmanager
+def busy_loops(load: str) -> Iterator[None]:
+    """For load "loaded", the machine kept busy by two busy loops (one per core here) while in the block."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 if load == "loaded" else 0)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()

@@ -28,7 +28,7 @@ def check(database: str, queries: list[str]) -> dict:
         try:
             rows[number] = len(connection.execute(sql).fetchall())
         except duckdb.Error as error:
-            failures.append({"object": f"README query {number + 1}", "sql": sql, "error": str(error).splitlines()[0]})
+            failures.append({"object": f"documented query {number + 1}", "sql": sql, "error": str(error).splitlines()[0]})
     return {"objects": objects, "failures": failures, "query_rows": rows}
 
 

@@ -159,7 +159,7 @@ def test_estimate_prints_the_range_and_each_deployment(newest_build: Paths) -> N
                 'text-to-image', 'stabilityai/stable-diffusion-3.5-medium', 'B200', 3)""").fetchone()
     assert (document["min_wh_per_unit"], document["max_wh_per_unit"], document["deployments_measured"]) == expected
     unknown = subprocess.run([*arguments[:7], "Nobody/Nothing", *arguments[8:]], capture_output=True, text=True)
-    assert unknown.returncode == 1 and "no measured deployment of Nobody/Nothing" in unknown.stderr
+    assert unknown.returncode == 1 and "unknown model 'Nobody/Nothing'; none of the 46" in unknown.stderr
 
 
 PAGE_CHECK = """

@@ -52,7 +52,13 @@ def test_every_engine_opens_both_builds_and_runs_every_readme_query(
     if version != "project":
         assert outcome["version"] == version
     for database, result in outcome["databases"].items():
-        assert result["failures"] == [], f"DuckDB {outcome['version']} on {database}"
+        with duckdb.connect(database, read_only=True) as connection:
+            held = {snapshot_id for (snapshot_id,) in connection.execute("select snapshot_id from snapshots").fetchall()}
+        # A README query comparing snapshots the one-snapshot build does not hold must say so (and only that).
+        absent = re.compile(r"Invalid Input Error: unknown snapshot '([^']+)'; the nearest: ")
+        failures = [f for f in result["failures"] if not (
+            (match := absent.match(f["error"])) and match.group(1) not in held and match.group(1) in f["sql"])]
+        assert failures == [], f"DuckDB {outcome['version']} on {database}"
         with duckdb.connect(database, read_only=True) as connection:
             expected = connection.execute(
                 "select table_name from duckdb_tables() where not internal"
@@ -60,12 +66,13 @@ def test_every_engine_opens_both_builds_and_runs_every_readme_query(
             ).fetchall()
         assert result["objects"] == [name for (name,) in expected] and expected
     history = outcome["databases"][str(history_build.database)]
+    assert history["failures"] == []
     empty = [readme_queries()[int(n)] for n, rows in history["query_rows"].items() if rows == 0]
-    assert empty == [], "README queries that return nothing on the eleven snapshots"
+    assert empty == [], "documented queries that return nothing on the eleven snapshots"
 
 
 def test_the_readme_has_queries_and_names_the_supported_engines() -> None:
-    readme = (PROJECT / "README.md").read_text()
+    readme = (PROJECT / "docs" / "querying.md").read_text()
     assert len(readme_queries()) >= 9
     assert f"DuckDB {OLDEST_SUPPORTED_DUCKDB.rsplit('.', 1)[0]} and later" in readme
     assert "DESCRIBE" not in readme or "DESCRIBE` shows no" in readme
@@ -195,11 +202,11 @@ def test_through_sqlalchemy_the_tables_reflect(newest_build: Paths) -> None:
     engine.dispose()
 
 
-def test_the_readme_data_dictionary_is_generated_from_the_build(history_build: Paths) -> None:
+def test_the_data_dictionary_page_is_generated_from_the_build(history_build: Paths) -> None:
     from pipeline import docs
 
-    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
-    assert docs.section(readme) == docs.render(history_build.database), "README is stale: run 'make docs'"
+    page = docs.DATA_DICTIONARY.read_text(encoding="utf-8")
+    assert docs.section(page) == docs.render(history_build.database), "docs/data-dictionary.md is stale: run 'make docs'"
 
 
 def test_the_parquet_reads_as_one_hive_partitioned_dataset(history_build: Paths) -> None:

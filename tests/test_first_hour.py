@@ -60,11 +60,11 @@ def test_2_a_folder_without_snapshot_json_is_dated_with_a_warning_or_refused_in_
 
 def test_3_diff_leads_with_a_summary_rounds_like_the_index_and_says_it_swapped(history_build: Paths) -> None:
     out = history_build.out
-    result = cli("diff", "2026-02-16-7885788", "2025-11-29-9fa07d1", "--out", out, "--limit", "5")
+    result = cli("diff", "2026-02-16-7885788", "2025-11-30-9fa07d1", "--out", out, "--limit", "5")
     assert result.returncode == 0
-    assert "2026-02-16-7885788 is newer than 2025-11-29-9fa07d1 in commit order; comparing" in result.stderr
+    assert "2026-02-16-7885788 is newer than 2025-11-30-9fa07d1 in commit order; comparing" in result.stderr
     text = result.stdout
-    assert text.startswith("2025-11-29-9fa07d1 → 2026-02-16-7885788")
+    assert text.startswith("2025-11-30-9fa07d1 → 2026-02-16-7885788")
     assert text.index("Summary") < text.index("Index rows, largest move first") < text.index("Fields changed")
     assert "index rows changed: 11 (10 best configuration changed, 1 added)" in text
     assert "-42.5 %  0.1634 → 0.0939  Wh per image" in text  # 4 decimals per image, as the index files
@@ -72,8 +72,8 @@ def test_3_diff_leads_with_a_summary_rounds_like_the_index_and_says_it_swapped(h
     assert "ulysses" not in text, "one identity format: the row_id's"
     moves = [line.split()[0] for line in text.splitlines() if line.strip().endswith(("u1r1", "/128"))]
     assert moves
-    narrow = cli("diff", "2025-11-29-9fa07d1", "2026-02-16-7885788", "--out", out)
-    document = json.loads(cli("diff", "2025-11-29-9fa07d1", "2026-02-16-7885788", "--out", out,
+    narrow = cli("diff", "2025-11-30-9fa07d1", "2026-02-16-7885788", "--out", out)
+    document = json.loads(cli("diff", "2025-11-30-9fa07d1", "2026-02-16-7885788", "--out", out,
                               "--format", "json").stdout)
     assert list(document)[:5] == ["older_snapshot_id", "newer_snapshot_id", "swapped", "relative_tolerance", "summary"]
     assert document["summary"]["index_rows_changed"] == len(document["index_changes"]) == 11
@@ -83,7 +83,7 @@ def test_3_diff_leads_with_a_summary_rounds_like_the_index_and_says_it_swapped(h
 def test_3_diff_fits_a_terminal_width(history_build: Paths) -> None:
     from pipeline.diff import format_text, snapshot_diff
 
-    text = format_text(snapshot_diff(history_build, "2025-11-29-9fa07d1", "2026-02-16-7885788"), 20, width=120)
+    text = format_text(snapshot_diff(history_build, "2025-11-30-9fa07d1", "2026-02-16-7885788"), 20, width=120)
     assert max(len(line) for line in text.splitlines()) <= 120
     assert "0.1634 → 0.0939" in text, "figures are never cut"
 
@@ -93,7 +93,7 @@ def test_4_every_dead_end_names_what_a_newcomer_runs(tmp_path: Path) -> None:
     for command in (["export"], ["build"], ["ingest"], ["diff", "a", "b"], ["snapshots"], ["report"]):
         result = cli(*command, "--out", empty)
         assert result.returncode == 1, command
-        assert "run 'make' (or 'energy-index refresh --source" in result.stderr, command
+        assert f"run 'make OUT={empty}' (or '" in result.stderr and "energy-index refresh --source" in result.stderr, command
         assert ".generations" not in result.stderr and "staging" not in result.stderr, command
     missing = cli("refresh", "--source", tmp_path / "nowhere", "--out", empty)
     assert missing.returncode == 2 and "no such folder" in missing.stderr
@@ -135,15 +135,16 @@ def test_6_the_audit_summary_says_what_each_number_is_and_covers_every_snapshot_
     history_build: Paths,
 ) -> None:
     from pipeline.audit import audit_summary
+    from pipeline.errors import command_name
 
     text = audit_summary(history_build, every_snapshot=True)
     assert "itl_tail_ratio, expected ≤ 20" in text and "p99 ÷ median inter-token latency (multiple)" in text
     assert "gpu_power_fraction, expected ≥ 0.2" in text and "share, 0.2 = 20 %" in text
     assert "repeat_measurements_disagree, expected ≤ 0.1" in text and "relative difference" in text
     assert "energy_per_token_vs_power_over_throughput, expected 1 ± 0.05" in text
-    assert "every snapshot in the database (11)" in text and "2025-11-29-9fa07d1" in text
-    command = next(line.strip() for line in text.splitlines() if line.strip().startswith("energy-index sql"))
-    assert command.startswith(f"energy-index sql --out {history_build.out} ")
+    assert "every snapshot in the database (11)" in text and "2025-11-30-9fa07d1" in text
+    command = next(line.strip() for line in text.splitlines() if line.strip().startswith(f"{command_name()} sql"))
+    assert command.startswith(f"{command_name()} sql --out {history_build.out} ")
     rows = cli("sql", "--out", history_build.out, command.split('"')[1])
     assert rows.returncode == 0 and rows.stdout.startswith('"snapshot_id"') and len(rows.stdout.splitlines()) == 24
 

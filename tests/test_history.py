@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import NEWEST, SEED, SNAPSHOTS, read_json, refresh_args
+from conftest import NEWEST, SEED, SNAPSHOTS, read_json, refresh_args, snapshot_id
 
 from pipeline.cli import main
 from pipeline.paths import Paths
@@ -33,7 +33,8 @@ def changed_fields(paths: Paths, newer: str) -> dict[str, int]:
 
 
 def test_history_orders_snapshots_by_upstream_commit_time(history: Paths) -> None:
-    commit_times = {path.name: datetime.fromisoformat(read_json(path / "snapshot.json")["commit_time"]) for path in SNAPSHOTS}
+    commit_times = {snapshot_id(path): datetime.fromisoformat(read_json(path / "snapshot.json")["commit_time"])
+                    for path in SNAPSHOTS}
     ordered = [row[0] for row in query(history, "select snapshot_id from snapshot_history order by position")]
     assert ordered == sorted(commit_times, key=commit_times.__getitem__)
     assert ordered != sorted(commit_times)  # the folder names alone would misorder 2026-02-13
@@ -53,7 +54,7 @@ def test_the_index_of_a_history_is_the_newest_snapshot_and_matches_the_seed(hist
         ("2025-11-30-2689bff", {"added": 189}),  # "Update data": text-to-image configurations added
         ("2025-12-01-f74deb8", {"weight_precision": 1020}),  # "Column updates": diffusion precision added
         ("2025-12-15-e0ba9ed", {"data_parallel": 822, "expert_parallel": 404}),  # "Parallelism default to 1"
-        ("2025-12-17-281c69e", {}),  # "Add average output length column": equals the derived value
+        ("2025-12-18-281c69e", {}),  # "Add average output length column": equals the derived value
         ("2026-01-01-6e70d23", {"output_throughput_tokens_per_sec": 838}),  # "Fix steady state token throughput"
         ("2026-02-13-f76e8d3", {}),  # "Deterministic JSON generation (no actual data change)"
         ("2026-02-16-7885788", {"tensor_parallel": 132}),  # tensor-parallel degrees corrected
@@ -99,7 +100,7 @@ def test_diff_output(history: Paths, capsys) -> None:
     assert text.startswith("2025-12-01-f74deb8 → 2025-12-15-e0ba9ed (numbers equal within a relative 1e-09)")
     assert re.search(r"^  data_parallel +822 ", text, re.MULTILINE)
     assert "index rows changed: 0" in text
-    assert main(["diff", "2025-11-29-9fa07d1", "2025-11-30-2689bff", "--out", str(history.out)]) == 0
+    assert main(["diff", "2025-11-30-9fa07d1", "2025-11-30-2689bff", "--out", str(history.out)]) == 0
     assert re.search(r"other config +text-to-image +black-forest-labs/FLUX.1-dev +B200", capsys.readouterr().out)
     # Given newest first, the pair is still compared oldest first.
     assert main(["diff", "2026-02-13-f76e8d3", "2026-02-13-0ea52b6", "--out", str(history.out), "--format", "json"]) == 0
@@ -112,7 +113,7 @@ def test_diff_names_an_unknown_snapshot(history: Paths, run_cli) -> None:
     result = run_cli("diff", "2025-12-01-f74deb8", "no-such-snapshot", "--out", history.out)
     assert result.exit_code == 1
     assert "snapshot no-such-snapshot is not in" in result.stderr
-    assert "'energy-index snapshots' lists the 11 it holds" in result.stderr
+    assert f"energy-index snapshots --out {history.out}' lists the 11 it holds" in result.stderr
 
 
 def test_a_refresh_appends_a_snapshot_and_never_rewrites_an_old_one(tmp_path: Path) -> None:
@@ -120,9 +121,9 @@ def test_a_refresh_appends_a_snapshot_and_never_rewrites_an_old_one(tmp_path: Pa
     first, second = SNAPSHOTS[0], SNAPSHOTS[1]
     assert main(["history", "--source", str(first), "--out", str(out)]) == 0
     paths = Paths(out)
-    old_file = paths.parquet_path("token_configurations", first.name)
+    old_file = paths.parquet_path("token_configurations", snapshot_id(first))
     before = (old_file.read_bytes(), old_file.stat().st_ino)
     assert main(refresh_args(second, out)) == 0
     assert (old_file.read_bytes(), old_file.stat().st_ino) == before
-    assert query(paths, "select snapshot_id from snapshot_history order by position") == [(first.name,), (second.name,)]
-    assert query(paths, "select snapshot_id from index_snapshot") == [(second.name,)]
+    assert query(paths, "select snapshot_id from snapshot_history order by position") == [(snapshot_id(first),), (snapshot_id(second),)]
+    assert query(paths, "select snapshot_id from index_snapshot") == [(snapshot_id(second),)]

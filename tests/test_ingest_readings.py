@@ -103,7 +103,7 @@ def test_any_layout_of_a_task_file_gives_the_same_tables(newest_build, tmp_path,
 
 
 def test_a_new_upstream_field_takes_one_dictionary_entry(source_copy: Path, tmp_path: Path, monkeypatch) -> None:
-    """What README's Layout promises: one entry in schemas/dictionary.toml and ingest reads the key
+    """What docs/design.md promises: one entry in schemas/dictionary.toml and ingest reads the key
     into a typed, checked, described column instead of extra_fields."""
     import copy
 

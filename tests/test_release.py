@@ -86,7 +86,7 @@ def test_the_data_load_as_they_are(release: Path, history_build: Paths) -> None:
     assert table.num_rows == rows == from_csv
     assert (release / "index" / "lm-arena-chat" / "index.json").is_file()
     changes = (release / "CHANGES.md").read_text()
-    assert changes.startswith("# Changes in 2026-02-16-7885788") and "since 2026-02-13-0578467" in changes
+    assert changes.startswith("# Changes in 2026-02-16-7885788") and "since 2026-02-14-0578467" in changes
 
 
 def test_the_ecologits_adapter_is_the_least_squares_fit_of_its_points(release: Path, history_build: Paths) -> None:
@@ -111,13 +111,13 @@ def test_the_ecologits_adapter_is_the_least_squares_fit_of_its_points(release: P
 
 
 def test_the_readme_loading_example_runs(release: Path) -> None:
-    """README's Python block for the release, with its path pointed at a real release (Spark is shown only)."""
+    """docs/release.md's Python block, with its path pointed at a real release (Spark is shown only)."""
     import re
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "release.md").read_text(encoding="utf-8")
     block = re.search(r"^```python\n(import pandas as pd, polars as pl, duckdb\n.*?)^```", readme, re.MULTILINE | re.DOTALL)
-    assert block, "README has no release loading example"
+    assert block, "docs/release.md has no release loading example"
     code = block.group(1).replace("build/release/2026-02-16-7885788", str(release))
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 (our own README)
+    exec(compile(code, "docs/release.md", "exec"), namespace)  # noqa: S102 (our own docs)
     assert namespace["pd"].read_parquet(release / "data" / "best_configurations.parquet").shape[0] > 0

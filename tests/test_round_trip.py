@@ -8,7 +8,7 @@ from typing import Any
 
 import duckdb
 import pyarrow.parquet as pq
-from conftest import SNAPSHOTS, refresh_args
+from conftest import SNAPSHOTS, refresh_args, snapshot_id
 
 import schemas
 from pipeline.cli import main
@@ -75,12 +75,12 @@ def check_histogram(tables: Tables, distribution: dict[str, Any], where: str, **
 
 def test_every_upstream_value_is_in_the_parquet_tables(snapshot_build: tuple[Path, Paths]) -> None:
     snapshot, paths = snapshot_build
-    tables = Tables(paths, snapshot.name)
+    tables = Tables(paths, snapshot_id(snapshot))
     checked = 0
 
     index = json.loads((snapshot / "index.json").read_text())
     # Stored as a Parquet date: the upstream's text is its ISO form.
-    assert tables.one("snapshots", snapshot_id=snapshot.name)["last_updated"].isoformat() == index["last_updated"]
+    assert tables.one("snapshots", snapshot_id=snapshot_id(snapshot))["last_updated"].isoformat() == index["last_updated"]
     for position, task in enumerate(index["tasks"]):
         assert tables.one("tasks", task=task)["index_position"] == position
     for family, tasks in index["architectures"].items():

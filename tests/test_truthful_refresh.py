@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import BUILD_OUTPUTS, NEWEST, PROJECT, SNAPSHOTS, tree_digest
+from conftest import BUILD_OUTPUTS, NEWEST, PROJECT, SNAPSHOTS, busy_loops, tree_digest
 
 OLDER = next(path for path in SNAPSHOTS if path.name == "2026-02-13-82e15a4")
 CLI = str(Path(sys.executable).with_name("energy-index"))
@@ -230,16 +230,20 @@ def test_7_a_declared_length_over_the_cap_is_refused_before_reading(trickle_serv
     assert time.monotonic() - started < 4
 
 
-def test_ctrl_c_is_one_line_exit_1_and_the_publish_intact(trickle_server: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("load", ["idle", "loaded"])
+def test_ctrl_c_is_one_line_exit_1_and_the_publish_intact(trickle_server: str, tmp_path: Path, load: str) -> None:
     out = tmp_path / "out"
     assert cli("refresh", "--source", NEWEST, "--out", out).returncode == 0
     published = tree_digest(out, *BUILD_OUTPUTS)
     _Trickle.mode = "trickle"
-    process = subprocess.Popen([CLI, "refresh", "--source", trickle_server, "--out", str(out)],
-                               stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
-    process.send_signal(signal.SIGINT)
-    stderr = process.communicate(timeout=30)[1]
+    with busy_loops(load):
+        process = subprocess.Popen([CLI, "refresh", "--source", trickle_server, "--out", str(out)],
+                                   stderr=subprocess.PIPE, text=True)
+        # Ready when the fetch says it is reading the (trickling) source: the refresh is under way.
+        first = process.stderr.readline()
+        assert first.startswith("fetch: reading "), first
+        process.send_signal(signal.SIGINT)
+        stderr = first + process.communicate(timeout=60)[1]
     assert process.returncode == 1
     assert "Traceback" not in stderr
     assert stderr.strip().splitlines()[-1] == (

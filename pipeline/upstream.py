@@ -1,0 +1,244 @@
+"""Following the upstream: the commits of ml-energy/leaderboard that changed public/data, asked of
+GitHub's REST API, and each one's files fetched from the raw-file host at that commit's hash (URLs
+that never change). The facts recorded are those a shared snapshot's snapshot.json holds.
+
+The newest commit is asked for with the ETag of the last answer (If-None-Match), so that an unchanged
+upstream costs one small request that GitHub does not count against its rate limit."""
+
+import json
+import os
+import re
+import urllib.parse
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from pipeline.errors import PipelineError
+from pipeline.fetch import (
+    GITHUB_API, GITHUB_RAW, GITHUB_TOKEN_VARIABLE, UPSTREAM_PATH, UPSTREAM_REPOSITORY, FetchResult, HttpReader,
+    commit_moment, fetch, held_snapshot, held_snapshot_ids, snapshot_id_of,
+)
+from pipeline.files import parse_json_strict, write_bytes_atomic
+from pipeline.paths import Paths
+
+REPOSITORY_URL = f"https://github.com/{UPSTREAM_REPOSITORY}"
+OFFLINE_HINT = "offline? go on with a local copy, make SOURCE=<folder>, or a commit already fetched, make COMMIT=<sha>"
+# GitHub's largest page; the upstream's whole history of public/data fits in one today.
+PAGE_SIZE = 100
+SHA_PATTERN = re.compile(r"^[0-9a-f]{40}$")
+REF_PATTERN = re.compile(r"^[0-9a-f]{7,40}$")
+NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
+# The files of a snapshot folder (as a local fetch takes them: index.json, tasks/*.json, models/*.json),
+# with names safe to write.
+DATA_FILE = re.compile(r"^(index\.json|tasks/[A-Za-z0-9._-]+\.json|models/[A-Za-z0-9._-]+\.json)$")
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    time: str
+    subject: str
+
+    @property
+    def snapshot_id(self) -> str:
+        return snapshot_id_of({"commit": self.sha, "commit_time": self.time}, [])
+
+
+def check_ref(text: str) -> str:
+    """A commit hash, full or abbreviated to at least 7 hex digits."""
+    if not REF_PATTERN.match(text):
+        raise PipelineError(f"--commit {text!r} is not a commit hash (7 to 40 hex digits, e.g. 7885788)")
+    return text
+
+
+class GitHub:
+    """The two upstream endpoints, read through one HttpReader (its deadlines, caps and redirect rule)."""
+
+    def __init__(self, reader: HttpReader) -> None:
+        self.reader = reader
+        self.api = GITHUB_API.value()
+        self.raw = GITHUB_RAW.value()
+        self.token = os.environ.get(GITHUB_TOKEN_VARIABLE) or None
+
+    def listing_url(self, path: str = UPSTREAM_PATH, **query: str | int) -> str:
+        parameters = urllib.parse.urlencode({"path": path, **query})
+        return f"{self.api}/repos/{UPSTREAM_REPOSITORY}/commits?{parameters}"
+
+    def raw_url(self, sha: str) -> str:
+        return f"{self.raw}/{UPSTREAM_REPOSITORY}/{sha}/{UPSTREAM_PATH}"
+
+    def _get(self, url: str, etag: str | None = None) -> tuple[int, Any, Any]:
+        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        if etag:
+            headers["If-None-Match"] = etag
+        status, answer_headers, body = self.reader.get(url, headers)
+        assert isinstance(body, bytes)
+        if status == 304:
+            return status, answer_headers, None
+        if status in (403, 429) and (answer_headers.get("X-RateLimit-Remaining") == "0"
+                                     or "Retry-After" in answer_headers):
+            raise PipelineError(self._rate_limited(url, answer_headers))
+        if status != 200:
+            message = ""
+            try:
+                message = json.loads(body).get("message", "")
+            except (ValueError, AttributeError):
+                pass
+            raise PipelineError(f"{url}: HTTP {status}{': ' + message if message else ''}")
+        return status, answer_headers, parse_json_strict(body, url)
+
+    def _rate_limited(self, url: str, headers: Any) -> str:
+        now = datetime.now(timezone.utc)
+        reset = headers.get("X-RateLimit-Reset", "")
+        if reset.isdigit():
+            at = datetime.fromtimestamp(int(reset), timezone.utc)
+        elif headers.get("Retry-After", "").isdigit():
+            at = datetime.fromtimestamp(now.timestamp() + int(headers["Retry-After"]), timezone.utc)
+        else:
+            at = None
+        when = (f"it resets at {at:%Y-%m-%d %H:%M:%S} UTC (in {max(0, round((at - now).total_seconds() / 60))} min)"
+                if at else "it resets within the hour")
+        limit = headers.get("X-RateLimit-Limit", "")
+        allowance = f"{limit} requests an hour" if limit else "its hourly allowance"
+        token = "with GITHUB_TOKEN" if self.token else "without GITHUB_TOKEN; set one for 5,000"
+        return (f"{url}: GitHub's rate limit is used up ({allowance} {token}); {when}. Until then: "
+                f"make SOURCE=<folder>, or make COMMIT=<sha> of a commit already fetched")
+
+    def _commit(self, entry: Any, url: str) -> Commit:
+        try:
+            sha, details = entry["sha"], entry["commit"]
+            time, message = details["committer"]["date"], details["message"]
+        except (KeyError, TypeError):
+            raise PipelineError(f"{url}: a commit without sha, commit.committer.date or commit.message") from None
+        if not (isinstance(sha, str) and SHA_PATTERN.match(sha)):
+            raise PipelineError(f"{url}: {sha!r} is not a commit hash")
+        try:
+            commit_moment(time)
+        except (TypeError, ValueError):
+            raise PipelineError(f"{url}: commit {sha}: {time!r} is not an ISO 8601 time") from None
+        return Commit(sha, time, str(message).split("\n", 1)[0].strip())
+
+    def _page(self, url: str, etag: str | None = None) -> tuple[list[Commit] | None, Any]:
+        status, headers, body = self._get(url, etag)
+        if status == 304:
+            return None, headers
+        if not isinstance(body, list):
+            raise PipelineError(f"{url}: expected a list of commits")
+        return [self._commit(entry, url) for entry in body], headers
+
+    def newest(self, paths: Paths) -> Commit:
+        """The newest commit that touched public/data, asked with the ETag of the last answer."""
+        url = self.listing_url(per_page=1)
+        state: dict[str, Any] = {}
+        try:
+            state = json.loads(paths.upstream_state.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            pass
+        known = state if state.get("url") == url and isinstance(state.get("newest"), dict) else {}
+        commits, headers = self._page(url, known.get("etag"))
+        if commits is None:
+            if not known:
+                raise PipelineError(f"{url}: answered 304 Not Modified to a request that was not conditional")
+            return Commit(**known["newest"])
+        if not commits:
+            raise PipelineError(f"{url}: no commit has touched {UPSTREAM_PATH}")
+        newest = commits[0]
+        if headers.get("ETag"):
+            record = {"url": url, "etag": headers["ETag"], "newest": newest.__dict__}
+            paths.raw_dir.mkdir(parents=True, exist_ok=True)
+            write_bytes_atomic(paths.upstream_state, (json.dumps(record, indent=2) + "\n").encode())
+        return newest
+
+    def at(self, ref: str) -> Commit:
+        """The newest commit at or before `ref` that touched public/data: `ref` itself when it did."""
+        commits, _ = self._page(self.listing_url(sha=ref, per_page=1))
+        if not commits:
+            raise PipelineError(f"commit {ref}: no commit at or before it touched {UPSTREAM_PATH} "
+                                f"of {REPOSITORY_URL}")
+        return commits[0]
+
+    def history(self, since: str | None = None) -> list[Commit]:
+        """Every commit that touched public/data (from `since`, a date, on), oldest first, following
+        the listing's pages."""
+        query: dict[str, str | int] = {"per_page": PAGE_SIZE}
+        if since:
+            query["since"] = f"{since}T00:00:00Z"
+        url: str | None = self.listing_url(**query)
+        commits: list[Commit] = []
+        api = urllib.parse.urlsplit(self.api)
+        while url:
+            page, headers = self._page(url)
+            commits += page or []
+            match = NEXT_LINK.search(headers.get("Link", ""))
+            url = match.group(1) if match else None
+            if url and urllib.parse.urlsplit(url)[:2] != api[:2]:
+                raise PipelineError(f"{self.api}: refused a next page on another host or scheme: {url}")
+        unique = {commit.sha: commit for commit in commits}
+        return sorted(unique.values(), key=lambda commit: commit_moment(commit.time))
+
+    def facts(self, commit: Commit) -> dict[str, Any]:
+        """What a shared snapshot's snapshot.json records, for `commit` (times in UTC, as the API gives
+        them): the repository, the commit, its time and subject, and the date of the last commit at or
+        before it that touched the task files."""
+        tasks_commits, _ = self._page(self.listing_url(f"{UPSTREAM_PATH}/tasks", sha=commit.sha, per_page=1))
+        facts = {"repository": REPOSITORY_URL, "commit": commit.sha, "commit_time": commit.time,
+                 "commit_subject": commit.subject}
+        if tasks_commits:
+            facts["tasks_last_commit_date"] = commit_moment(tasks_commits[0].time).date().isoformat()
+        return facts
+
+    def data_files(self, sha: str) -> dict[str, tuple[int, str]]:
+        """The snapshot's files at commit `sha` as its tree lists them: name -> (size, git hash). Unlike
+        the files index.json implies, this has every file the folder holds, as a local copy does."""
+        url = f"{self.api}/repos/{UPSTREAM_REPOSITORY}/git/trees/{sha}?recursive=1"
+        _, _, tree = self._get(url)
+        if not isinstance(tree, dict) or not isinstance(tree.get("tree"), list) or tree.get("truncated"):
+            raise PipelineError(f"{url}: expected the commit's whole tree (an untruncated 'tree' list)")
+        prefix = f"{UPSTREAM_PATH}/"
+        files = {}
+        for entry in tree["tree"]:
+            path = entry.get("path") if isinstance(entry, dict) else None
+            if not (isinstance(path, str) and path.startswith(prefix) and entry.get("type") == "blob"):
+                continue
+            name = path.removeprefix(prefix)
+            folder, _, file_name = name.rpartition("/")
+            if not (name == "index.json" or (folder in ("tasks", "models") and file_name.endswith(".json"))):
+                continue  # what a local fetch of the folder leaves out too
+            if not DATA_FILE.match(name):
+                raise PipelineError(f"{url}: {path} would not give a safe file name; refused")
+            if not (isinstance(entry.get("size"), int) and isinstance(entry.get("sha"), str)):
+                raise PipelineError(f"{url}: {path} has no size or sha")
+            files[name] = (entry["size"], entry["sha"])
+        if "index.json" not in files:
+            raise PipelineError(f"{url}: commit {sha} has no {UPSTREAM_PATH}/index.json")
+        return files
+
+
+def open_github(timeout_s: float, max_file_bytes: int, fetch_deadline_s: float) -> GitHub:
+    return GitHub(HttpReader(timeout_s, max_file_bytes, fetch_deadline_s, offline_hint=OFFLINE_HINT))
+
+
+def fetch_commit(github: GitHub, paths: Paths, commit: Commit, held: dict[str, str] | None = None) -> FetchResult:
+    """Fetch `commit`'s files unless OUT/raw holds them already (a commit's files never change).
+    `held`: held_snapshot_ids(paths), when the caller has it."""
+    held = held_snapshot_ids(paths) if held is None else held
+    if commit.sha in held:
+        return held_snapshot(paths, held[commit.sha])
+    return fetch(github.raw_url(commit.sha), paths, reader=github.reader, commit_facts=github.facts(commit),
+                 listing=github.data_files(commit.sha))
+
+
+def fetch_upstream(
+    paths: Paths, commit_ref: str | None, *, timeout_s: float, max_file_bytes: int, fetch_deadline_s: float
+) -> tuple[FetchResult, Commit | None]:
+    """The newest commit that touched public/data, or the one `commit_ref` names: fetched, or found
+    in OUT/raw. A pinned commit already held needs no request at all (it works offline)."""
+    if commit_ref is not None:
+        held = {sha: s for sha, s in held_snapshot_ids(paths).items() if sha.startswith(check_ref(commit_ref))}
+        if len(held) == 1:
+            return held_snapshot(paths, *held.values()), None
+    github = open_github(timeout_s, max_file_bytes, fetch_deadline_s)
+    commit = github.at(commit_ref) if commit_ref is not None else github.newest(paths)
+    return fetch_commit(github, paths, commit), commit
