@@ -233,11 +233,17 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
 
 
 def _publish_reference_tables(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
-    """Write each reference table as Parquet beside the data tables; a file that would not change is
-    left untouched."""
+    """Write each reference table as Parquet beside the data tables, with its descriptions as the
+    ingested tables carry them; a file that would not change is left untouched."""
     for table in REFERENCE_TABLES:
         relation = connection.sql(f"select * from {table} order by all")
         rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
+        fields = []
+        for field in rows.schema:
+            entry = dictionary.column(table, field.name)
+            fields.append(field.with_metadata({"description": entry.description, **({"unit": entry.unit} if entry.unit else {})}))
+        schema = pyarrow.schema(fields, metadata={"description": dictionary.table_description(table)})
+        rows = pyarrow.Table.from_arrays(rows.columns, schema=schema)
         buffer = pyarrow.BufferOutputStream()
         pq.write_table(rows, buffer, compression="zstd")
         write_bytes_atomic(paths.reference_parquet_path(table), buffer.getvalue().to_pybytes())

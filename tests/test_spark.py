@@ -104,6 +104,8 @@ def test_the_reference_tables_are_published_as_parquet_with_the_databases_rows(n
             relation = connection.sql(f"select * from {table} order by all")
             expected = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
             assert published.equals(expected), table
+            assert published.schema.metadata[b"description"] and all(
+                field.metadata[b"description"] for field in published.schema), table
     # audit_findings' limit text, formatted alike by DuckDB and Spark, reads as printf's %g wrote it.
     with duckdb.connect(str(newest_build.database), read_only=True) as connection:
         written = connection.execute("select distinct r.rule, r.direction, r.tolerance, f.expected from audit_findings as f"
