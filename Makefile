@@ -48,12 +48,18 @@ endif
 ENGINE_VERSIONS := 1.1.3 1.5.6
 ENGINES := $(foreach version,$(ENGINE_VERSIONS),.engines/duckdb-$(version)/.installed)
 
+# Spark, for the test that runs every view on it (make test-all): pyspark in an environment of its own,
+# because pandera imports an installed pyspark (and warns on stderr) at every step; a Java runtime
+# from Debian's packages when there is none.
+SPARK_VERSION := 4.3.0
+SPARK := .engines/pyspark-$(SPARK_VERSION)/.installed
+
 CLI := $(VENV)/bin/energy-index
 INSTALLED := $(VENV)/.installed
 BUILD_ARGS = --out "$$EI_OUT" $${EI_ITL_DEADLINE_MS:+--itl-deadline-ms "$$EI_ITL_DEADLINE_MS"} \
 	$${EI_AS_OF:+--as-of "$$EI_AS_OF"} $${EI_RETRIEVED:+--retrieved "$$EI_RETRIEVED"}
 
-.PHONY: all refresh history test test-all bench bench-history synth report release docs clean help
+.PHONY: all refresh history java test test-all bench bench-history synth report release docs clean help
 
 # Every run asks the CLI, which decides under its lock whether anything changed (content digests,
 # parameters, code) and otherwise does nothing; Make keeps no state of its own in OUT.
@@ -79,7 +85,16 @@ test: $(INSTALLED) $(ENGINES) ## the test suite on both cores (slow tests exclud
 	@echo "make test: about 5 minutes on 2 cores; each dot is a passed test"
 	$(VENV)/bin/python -m pytest -q -n 2
 
-test-all: $(INSTALLED) $(ENGINES) ## the test suite with the slow scale tests and 60 hostile inputs
+$(SPARK):
+	test -x .engines/pyspark-$(SPARK_VERSION)/bin/python || $(PYTHON) -m venv .engines/pyspark-$(SPARK_VERSION)
+	.engines/pyspark-$(SPARK_VERSION)/bin/python -m pip install --quiet --disable-pip-version-check 'pyspark==$(SPARK_VERSION)'
+	touch $@
+
+java: ## a Java runtime for Spark (Debian's openjdk-17-jre-headless) unless there is one
+	@command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless; } \
+		|| echo "make java: no Java runtime and none could be installed; the Spark test will be skipped" >&2
+
+test-all: $(INSTALLED) $(ENGINES) $(SPARK) java ## the test suite with the slow tests (Spark among them) and 60 hostile inputs
 	HOSTILE_EXAMPLES=60 $(VENV)/bin/python -m pytest -q -n 2 -m ''
 
 bench: $(INSTALLED) ## time the pipeline against DuckDB alone and pandas at BENCH_SCALES (1,100,1000)

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline.files import atomic_path
+from pipeline.files import atomic_path, write_bytes_atomic
 from pipeline.progress import progress
 from pipeline.paths import (
     AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest, hive_key,
@@ -157,10 +157,12 @@ def load_audit_rules() -> list[dict[str, object]]:
     rules = []
     for rule, fields in declared.items():
         if (set(fields) != expected or fields["severity"] not in ("info", "warn")
-                or fields["direction"] not in ("around_one", "at_least", "at_most")):
+                or fields["direction"] not in ("around_one", "at_least", "at_most")
+                or round(float(fields["tolerance"]), 6) != float(fields["tolerance"])):
             raise PipelineError(
                 f"{AUDIT_RULES}: rule {rule} must have exactly {sorted(expected)}, severity info or warn, "
-                "direction around_one, at_least or at_most"
+                "direction around_one, at_least or at_most, and a tolerance of at most six decimals "
+                "(audit_findings writes it with six)"
             )
         rules.append({"rule": rule, "table_name": fields["table"], "severity": fields["severity"],
                       "tolerance": float(fields["tolerance"]), "direction": fields["direction"],
@@ -258,6 +260,13 @@ def load_boundary_factors(path: Path = BOUNDARY_FACTORS) -> list[dict[str, objec
     return rows
 
 
+# Tables the build makes from its parameters and declarations rather than from a snapshot: besides the
+# database, each is published as OUT/parquet/<table>/data.parquet so that the views can be run over
+# the Parquet alone (Spark: pipeline/spark.py).
+REFERENCE_TABLES = ("build_parameters", "latency_tiers", "ecologits_coefficients", "gpu_ratings", "audit_rules",
+                    "latency_ceilings", "boundary_factors")
+
+
 def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: Path = LATENCY_TIERS) -> None:
     """Facts declared in code that the views need: GPU ratings, latency ceilings and tiers, audit rules,
     boundary factors."""
@@ -295,6 +304,23 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
     ceilings = load_source_card()["diffusion"]["default_batch_latency_ceiling_s"]
     connection.execute("create or replace table latency_ceilings (task varchar primary key, batch_latency_ceiling_s double not null)")
     connection.executemany("insert into latency_ceilings values (?, ?)", sorted(ceilings.items()))
+
+
+def _publish_reference_tables(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
+    """Write each reference table as Parquet beside the data tables, with its descriptions as the
+    ingested tables carry them; a file that would not change is left untouched."""
+    for table in REFERENCE_TABLES:
+        relation = connection.sql(f"select * from {table} order by all")
+        rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
+        fields = []
+        for field in rows.schema:
+            entry = dictionary.column(table, field.name)
+            fields.append(field.with_metadata({"description": entry.description, **({"unit": entry.unit} if entry.unit else {})}))
+        schema = pyarrow.schema(fields, metadata={"description": dictionary.table_description(table)})
+        rows = pyarrow.Table.from_arrays(rows.columns, schema=schema)
+        buffer = pyarrow.BufferOutputStream()
+        pq.write_table(rows, buffer, compression="zstd")
+        write_bytes_atomic(paths.reference_parquet_path(table), buffer.getvalue().to_pybytes())
 
 
 def create_views(
@@ -503,6 +529,7 @@ def build(
                 {"snapshot_id": snapshot_id, "deadline": itl_deadline_ms, "tolerance": CHANGE_RELATIVE_TOLERANCE},
             )
             load_reference_tables(connection, latency_tiers)
+            _publish_reference_tables(connection, paths)
             create_views(connection, lambda table: _store(connection, paths, table, notices))
             describe_objects(connection)
             connection.execute("checkpoint")

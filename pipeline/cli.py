@@ -599,6 +599,18 @@ def _run_release(args: argparse.Namespace, paths: Paths) -> None:
     _say(f"release: {target} ({time.perf_counter() - started:.2f} s)")
 
 
+def _run_spark_sql(args: argparse.Namespace, paths: Paths) -> None:
+    from pipeline.files import write_bytes_atomic
+    from pipeline.spark import spark_sql
+
+    script = spark_sql(paths, args.parquet_root)
+    if args.output is None:
+        sys.stdout.write(script)
+    else:
+        write_bytes_atomic(Path(args.output), script.encode())
+        _say(f"spark-sql: {script.count('CREATE OR REPLACE TEMPORARY VIEW')} temporary views -> {args.output}")
+
+
 def _run_synth(args: argparse.Namespace, paths: Paths) -> None:
     from pipeline.synth import synthesize
 
@@ -830,6 +842,15 @@ def _add_estimate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=["text", "json"], default="text", help="text (default) or json")
 
 
+def _add_spark_sql_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--parquet-root", metavar="URI",
+        help="where Spark finds the published Parquet folder (OUT/parquet), e.g. s3a://bucket/energy-index/parquet "
+        "after copying it there (default: OUT/parquet's absolute path on this machine)",
+    )
+    parser.add_argument("--output", metavar="FILE", help="write the script to FILE (default: standard output)")
+
+
 def _add_synth_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", type=_positive_int, required=True, metavar="N",
                         help="how many times the source's configurations to write (1 copies it)")
@@ -992,6 +1013,16 @@ def make_parser() -> argparse.ArgumentParser:
             ["energy-index release", "energy-index release --out /srv/energy-index/build"],
         ),
         Step(
+            "spark-sql", "write the Spark SQL of every view over the published Parquet",
+            "Write a Spark SQL script: a temporary view over the published Parquet for every table (ingested, "
+            "stored and reference tables), then every view of the database in dependency order, translated "
+            "from sql/ with the scalar macros inlined, so that Spark needs nothing registered by hand. Run it "
+            "with 'spark-sql -i FILE' or each statement with spark.sql(). The table macros are DuckDB's only.",
+            [_add_spark_sql_options], _run_spark_sql,
+            ["energy-index spark-sql --output energy_index_views.sql",
+             "spark-sql -i energy_index_views.sql -e 'select * from best_configurations limit 5'"],
+        ),
+        Step(
             "synth", "write a synthetic snapshot N times a real one, for benchmarks",
             "Write a snapshot with the upstream's layout and fields, N times the source's configurations: "
             "every model replicated under new ids with energy and power scaled by a seeded factor in "
@@ -1079,7 +1110,7 @@ def _main(argv: list[str] | None) -> int:
         _interrupt_on_sigterm()
     paths = Paths(getattr(args, "out", Path("build")))
     try:
-        if args.handler in (_run_diff, _run_synth, _run_sql, _run_estimate, _run_snapshots):
+        if args.handler in (_run_diff, _run_synth, _run_sql, _run_estimate, _run_snapshots, _run_spark_sql):
             try:
                 args.handler(args, paths)
             except BrokenPipeError:

@@ -4,7 +4,8 @@ Layout under OUT:
   raw/<snapshot-id>/           fetched snapshots (append-only store, outside the published generations)
   raw/.upstream.json           the upstream's last commit listing (ETag, newest commit)
   .generations/<n>/            complete builds: parquet/<table>/snapshot_id=<id>/data.parquet (hive layout;
-                               the change tables' newer_snapshot_id=<id>/),
+                               the change tables' newer_snapshot_id=<id>/; parquet/<table>/data.parquet
+                               for the reference tables, one file each),
                                energy_index.duckdb, index/
   current -> .generations/<n>  the published build, switched by one atomic rename
   parquet, energy_index.duckdb, index -> current/...   fixed names for readers
@@ -86,6 +87,10 @@ class Paths:
         Spark, Trino, DuckDB, pyarrow and polars read as one dataset: a new snapshot adds a folder and
         never rewrites another's."""
         return self.parquet_dir / table / f"{hive_key(table)}={snapshot_id}" / PARQUET_FILE
+
+    def reference_parquet_path(self, table: str) -> Path:
+        """A table that is not per snapshot (the build's parameters and declarations): one file."""
+        return self.parquet_dir / table / PARQUET_FILE
 
     def parquet_files(self, table: str) -> dict[str, Path]:
         """The table's file of every snapshot, by snapshot id."""

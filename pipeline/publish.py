@@ -44,6 +44,8 @@ def _move_to_hive_layout(parquet: Path) -> None:
     """Builds before the hive layout kept <table>/<id>.parquet; the staged links move to
     <table>/snapshot_id=<id>/data.parquet (the published files stay where they are)."""
     for legacy in sorted(parquet.glob("*/*.parquet")):
+        if legacy.name == PARQUET_FILE:
+            continue  # a reference table's one file (<table>/data.parquet), never per snapshot
         target = legacy.parent / f"{hive_key(legacy.parent.name)}={legacy.stem}" / PARQUET_FILE
         target.parent.mkdir(exist_ok=True)
         os.replace(legacy, target)

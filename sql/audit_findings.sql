@@ -11,6 +11,21 @@ rules as (
     select * from audit_rules
 ),
 
+-- A limit as text: six decimals, trailing zeros and point dropped (0.95, 20, 0). DuckDB and Spark print
+-- a decimal alike, unlike printf's %g (Java's pads it: 0.00000); for limits of at most six decimals it
+-- is what %g writes.
+limits as (
+    select
+        rules.*,
+        trim(trailing '.' from trim(trailing '0' from cast(cast(1 - tolerance as decimal(18, 6)) as varchar)))
+            as lower_text,
+        trim(trailing '.' from trim(trailing '0' from cast(cast(1 + tolerance as decimal(18, 6)) as varchar)))
+            as upper_text,
+        trim(trailing '.' from trim(trailing '0' from cast(cast(tolerance as decimal(18, 6)) as varchar)))
+            as tolerance_text,
+    from rules
+),
+
 token as (
     select * from configuration_history
 ),
@@ -119,12 +134,12 @@ judged as (
             else o.observed > r.tolerance
         end as is_breach,
         case r.direction
-            when 'around_one' then printf('%g to %g', 1 - r.tolerance, 1 + r.tolerance)
-            when 'at_least' then printf('at least %g', r.tolerance)
-            else printf('at most %g', r.tolerance)
+            when 'around_one' then r.lower_text || ' to ' || r.upper_text
+            when 'at_least' then 'at least ' || r.tolerance_text
+            else 'at most ' || r.tolerance_text
         end as expected,
     from observations as o
-    join rules as r on r.rule = o.rule
+    join limits as r on r.rule = o.rule
 ),
 
 findings as (

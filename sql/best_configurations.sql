@@ -9,7 +9,8 @@ with
 current_best as (
     select history.*
     from best_configuration_history as history
-    join index_snapshot using (snapshot_id)
+    -- on, not using: after a using join Spark puts snapshot_id first in history.*
+    join index_snapshot on index_snapshot.snapshot_id = history.snapshot_id
 )
 
 select * from current_best;

@@ -80,14 +80,22 @@ text_columns as (
 token_numbers as (
     from token_number_columns
     unpivot include nulls (
-        number_value for field in (columns(* exclude (snapshot_id, task, model_id, configuration, repeat)))
+        number_value for field in (
+            total_params_billions, activated_params_billions, tensor_parallel, data_parallel, expert_parallel,
+            max_num_batched_tokens, avg_batch_size, avg_output_len, avg_power_watts, energy_per_token_joules,
+            energy_per_request_joules, median_itl_ms, p90_itl_ms, p95_itl_ms, p99_itl_ms,
+            output_throughput_tokens_per_sec
+        )
     )
 ),
 
 diffusion_numbers as (
     from diffusion_number_columns
     unpivot include nulls (
-        number_value for field in (columns(* exclude (snapshot_id, task, model_id, configuration, repeat)))
+        number_value for field in (
+            total_params_billions, activated_params_billions, avg_power_watts, batch_latency_s,
+            energy_per_image_joules, energy_per_video_joules, throughput_images_per_sec, throughput_videos_per_sec
+        )
     )
 ),
 
@@ -97,11 +105,14 @@ texts as (
 ),
 
 all_values as (
-    select *, null::varchar as text_value from token_numbers
-    union all by name
-    select *, null::varchar as text_value from diffusion_numbers
-    union all by name
-    select *, null::double as number_value from texts
+    select snapshot_id, task, model_id, configuration, repeat, field, number_value, null::varchar as text_value,
+    from token_numbers
+    union all
+    select snapshot_id, task, model_id, configuration, repeat, field, number_value, null::varchar as text_value,
+    from diffusion_numbers
+    union all
+    select snapshot_id, task, model_id, configuration, repeat, field, null::double as number_value, text_value,
+    from texts
 )
 
 select * from all_values;

@@ -92,10 +92,23 @@ diffusion_curves as (
     )
 ),
 
+-- The token columns, then the diffusion-only ones, each family's missing columns null.
 curves as (
-    select * from token_curves
-    union all by name
-    select * from diffusion_curves
+    select
+        family, snapshot_id, task, model_id, slug, gpu, num_gpus, tensor_parallel, data_parallel, expert_parallel,
+        precision, batch_limit, repeat, row_id, joules_per_unit, wh_per_unit, units_per_second, median_itl_ms,
+        batch_latency_s, gpu_power_watts_total, is_within_latency_limit, point_index, energy_relative_to_smallest_batch,
+        null::bigint as ulysses_degree, null::bigint as ring_degree, null::bigint as width, null::bigint as height,
+        null::bigint as num_frames, null::bigint as fps, null::bigint as inference_steps,
+    from token_curves
+    union all
+    select
+        family, snapshot_id, task, model_id, slug, gpu, num_gpus, null::bigint as tensor_parallel,
+        null::bigint as data_parallel, null::bigint as expert_parallel,
+        precision, batch_limit, repeat, row_id, joules_per_unit, wh_per_unit, units_per_second, median_itl_ms,
+        batch_latency_s, gpu_power_watts_total, is_within_latency_limit, point_index, energy_relative_to_smallest_batch,
+        ulysses_degree, ring_degree, width, height, num_frames, fps, inference_steps,
+    from diffusion_curves
 )
 
 select * from curves;

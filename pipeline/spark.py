@@ -1,0 +1,173 @@
+"""The views as Spark SQL over the published Parquet, for when the data outgrow one machine.
+
+sql/ holds DuckDB SQL written with constructs Spark shares. sqlglot translates each view to Spark's
+dialect when asked, with the scalar macros inlined (Spark has none; a function registered by hand is
+what this spares the user) and CREATE TEMPORARY VIEW, which Spark needs over temporary tables. Each
+table a view reads (ingested, stored per snapshot or pair, or a reference table) becomes a temporary
+view over its Parquet folder with the columns, in the order, the DuckDB table has. The table macros
+(best_configurations_in, configuration_diff, index_diff, energy_at_concurrency) are DuckDB's only:
+the stored tables they fill are read from their Parquet instead.
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlglot
+from sqlglot import exp
+
+from pipeline.build import REFERENCE_TABLES, STORED, view_description, view_files, views_in_dependency_order
+from pipeline.database import connect
+from pipeline.errors import NEXT_STEP, PipelineError
+from pipeline.paths import Paths
+from schemas import TABLE_NAMES
+
+# Set once for the session, before the views: an older snapshot's files lack columns added since
+# (Spark then reads the union of the files' columns, as DuckDB's union_by_name), and a snapshot_id=<id>
+# folder name stays text whatever it looks like.
+SESSION_SETTINGS = (
+    "SET spark.sql.parquet.mergeSchema = true",
+    "SET spark.sql.sources.partitionColumnTypeInference.enabled = false",
+)
+# Every statement ends with this, and no statement holds it: split on it to run one at a time.
+STATEMENT_END = ";\n"
+MACRO = re.compile(r"create or replace macro\s+(\w+)\s*\((.*?)\)\s+as\s+(table\s+)?(.*?);?\s*$", re.DOTALL)
+VIEW = re.compile(r"create or replace view\s+\w+\s+as\b.*", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ScalarMacro:
+    parameters: tuple[str, ...]
+    body: exp.Expression
+
+
+def _inline_macros(expression: exp.Expression, macros: dict[str, ScalarMacro]) -> exp.Expression:
+    """Replace every call of a scalar macro by its body, the parameters by the arguments (DuckDB's
+    macros are the same substitution)."""
+    atomic = (exp.Column, exp.Literal, exp.Func, exp.Case, exp.Paren, exp.Null, exp.Boolean)
+
+    def grouped(node: exp.Expression) -> exp.Expression:
+        return node if isinstance(node, atomic) else exp.Paren(this=node)
+
+    def inline(node: exp.Expression) -> exp.Expression:
+        if not (isinstance(node, exp.Anonymous) and node.name.lower() in macros):
+            return node
+        macro = macros[node.name.lower()]
+        if len(node.expressions) != len(macro.parameters):
+            raise PipelineError(f"{node.sql('duckdb')}: macro {node.name} takes {len(macro.parameters)} arguments")
+        arguments = dict(zip(macro.parameters, node.expressions))
+        body = macro.body.copy().transform(
+            lambda part: grouped(arguments[part.name].copy())
+            if isinstance(part, exp.Column) and not part.table and part.name in arguments else part
+        )
+        return grouped(body)
+
+    return expression.transform(inline)
+
+
+def _scalar_macro(name: str, text: str, macros: dict[str, ScalarMacro]) -> ScalarMacro | None:
+    """The macro a sql/ file defines, None for a table macro."""
+    statement = text[text.index("create or replace macro"):]
+    match = MACRO.match(statement)
+    if match is None or match.group(1) != name:
+        raise PipelineError(f"sql/{name}.sql: not read as 'create or replace macro {name}(...) as ...'")
+    if match.group(3):
+        return None
+    parameters = tuple(part.strip() for part in match.group(2).split(",") if part.strip())
+    body = _inline_macros(sqlglot.parse_one(match.group(4), read="duckdb"), macros)
+    return ScalarMacro(parameters, body)
+
+
+def view_statement(name: str, text: str, macros: dict[str, ScalarMacro]) -> str:
+    """One sql/ view as a Spark CREATE OR REPLACE TEMPORARY VIEW statement."""
+    match = VIEW.search(text)
+    if match is None:
+        raise PipelineError(f"sql/{name}.sql: no 'create or replace view {name} as' statement")
+    try:
+        tree = sqlglot.parse_one(match.group(0), read="duckdb")
+        tree = _inline_macros(tree, macros)
+        tree.set("properties", exp.Properties(expressions=[exp.TemporaryProperty()]))
+        sql = tree.sql(dialect="spark", pretty=True, comments=False, unsupported_level=sqlglot.ErrorLevel.RAISE)
+    except sqlglot.errors.SqlglotError as error:
+        raise PipelineError(f"sql/{name}.sql: not translated to Spark SQL: {str(error).splitlines()[0]}") from None
+    return sql
+
+
+def _quoted(identifier: str) -> str:
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+def _table_statement(table: str, columns: list[tuple[str, str]], location: str | None) -> str:
+    """A table as a temporary view over its Parquet folder, or, with no files (a pair table of a
+    one-snapshot build), an empty one with the same columns."""
+    if location is None:
+        listed = ",\n  ".join(
+            f"CAST(NULL AS {exp.DataType.build(data_type, dialect='duckdb').sql('spark')}) AS {_quoted(name)}"
+            for name, data_type in columns
+        )
+        return f"CREATE OR REPLACE TEMPORARY VIEW {table} AS\nSELECT\n  {listed}\nWHERE FALSE"
+    listed = ",\n  ".join(_quoted(name) for name, _ in columns)
+    return f"CREATE OR REPLACE TEMPORARY VIEW {table} AS\nSELECT\n  {listed}\nFROM parquet.{_quoted(location)}"
+
+
+def published_tables() -> list[str]:
+    """The tables published as Parquet: ingested, stored and reference tables."""
+    return [*TABLE_NAMES, *STORED, *REFERENCE_TABLES]
+
+
+def spark_sql(paths: Paths, parquet_root: str | None = None) -> str:
+    """The Spark SQL script for the published build in `paths`: the session settings, a temporary
+    view per published table over `parquet_root` (default: OUT/parquet), then every view of sql/ in
+    dependency order."""
+    database = paths.database
+    if not database.is_file():
+        raise PipelineError(f"{database}: no published build to describe; {NEXT_STEP}")
+    root = (parquet_root or str(Path(paths.out).resolve() / "parquet")).rstrip("/")
+    files = view_files()
+    texts = {name: path.read_text(encoding="utf-8") for name, path in files.items()}
+    with connect(database, read_only=True) as connection:
+        columns: dict[str, list[tuple[str, str]]] = {}
+        for table, column, data_type in connection.execute(
+            "select table_name, column_name, data_type from duckdb_columns()"
+            " where schema_name = 'main' order by table_name, column_index"
+        ).fetchall():
+            columns.setdefault(table, []).append((column, data_type))
+    tables = published_tables()
+    missing = [table for table in tables if table not in columns]
+    if missing:
+        raise PipelineError(f"{database}: tables {', '.join(missing)} are not in the published build; "
+                            "rebuild it with this code (energy-index build)")
+    statements = [*SESSION_SETTINGS]
+    for table in tables:
+        if table in REFERENCE_TABLES:
+            present = paths.reference_parquet_path(table).is_file()
+        else:
+            present = bool(paths.parquet_files(table))
+        if table in REFERENCE_TABLES and not present:
+            raise PipelineError(f"{paths.reference_parquet_path(table)}: missing; the build that published "
+                                f"{database} is older than the Spark SQL; rebuild it (energy-index build)")
+        statements.append(f"-- {table}: {'the published Parquet' if present else 'no rows in this build'}\n"
+                          + _table_statement(table, columns[table], f"{root}/{table}" if present else None))
+    macros: dict[str, ScalarMacro] = {}
+    for name in views_in_dependency_order(files):
+        if name in STORED:
+            continue
+        text = texts[name]
+        if "create or replace macro" in text:
+            macro = _scalar_macro(name, text, macros)
+            if macro is not None:
+                macros[name] = macro
+            continue
+        statements.append(f"-- {name}: {view_description(files[name])}\n" + view_statement(name, text, macros))
+    for statement in statements:
+        if STATEMENT_END in statement:
+            raise PipelineError(f"a statement holds ';' at the end of a line, which ends a statement here: "
+                                f"{statement.splitlines()[0]}")
+    header = ("-- The energy index's views in Spark SQL over the published Parquet: run with spark-sql -i, or\n"
+              "-- each statement (split on ';' at a line end) with spark.sql(). Written by energy-index spark-sql.\n")
+    return header + "".join(statement + STATEMENT_END + "\n" for statement in statements)
+
+
+def split_statements(script: str) -> list[str]:
+    """The script's statements, each to pass to spark.sql()."""
+    return [statement for statement in script.split(STATEMENT_END) if statement.strip(" \n")]
