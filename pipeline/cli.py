@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.errors import NEXT_STEP, PipelineError, command_name, nearest, next_step, out_option
 from pipeline.paths import LATENCY_TIERS, Paths, code_digest
+from pipeline.settings import DEFAULT_OUT
 
 if TYPE_CHECKING:
     from pipeline.fetch import FetchResult
@@ -643,7 +644,7 @@ def _progress(items: list[str], label: str) -> Iterator[str]:
 
 
 def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
-    from pipeline.fetch import GITHUB_API, GITHUB_RAW, UPSTREAM_PATH, UPSTREAM_REPOSITORY
+    from pipeline.settings import GITHUB_API, GITHUB_RAW, UPSTREAM_PATH, UPSTREAM_REPOSITORY
 
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
@@ -662,7 +663,7 @@ def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _commit_ref(text: str) -> str:
-    from pipeline.upstream import REF_PATTERN
+    from pipeline.settings import COMMIT_PATTERN as REF_PATTERN
 
     if not REF_PATTERN.match(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a commit hash (7 to 40 lower-case hex digits, e.g. 7885788)")
@@ -670,7 +671,7 @@ def _commit_ref(text: str) -> str:
 
 
 def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
-    from pipeline.fetch import DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_TIMEOUT_S
+    from pipeline.settings import DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_TIMEOUT_S
 
     parser.add_argument(
         "--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
@@ -761,7 +762,7 @@ def _add_commit_time_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_history_options(parser: argparse.ArgumentParser) -> None:
-    from pipeline.fetch import UPSTREAM_PATH, UPSTREAM_REPOSITORY
+    from pipeline.settings import UPSTREAM_PATH, UPSTREAM_REPOSITORY
 
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument(
@@ -800,7 +801,9 @@ def _parameter(text: str) -> tuple[str, object]:
 
 
 def _add_sql_options(parser: argparse.ArgumentParser) -> None:
-    from pipeline.query import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT_S, FORMATS
+    from pipeline.settings import DEFAULT_SQL_MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
+    from pipeline.settings import DEFAULT_SQL_TIMEOUT_S as DEFAULT_TIMEOUT_S
+    from pipeline.settings import SQL_FORMATS as FORMATS
 
     parser.add_argument("query", nargs="?", metavar="QUERY", help="one read-only SQL statement")
     parser.add_argument("--file", metavar="FILE", help="read the statement from FILE instead")
@@ -883,7 +886,7 @@ class Step:
 def make_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--out", type=Path, default=Path("build"), metavar="DIR",
+        "--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
         help="folder for every output: raw/, parquet/, energy_index.duckdb, index/ (default: build)",
     )
     parser = argparse.ArgumentParser(
@@ -896,8 +899,6 @@ def make_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    from schemas import TABLE_NAMES
 
     steps: list[Step] = [
         Step(
@@ -912,8 +913,8 @@ def make_parser() -> argparse.ArgumentParser:
         ),
         Step(
             "ingest", "flatten the fetched snapshot into validated Parquet tables",
-            f"Flatten a fetched snapshot into OUT/parquet/<table>/snapshot_id=<id>/data.parquet, one file per table "
-            f"({', '.join(TABLE_NAMES)}), each checked by its pandera schema in schemas/. Every problem is "
+            "Flatten a fetched snapshot into OUT/parquet/<table>/snapshot_id=<id>/data.parquet, one file per table "
+            "the field dictionary (schemas/dictionary.toml) declares, each checked by its pandera schema. Every problem is "
             "reported at once; nothing is written unless all tables pass.",
             [_add_ingest_options], _run_ingest,
             ["energy-index ingest", "energy-index ingest --snapshot 2026-02-16-7885788"],
@@ -1056,12 +1057,9 @@ def _interrupt_on_sigterm() -> None:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from pipeline import __version__
 
-    try:
-        return version("energy-index")
-    except PackageNotFoundError:
-        return "unknown"
+    return __version__
 
 
 def _unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
@@ -1108,7 +1106,7 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(arguments)
     if argv is None:
         _interrupt_on_sigterm()
-    paths = Paths(getattr(args, "out", Path("build")))
+    paths = Paths(getattr(args, "out", DEFAULT_OUT))
     try:
         if args.handler in (_run_diff, _run_synth, _run_sql, _run_estimate, _run_snapshots, _run_spark_sql):
             try:

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from pipeline.settings import DEFAULT_OUT
+
 PROG = "energy-index"
 # What a newcomer should run when a step finds nothing to work on. The CLI prints it as next_step(OUT)
 # words it: for the --out given, and with the command as it can be typed here.
@@ -27,12 +29,12 @@ def command_name() -> str:
 
 def out_option(out: Path) -> str:
     """' --out DIR' for an output folder other than the default, quoted for a shell; else ''."""
-    return "" if str(out) == "build" else f" --out {shlex.quote(str(out))}"
+    return "" if Path(out) == DEFAULT_OUT else f" --out {shlex.quote(str(out))}"
 
 
 def next_step(out: Path) -> str:
     """NEXT_STEP for the output folder `out`: 'make OUT=...' and '--out ...' when it is not the default."""
-    make_out = "" if str(out) == "build" else f" OUT={shlex.quote(str(out))}"
+    make_out = "" if Path(out) == DEFAULT_OUT else f" OUT={shlex.quote(str(out))}"
     return f"run 'make{make_out}' (or '{command_name()} refresh --source FOLDER_OR_URL{out_option(out)}')"
 
 

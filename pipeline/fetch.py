@@ -30,34 +30,13 @@ from schemas import dictionary
 from schemas.rules import MODEL_ID_PATTERN
 
 
-@dataclass(frozen=True)
-class Setting:
-    """A value read from the environment when used, with its default and what it is for."""
+# The upstream, its hosts and the fetch's bounds are settings (pipeline/settings.py), re-exported here
+# for the modules that fetch.
+from pipeline.settings import (  # noqa: E402
+    DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_TIMEOUT_S, GITHUB_API, GITHUB_RAW, GITHUB_TOKEN_VARIABLE,
+    UPSTREAM_PATH, UPSTREAM_REPOSITORY, Setting,
+)
 
-    environment_variable: str
-    default: str
-    help: str
-
-    def value(self) -> str:
-        return (os.environ.get(self.environment_variable) or self.default).rstrip("/")
-
-
-# With no source given, the pipeline follows the upstream: the newest commit of UPSTREAM_REPOSITORY
-# that touched UPSTREAM_PATH, asked of GitHub's REST API, its files read from GitHub's raw-file host at
-# that commit. Both hosts are settings so that a mirror, a proxy or a test server can stand in.
-UPSTREAM_REPOSITORY = "ml-energy/leaderboard"
-UPSTREAM_PATH = "public/data"
-GITHUB_API = Setting("ENERGY_INDEX_GITHUB_API", "https://api.github.com", "GitHub's REST API")
-GITHUB_RAW = Setting("ENERGY_INDEX_GITHUB_RAW", "https://raw.githubusercontent.com", "GitHub's raw-file host")
-# Sent to the API host only, never to the raw-file host: it raises the API's limit of 60 requests an hour.
-GITHUB_TOKEN_VARIABLE = "GITHUB_TOKEN"
-# Wall-clock deadlines for a URL: one per file and one for the whole fetch; a server that trickles
-# bytes extends neither.
-DEFAULT_TIMEOUT_S = 30.0
-DEFAULT_FETCH_DEADLINE_S = 900.0
-# The largest upstream file today is 0.4 MB, and 406 MB at the benchmark's 1000x scale; 1 GiB leaves
-# room for that and still stops an endless body.
-DEFAULT_MAX_FILE_BYTES = 1024 * 1024 * 1024
 MANIFEST = "manifest.json"
 # snapshot.json is written beside the shared snapshots (not by the upstream) with the commit facts.
 COMMIT_FACTS = "snapshot.json"

@@ -20,7 +20,9 @@ from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError, command_name, out_option
 from pipeline.paths import Paths
 
-FORMATS = ("table", "csv", "jsonl", "parquet")
+from pipeline.settings import DEFAULT_SQL_MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
+from pipeline.settings import DEFAULT_SQL_TIMEOUT_S as DEFAULT_TIMEOUT_S
+from pipeline.settings import SQL_FORMATS as FORMATS
 ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 LOCKED_DOWN = {
     "enable_external_access": False,
@@ -45,8 +47,6 @@ def parse_parameter(text: str) -> tuple[str, Any]:
 
 # An unknown identifier as the table macros report it (sql/checked_name.sql).
 IDENTIFIER_ERROR = re.compile(r"^Invalid Input Error: (?=unknown (snapshot|task|model|GPU) ')")
-DEFAULT_TIMEOUT_S = 60.0
-DEFAULT_MEMORY_LIMIT = "4GB"
 
 
 def run_query(

@@ -20,13 +20,14 @@ from pipeline.fetch import (
 )
 from pipeline.files import parse_json_strict, write_bytes_atomic
 from pipeline.paths import Paths
+from pipeline.settings import COMMIT_PATTERN
 
 REPOSITORY_URL = f"https://github.com/{UPSTREAM_REPOSITORY}"
 OFFLINE_HINT = "offline? go on with a local copy, make SOURCE=<folder>, or a commit already fetched, make COMMIT=<sha>"
 # GitHub's largest page; the upstream's whole history of public/data fits in one today.
 PAGE_SIZE = 100
 SHA_PATTERN = re.compile(r"^[0-9a-f]{40}$")
-REF_PATTERN = re.compile(r"^[0-9a-f]{7,40}$")
+REF_PATTERN = COMMIT_PATTERN
 NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
 # The files of a snapshot folder (as a local fetch takes them: index.json, tasks/*.json, models/*.json),
 # with names safe to write.
