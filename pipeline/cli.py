@@ -1111,6 +1111,9 @@ def _main(argv: list[str] | None) -> int:
         if args.handler in (_run_diff, _run_synth, _run_sql, _run_estimate, _run_snapshots, _run_spark_sql):
             try:
                 args.handler(args, paths)
+                # A pipe buffers what print() wrote: flushed here, a reader that has gone is met in the try,
+                # not in Python's flush at exit (a traceback-like warning and exit 120).
+                sys.stdout.flush()
             except BrokenPipeError:
                 _output_closed()
             return 0
