@@ -900,6 +900,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    from schemas import TABLE_NAMES
+
     steps: list[Step] = [
         Step(
             "fetch", "copy an upstream snapshot into OUT/raw/<snapshot-id>/",
@@ -913,8 +915,8 @@ def make_parser() -> argparse.ArgumentParser:
         ),
         Step(
             "ingest", "flatten the fetched snapshot into validated Parquet tables",
-            "Flatten a fetched snapshot into OUT/parquet/<table>/snapshot_id=<id>/data.parquet, one file per table "
-            "the field dictionary (schemas/dictionary.toml) declares, each checked by its pandera schema. Every problem is "
+            f"Flatten a fetched snapshot into OUT/parquet/<table>/snapshot_id=<id>/data.parquet, one file per table "
+            f"({', '.join(TABLE_NAMES)}), each checked by its pandera schema in schemas/. Every problem is "
             "reported at once; nothing is written unless all tables pass.",
             [_add_ingest_options], _run_ingest,
             ["energy-index ingest", "energy-index ingest --snapshot 2026-02-16-7885788"],
