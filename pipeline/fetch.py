@@ -6,8 +6,6 @@ someone else can edit, and a published snapshot's files and manifest never chang
 differs from what was published before under the same snapshot id is refused, naming the files.
 """
 
-import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -56,7 +54,6 @@ STAT_CACHE = ".stat-cache.json"
 # timestamp tick; it is left out, so the next run hashes that file (git's "racily clean" rule).
 RACY_WINDOW_NS = 2_000_000_000
 READ_CHUNK = 1 << 16
-FICLONE = 0x40049409  # linux/fs.h: share a file's blocks copy-on-write where the file system can
 
 
 @dataclass(frozen=True)
@@ -359,19 +356,9 @@ def _sha256_of_file(path: Path) -> str:
 
 
 def _copy_file(source: Path, target: Path) -> dict[str, Any]:
-    """Copy one file into the archive and describe what was written (sha256 of the copy itself)."""
-    with open(source, "rb") as reader, open(target, "wb") as writer:
-        try:
-            fcntl.ioctl(writer.fileno(), FICLONE, reader.fileno())
-            cloned = True
-        except OSError as error:
-            if error.errno not in (errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY, errno.EBADF):
-                raise
-            cloned = False
-        if not cloned:
-            data = reader.read()
-            writer.write(data)
-            return {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    """Copy one file into the archive (the kernel copies it: shutil uses sendfile) and describe what was
+    written: the sha256 of the copy itself, not of the source someone may be editing."""
+    shutil.copyfile(source, target)
     return {"sha256": _sha256_of_file(target), "size": target.stat().st_size}
 
 
