@@ -160,3 +160,19 @@ def busy_loops(load: str) -> Iterator[None]:
         for loop in loops:
             loop.kill()
             loop.wait()
+
+
+def write_once(build: Paths, command: str, timeout: int = 400) -> str:
+    """`energy-index COMMAND --out` over a shared session build, run by one xdist worker only: each worker
+    has its own module fixtures, and two write commands at once in one OUT would meet its lock. The
+    others wait for it. Returns what the run printed on stderr (empty for the workers that waited)."""
+    with open(build.out.parent / f"{command}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = build.out.parent / f"{command}-done"
+        if done.exists():
+            return ""
+        made = subprocess.run([str(Path(sys.executable).with_name("energy-index")), command, "--out", str(build.out)],
+                              capture_output=True, text=True, timeout=timeout)
+        assert made.returncode == 0, made.stderr
+        done.touch()
+        return made.stderr

@@ -1,7 +1,6 @@
 """A citable data release (issue 13): the two validators catalogues use accept a real release, a
 rebuild gives the same bytes, the checksums hold and the data load in DuckDB and pyarrow."""
 
-import fcntl
 import hashlib
 import json
 import shutil
@@ -12,6 +11,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+
+from conftest import write_once
 
 from pipeline.paths import Paths
 from pipeline.release import RELEASE_TABLES
@@ -25,15 +26,8 @@ def release(history_build: Paths) -> Path:
     """The shared history build's release, made once: each xdist worker has its own module fixture, and
     two releases at once into one OUT would meet its lock."""
     folder = history_build.out / "release" / "2026-02-16-7885788"
-    with open(history_build.out.parent / "release.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = history_build.out.parent / "release-done"
-        if not done.exists():
-            made = subprocess.run([CLI, "release", "--out", str(history_build.out)], capture_output=True, text=True,
-                                  timeout=300)
-            assert made.returncode == 0, made.stderr
-            assert f"release: {folder}" in made.stderr
-            done.touch()
+    printed = write_once(history_build, "release")
+    assert printed == "" or f"release: {folder}" in printed
     return folder
 
 

@@ -2,7 +2,6 @@
 every chart draws, a point's tooltip says what it is, a legend click highlights one model, and no chart
 leaves two models looking alike."""
 
-import fcntl
 import html
 import json
 import re
@@ -11,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import write_once
 
 from pipeline.paths import Paths
 from pipeline.report import MODEL_COLOURS, MODEL_SHAPES, ambiguous_encodings
@@ -80,14 +81,7 @@ print(json.dumps(outcome))
 def report(newest_build: Paths) -> Path:
     """OUT/report of the shared newest build, written once: each xdist worker has its own module fixture,
     and two reports at once into one OUT would meet its lock."""
-    with open(newest_build.out.parent / "report.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = newest_build.out.parent / "report-done"
-        if not done.exists():
-            made = subprocess.run([CLI, "report", "--out", str(newest_build.out)], capture_output=True, text=True,
-                                  timeout=400)
-            assert made.returncode == 0, made.stderr
-            done.touch()
+    write_once(newest_build, "report")
     return newest_build.out / "report"
 
 
