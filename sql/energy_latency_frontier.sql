@@ -14,24 +14,19 @@ with
 
 metric_points as (
     select
-        snapshot_id, task, model_id, slug, gpu, num_gpus, row_id, n_repeats, family, unit_label,
-        wh_per_unit, wh_per_unit_min, wh_per_unit_max, 'median_itl_ms' as latency_metric, median_itl_ms as latency
-    from configuration_points where family = 'token'
-    union all
-    select
-        snapshot_id, task, model_id, slug, gpu, num_gpus, row_id, n_repeats, family, unit_label,
-        wh_per_unit, wh_per_unit_min, wh_per_unit_max, 'p90_itl_ms' as latency_metric, p90_itl_ms as latency
-    from configuration_points where family = 'token'
-    union all
-    select
-        snapshot_id, task, model_id, slug, gpu, num_gpus, row_id, n_repeats, family, unit_label,
-        wh_per_unit, wh_per_unit_min, wh_per_unit_max, 'p99_itl_ms' as latency_metric, p99_itl_ms as latency
-    from configuration_points where family = 'token'
-    union all
-    select
-        snapshot_id, task, model_id, slug, gpu, num_gpus, row_id, n_repeats, family, unit_label,
-        wh_per_unit, wh_per_unit_min, wh_per_unit_max, 'batch_latency_s' as latency_metric, batch_latency_s as latency
-    from configuration_points where family = 'diffusion'
+        p.snapshot_id, p.task, p.model_id, p.slug, p.gpu, p.num_gpus, p.row_id, p.n_repeats, p.family, p.unit_label,
+        p.wh_per_unit, p.wh_per_unit_min, p.wh_per_unit_max, m.latency_metric,
+        case m.latency_metric
+            when 'median_itl_ms' then p.median_itl_ms
+            when 'p90_itl_ms' then p.p90_itl_ms
+            when 'p99_itl_ms' then p.p99_itl_ms
+            else p.batch_latency_s
+        end as latency
+    from configuration_points as p
+    join (
+        values ('token', 'median_itl_ms'), ('token', 'p90_itl_ms'), ('token', 'p99_itl_ms'),
+            ('diffusion', 'batch_latency_s')
+    ) as m (family, latency_metric) on m.family = p.family
 ),
 
 scoped as (
