@@ -1,8 +1,12 @@
 """Progress for steps that can take more than a couple of seconds: a bar that updates in place on a
-terminal (tqdm, which draws only where stderr is one) and nothing at all in a log or under cron."""
+terminal (tqdm, which draws only where stderr is one); in a log or under cron nothing, or one line per
+item when the caller passes `say`."""
 
 import sys
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+Item = TypeVar("Item")
 
 
 def progress(total: int | None, label: str, unit: str = "file") -> Any:
@@ -12,3 +16,18 @@ def progress(total: int | None, label: str, unit: str = "file") -> Any:
 
     return tqdm(total=total, desc=label, unit=unit, leave=False, file=sys.stderr, ncols=100,
                 disable=not sys.stderr.isatty() or total == 0, mininterval=0.5)
+
+
+def each(items: Iterable[Item], label: str, unit: str = "item",
+         say: Callable[[str], None] | None = None) -> Iterator[Item]:
+    """Yield `items` under a bar on a terminal; elsewhere, `say` one line per item when given."""
+    items = list(items)
+    if say is not None and not sys.stderr.isatty():
+        for number, item in enumerate(items, start=1):
+            say(f"{label} {number}/{len(items)}: {item}")
+            yield item
+        return
+    with progress(len(items), label, unit) as bar:
+        for item in items:
+            yield item
+            bar.update(1)
