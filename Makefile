@@ -60,7 +60,7 @@ INSTALLED := $(VENV)/.installed
 BUILD_ARGS = --out "$$EI_OUT" $${EI_ITL_DEADLINE_MS:+--itl-deadline-ms "$$EI_ITL_DEADLINE_MS"} \
 	$${EI_AS_OF:+--as-of "$$EI_AS_OF"} $${EI_RETRIEVED:+--retrieved "$$EI_RETRIEVED"}
 
-.PHONY: all refresh history java test test-all bench bench-history synth report release docs clean help
+.PHONY: all refresh history java test test-all bench bench-light bench-history synth report release docs clean help
 
 # Every run asks the CLI, which decides under its lock whether anything changed (content digests,
 # parameters, code) and otherwise does nothing; Make keeps no state of its own in OUT.
@@ -100,6 +100,9 @@ test-all: $(INSTALLED) $(ENGINES) $(SPARK) java ## the test suite with the slow 
 
 bench: $(INSTALLED) ## time the pipeline against DuckDB alone and pandas at BENCH_SCALES (1,100,1000)
 	$(VENV)/bin/python bench/run.py --scales "$$EI_BENCH_SCALES" --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench"
+
+bench-light: $(INSTALLED) ## time only the light commands (--version, sql, estimate, a no-op make) against the interpreter
+	$(VENV)/bin/python bench/run.py --light --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench"
 
 bench-history: $(INSTALLED) ## time history build, weekly refresh and every view over N chained synthetic snapshots
 	$(VENV)/bin/python bench/history.py --count "$$EI_N" --out "$$EI_OUT/bench"

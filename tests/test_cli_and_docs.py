@@ -124,3 +124,16 @@ def test_a_command_imports_only_what_it_uses(argv: list[str], allowed: set[str],
                          capture_output=True, text=True, timeout=120)
     assert run.stdout, run.stderr
     assert set(eval(run.stderr.splitlines()[-1])) == allowed, run.stderr
+
+
+def test_make_reads_every_default_from_the_settings() -> None:
+    import subprocess
+
+    from pipeline import settings
+
+    shown = subprocess.run(["make", "-s", "-C", str(PROJECT), "help"], capture_output=True, text=True,
+                           timeout=60, env={"PATH": "/usr/bin:/bin"}).stdout
+    for setting in settings.SETTINGS:
+        if setting.make:
+            assert f"  {setting.make:<16} {settings.described(setting)}\n" in shown, setting.name
+    assert f"  OUT              {settings.DEFAULT_OUT}\n" in shown.split("Variables of this Makefile")[1]
