@@ -3,10 +3,11 @@
 
 PYTHON ?= python3
 VENV ?= .venv
-OUT ?= build
-# Empty SOURCE and ITL_DEADLINE_MS take the CLI's defaults: the upstream leaderboard's newest commit
-# that changed its data, asked of GitHub (pipeline/fetch.py), and the leaderboard's own deadline
-# (pipeline/source_card.toml). COMMIT pins the upstream to one commit instead of its newest.
+# The CLI's default output folder, read where it is declared (pipeline/settings.py). Empty SOURCE,
+# COMMIT, ITL_DEADLINE_MS ... take the CLI's defaults, declared there too (`make help` lists them).
+ifeq ($(origin OUT),undefined)
+OUT := $(shell sed -n 's/^OUT = Setting."--out", Path."\([^"]*\)".*/\1/p' pipeline/settings.py)
+endif
 SOURCE ?=
 COMMIT ?=
 AS_OF ?=
@@ -59,7 +60,7 @@ INSTALLED := $(VENV)/.installed
 BUILD_ARGS = --out "$$EI_OUT" $${EI_ITL_DEADLINE_MS:+--itl-deadline-ms "$$EI_ITL_DEADLINE_MS"} \
 	$${EI_AS_OF:+--as-of "$$EI_AS_OF"} $${EI_RETRIEVED:+--retrieved "$$EI_RETRIEVED"}
 
-.PHONY: all refresh history java test test-all bench bench-history synth report release docs clean help
+.PHONY: all refresh history java test test-all bench bench-light bench-history synth report release docs clean help
 
 # Every run asks the CLI, which decides under its lock whether anything changed (content digests,
 # parameters, code) and otherwise does nothing; Make keeps no state of its own in OUT.
@@ -100,6 +101,9 @@ test-all: $(INSTALLED) $(ENGINES) $(SPARK) java ## the test suite with the slow 
 bench: $(INSTALLED) ## time the pipeline against DuckDB alone and pandas at BENCH_SCALES (1,100,1000)
 	$(VENV)/bin/python bench/run.py --scales "$$EI_BENCH_SCALES" --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench"
 
+bench-light: $(INSTALLED) ## time only the light commands (--version, sql, estimate, a no-op make) against the interpreter
+	$(VENV)/bin/python bench/run.py --light --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench"
+
 bench-history: $(INSTALLED) ## time history build, weekly refresh and every view over N chained synthetic snapshots
 	$(VENV)/bin/python bench/history.py --count "$$EI_N" --out "$$EI_OUT/bench"
 
@@ -122,10 +126,8 @@ help: ## this list
 	@echo 'Targets:'
 	@grep -E '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | \
 		awk -F':.*## ' '{ printf "  %-10s %s\n", $$1, $$2 }'
-	@echo 'Variables (make VAR=value):'
-	@printf '  %-16s %s\n' SOURCE "$${EI_SOURCE:-(the upstream leaderboard as it is now, asked of GitHub; needs the network)}" \
-		COMMIT "$${EI_COMMIT:-(the upstream's newest commit that changed public/data)}" OUT "$$EI_OUT" AS_OF "$${EI_AS_OF:-(the snapshot's retrieval date)}" \
-		RETRIEVED "$${EI_RETRIEVED:-(the date of the first fetch)}" \
-		COMMIT_TIME "$${EI_COMMIT_TIME:-(from SOURCE's snapshot.json)}" ITL_DEADLINE_MS "$${EI_ITL_DEADLINE_MS:-$$(sed -n 's/^default_itl_deadline_ms = \([0-9.]*\).*/\1/p' pipeline/source_card.toml) (the leaderboard's, pipeline/source_card.toml)}" \
-		HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" \
+	@echo 'Variables (make VAR=value), passed to the CLI, with its defaults (pipeline/settings.py):'
+	@$(VENV)/bin/python -m pipeline.settings 2>/dev/null || $(PYTHON) -m pipeline.settings
+	@echo 'Variables of this Makefile, as set now:'
+	@printf '  %-16s %s\n' OUT "$$EI_OUT" HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" \
 		N "$$EI_N" SCALE "$$EI_SCALE" SYNTH_SOURCE "$$EI_SYNTH_SOURCE" SYNTH_DIR "$$EI_SYNTH_DIR" VENV "$(VENV)"

@@ -10,7 +10,6 @@ Usage: python bench/history.py [--count N] [--out DIR] [--source DIR]
 """
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -21,6 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from history_chain import chain  # noqa: E402
+
+import msgspec  # noqa: E402
+
+from pipeline.settings import DEFAULT_OUT  # noqa: E402
 
 PROJECT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = PROJECT.parent / "shared" / "upstream" / "ml-energy-leaderboard" / "2026-02-16-7885788"
@@ -86,7 +89,7 @@ def history_and_refresh(folders: list[Path], out: Path) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=200)
-    parser.add_argument("--out", type=Path, default=PROJECT / "build" / "bench")
+    parser.add_argument("--out", type=Path, default=PROJECT / DEFAULT_OUT / "bench")
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     args = parser.parse_args(argv)
     if args.count < 12:
@@ -121,12 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'':34} {'11+1 snapshots':>16} {f'{args.count - 1}+1 snapshots':>16}")
     for key in ("history_build_s", "history_peak_rss_mb", "refresh_adding_one_s", "refresh_peak_rss_mb", "database_mb"):
         print(f"{key:34} {small[key]:>16} {large[key]:>16}")
-    print(f"{'refresh steps (s)':34} {json.dumps(small['refresh_steps_s']):>16}  {json.dumps(large['refresh_steps_s'])}")
+    print(f"{'refresh steps (s)':34} {msgspec.json.encode(small['refresh_steps_s']).decode():>16}  {msgspec.json.encode(large['refresh_steps_s']).decode()}")
     print(f"refresh at {args.count} / at 12: {results['refresh_ratio_large_over_small']}")
     print(f"\n{'object (at ' + str(args.count) + ' snapshots)':36} {'count s':>8} {'MB':>6} {'limit s':>8} {'MB':>6}")
     for name, figures in queries.items():
         print(f"{name:36} {figures['count_s']:>8} {figures['count_peak_mb']:>6} {figures['limit_s']:>8} {figures['limit_peak_mb']:>6}")
-    (args.out / "history.json").write_text(json.dumps(results, indent=2) + "\n")
+    (args.out / "history.json").write_bytes(msgspec.json.format(msgspec.json.encode(results)) + b"\n")
     return 0
 
 

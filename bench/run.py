@@ -28,11 +28,11 @@ light commands (--version <= 2x `python -c pass`, sql <= 1.3x and estimate <= 1.
 
 Wall seconds include interpreter start. Peak RSS is the process tree's (every descendant's resident
 memory summed, sampled every 20 ms). Results: a table on stdout and OUT/bench/bench.json.
-Usage: python bench/run.py [--source DIR] [--scales 1,100,1000] [--runs N] [--out DIR]
+Usage: python bench/run.py [--source DIR] [--scales 1,100,1000] [--runs N] [--out DIR] [--light]
+(--light, `make bench-light`: only the light commands and the no-op make, in under a minute.)
 """
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -44,8 +44,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from pipeline.files import write_bytes_atomic
 from pipeline.paths import PROJECT_ROOT
+from pipeline.settings import DEFAULT_OUT
 
 DEFAULT_SOURCE = PROJECT_ROOT.parent / "shared" / "upstream" / "ml-energy-leaderboard" / "2026-02-16-7885788"
 STEPS = ("fetch", "ingest", "build", "export")
@@ -132,13 +135,14 @@ LIGHT_COMMANDS = {
 }
 
 
-def _bench_light(cli: str, out: Path, runs: int) -> dict[str, dict[str, float]]:
-    """The light commands and their references, interleaved, medians of `runs` (three more than asked:
-    each takes a fraction of a second, and the first of each warms the page cache)."""
-    samples: dict[str, list[float]] = {name: [] for name in LIGHT_COMMANDS}
+def _bench_light(cli: str, out: Path, runs: int, **more: list[str]) -> dict[str, dict[str, float]]:
+    """The light commands (and `more`) and their references, interleaved, medians of `runs` (three more
+    than asked: each takes a fraction of a second, and the first of each warms the page cache)."""
+    commands = {**LIGHT_COMMANDS, **more}
+    samples: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(runs + 3):
-        for name, command in LIGHT_COMMANDS.items():
-            seconds, _, _ = _measure([part.format(cli=cli, out=out) for part in command])
+        for name, command in commands.items():
+            seconds, _, _ = _measure([part.format(cli=cli, out=out) for part in command], cwd=PROJECT_ROOT)
             samples[name].append(seconds)
     return {name: {"seconds": statistics.median(values[3:]), "peak_rss_mb": 0.0} for name, values in samples.items()}
 
@@ -186,6 +190,20 @@ def _bench_scale(source: Path, runs: int, work: Path, light: bool) -> dict[str, 
     if light:
         medians.update(_bench_light(cli, work / "make", runs))
     return medians
+
+
+def _light_only(source: Path, runs: int, work: Path) -> dict[str, Any]:
+    """The light commands and a no-op make on a build of `source` (made first, untimed), and their targets."""
+    cli = str(Path(sys.executable).with_name("energy-index"))
+    make = ["make", "-s", f"SOURCE={source}", f"OUT={work / 'make'}"]
+    _measure(make, cwd=PROJECT_ROOT)
+    measured = _bench_light(cli, work / "make", runs, noop_refresh=make)
+    print(f"light commands (medians of {runs})")
+    for name, figures in measured.items():
+        print(f"  {name:<22}{figures['seconds']:>9.3f} s")
+    for target, outcome in targets(1, measured).items():
+        print(f"  target {target}: {outcome['ratio']:.2f}, {'met' if outcome['met'] else 'NOT met'}")
+    return {**measured, "targets": targets(1, measured)}
 
 
 def _report(scale: int, runs: int, measured: dict[str, Any]) -> None:
@@ -237,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="snapshot folder (default: newest shared)")
     parser.add_argument("--scales", default="1,100", help="comma-separated scales, e.g. 1,100,1000 (default: 1,100)")
     parser.add_argument("--runs", type=int, default=3, help="runs per measurement; medians are reported (default: 3)")
-    parser.add_argument("--out", type=Path, default=Path("build/bench"), help="where bench.json goes")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT / "bench", help="where bench.json goes")
+    parser.add_argument("--light", action="store_true", help="only the light commands and a no-op make (scale 1)")
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
     args = parser.parse_args(argv)
     scales = [int(scale) for scale in args.scales.split(",")]
@@ -247,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         "date": time.strftime("%Y-%m-%d"), "scales": {},
     }
     try:
+        if args.light:
+            results["scales"]["1"] = _light_only(args.source, args.runs, work)
+            scales = []
         for scale in scales:
             source = args.source
             if scale != 1:
@@ -266,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"full refresh, 1000x / 100x: {growth:.2f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    write_bytes_atomic(args.out / "bench.json", (json.dumps(results, indent=2) + "\n").encode())
+    write_bytes_atomic(args.out / "bench.json", msgspec.json.format(msgspec.json.encode(results)) + b"\n")
     print(f"written: {args.out / 'bench.json'}")
     return 0
 

@@ -1,35 +1,35 @@
-"""energy-index sql: one read-only query against the published database, for ad-hoc questions.
+"""energy-index sql and estimate: read-only queries against the published database.
 
 The database is opened read-only with file system access and extension loading off and the
 configuration locked, so DuckDB itself refuses to write, attach, install, load or read files; the
 statement's type is also checked first, so a refusal is one plain sentence. A query is bounded in time
 (interrupted after `timeout_s`) and memory (DuckDB's memory_limit; what it spills goes to a private
-folder in the system's temporary directory, never under OUT). Results are formatted by DuckDB: a box
-table fitted to the terminal on a terminal, CSV, JSON lines or Parquet on request.
+folder in the system's temporary directory, never under OUT). Results are written by DuckDB itself: a
+box table on a terminal, or CSV, JSON lines or Parquet into that private folder (the one place the
+query may write), copied from there to standard output or renamed into --output.
 """
 
 import re
+import shutil
 import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow
 
-from pipeline.database import connect
-from pipeline.errors import NEXT_STEP, PipelineError, command_name, out_option
+from pipeline.database import connect, fetch_dicts
+from pipeline.errors import NEXT_STEP, PipelineError, nearest
 from pipeline.paths import Paths
+from pipeline.settings import BOUNDARIES
 
-from pipeline.settings import DEFAULT_SQL_MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
-from pipeline.settings import DEFAULT_SQL_TIMEOUT_S as DEFAULT_TIMEOUT_S
-from pipeline.settings import SQL_FORMATS as FORMATS
-ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
-LOCKED_DOWN = {
-    "enable_external_access": False,
-    "autoload_known_extensions": False,
-    "autoinstall_known_extensions": False,
-    "lock_configuration": True,
-}
+LOCKED_DOWN = ("enable_external_access", "autoload_known_extensions", "autoinstall_known_extensions")
+# An unknown identifier as the table macros report it (sql/checked_name.sql).
+IDENTIFIER_ERROR = re.compile(r"^Invalid Input Error: (?=unknown (snapshot|task|model|GPU) ')")
+COPY_OPTIONS = {"csv": "format csv, header false", "jsonl": "format json", "parquet": "format parquet"}
 
 
 def parse_parameter(text: str) -> tuple[str, Any]:
@@ -45,80 +45,64 @@ def parse_parameter(text: str) -> tuple[str, Any]:
     return name, value
 
 
-# An unknown identifier as the table macros report it (sql/checked_name.sql).
-IDENTIFIER_ERROR = re.compile(r"^Invalid Input Error: (?=unknown (snapshot|task|model|GPU) ')")
-
-
-def run_query(
-    paths: Paths, sql: str, parameters: dict[str, Any], *, timeout_s: float | None = None,
-    memory_limit: str | None = None,
-) -> pyarrow.Table:
-    """The result of one read-only statement; stopped with a PipelineError after `timeout_s` seconds or
-    beyond `memory_limit` (a DuckDB size, e.g. 4GB) when given."""
+@contextmanager
+def session(paths: Paths, *, timeout_s: float | None = None, memory_limit: str | None = None) -> Iterator[Any]:
+    """A locked-down read-only connection to the published database, its private folder, and a guard
+    that turns DuckDB's refusals, the time limit and the memory limit into one-line PipelineErrors."""
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
-    import tempfile
-    import threading
-
-    with tempfile.TemporaryDirectory(prefix="energy-index-sql-") as spill:
+    with tempfile.TemporaryDirectory(prefix="energy-index-sql-") as private:
         # A read-only database would spill beside itself, into the published build.
-        bounds = {"temp_directory": spill} if memory_limit is None else {
-            "temp_directory": spill, "memory_limit": memory_limit, "max_temp_directory_size": memory_limit,
-        }
+        bounds = {"temp_directory": private} if memory_limit is None else {
+            "temp_directory": private, "memory_limit": memory_limit, "max_temp_directory_size": memory_limit}
         try:
             connection = connect(str(paths.database), read_only=True, config=bounds)
         except (duckdb.InvalidInputException, duckdb.ParserException) as error:
             raise PipelineError(f"--memory-limit {memory_limit}: {_one_line(error)}") from None
         # Locked down after the bounds are set: with external access off, DuckDB refuses a temp_directory.
-        for setting, value in LOCKED_DOWN.items():
-            connection.execute(f"set {setting} = {str(value).lower()}")
+        connection.execute(f"set allowed_directories = ['{_quoted(Path(private))}']")
+        for setting in LOCKED_DOWN:
+            connection.execute(f"set {setting} = false")
+        connection.execute("set lock_configuration = true")
         timer = threading.Timer(timeout_s, connection.interrupt) if timeout_s is not None else None
+        if timer is not None:
+            timer.start()
         try:
-            _check_one_read_only_statement(connection, sql)
-            if timer is not None:
-                timer.start()
-            try:
-                relation = connection.sql(sql, params=parameters or None)
-                # DuckDB 2 renamed a relation's arrow() to to_arrow_table().
-                return (getattr(relation, "to_arrow_table", None) or relation.arrow)()
-            except duckdb.PermissionException:
-                raise PipelineError(
-                    "refused: the query reads or writes files or extensions; energy-index sql reads only the database"
-                ) from None
-            except duckdb.InterruptException:
-                if timer is None or timer.is_alive():
-                    raise KeyboardInterrupt from None  # Ctrl-C, not the time limit
-                raise PipelineError(
-                    f"the query was stopped at its time limit of {timeout_s:g} s; --timeout SECONDS allows more"
-                ) from None
-            except duckdb.OutOfMemoryException:
-                raise PipelineError(
-                    f"the query needs more memory than its limit of {memory_limit}; --memory-limit SIZE "
-                    "(e.g. 8GB) allows more"
-                ) from None
-            except duckdb.Error as error:
-                # The table macros' own identifier errors read as the CLI's: without DuckDB's error class.
-                raise PipelineError(IDENTIFIER_ERROR.sub("", _one_line(error))) from None
+            yield connection, Path(private)
+        except duckdb.PermissionException:
+            raise PipelineError("refused: the query reads or writes files or extensions; energy-index sql reads "
+                                "only the database") from None
+        except duckdb.InterruptException:
+            if timer is None or timer.is_alive():
+                raise KeyboardInterrupt from None  # Ctrl-C, not the time limit
+            raise PipelineError(f"the query was stopped at its time limit of {timeout_s:g} s; --timeout SECONDS "
+                                "allows more") from None
+        except duckdb.OutOfMemoryException:
+            raise PipelineError(f"the query needs more memory than its limit of {memory_limit}; --memory-limit "
+                                "SIZE (e.g. 8GB) allows more") from None
+        except duckdb.Error as error:
+            # The table macros' own identifier errors read as the CLI's: without DuckDB's error class.
+            raise PipelineError(IDENTIFIER_ERROR.sub("", _one_line(error))) from None
         finally:
             if timer is not None:
                 timer.cancel()
             connection.close()
 
 
-def _check_one_read_only_statement(connection: duckdb.DuckDBPyConnection, sql: str) -> None:
-    """A PipelineError saying why, unless `sql` is one read-only statement."""
+def _statement(connection: duckdb.DuckDBPyConnection, sql: str) -> Any:
+    """The one read-only statement in `sql`, or a PipelineError saying why not."""
     try:
         statements = connection.extract_statements(sql)
     except duckdb.ParserException as error:
         raise PipelineError(f"the query does not parse: {_one_line(error)}") from None
     if len(statements) != 1:
         raise PipelineError(f"give exactly one statement (got {len(statements)})")
-    kind = statements[0].type
-    if kind not in ALLOWED:
+    if statements[0].type not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
         raise PipelineError(
-            f"refused: a {kind.name} statement. energy-index sql runs read-only queries (select, with, from, "
-            "describe, show, summarize, explain); it never writes, attaches, installs, loads or reads files"
+            f"refused: a {statements[0].type.name} statement. energy-index sql runs read-only queries (select, "
+            "with, from, describe, show, summarize, explain); it never writes, attaches, installs, loads or reads files"
         )
+    return statements[0]
 
 
 def _one_line(error: Exception) -> str:
@@ -132,88 +116,81 @@ def _one_line(error: Exception) -> str:
     return " ".join(kept)
 
 
-def write_result(result: pyarrow.Table, output_format: str, output: Path | None) -> None:
-    """Format with DuckDB's own writers, on a private in-memory connection that may write files."""
-    formatter = connect()
-    formatter.register("result", result)
-    if output_format == "table":
-        import shutil
-
-        if sys.stdout.isatty():  # fitted to the terminal, for reading
-            formatter.sql(f"select {_rounded_columns(result.schema)} from result").show(
-                max_width=shutil.get_terminal_size().columns, max_rows=10_000)
-        else:
-            formatter.sql("from result").show(max_width=10_000, max_rows=10_000)
-        return
-    if output is None and output_format == "parquet":
+def run_sql(paths: Paths, sql: str, parameters: dict[str, Any], output_format: str | None, output: Path | None,
+            timeout_s: float, memory_limit: str) -> int | None:
+    """Run one read-only statement and write its result in `output_format` (None: a table on a
+    terminal, else CSV) to `output` or standard output; the number of rows written to a file."""
+    if output_format == "parquet" and output is None:
         raise PipelineError("--format parquet needs --output FILE")
-    if output is not None:
-        options = {"csv": "(format csv, header true)", "jsonl": "(format json)", "parquet": "(format parquet)"}
-        from pipeline.files import atomic_path
+    with session(paths, timeout_s=timeout_s, memory_limit=memory_limit) as (connection, private):
+        statement = _statement(connection, sql)
+        relation = connection.sql(sql, params=parameters or None)
+        explain = statement.type == duckdb.StatementType.EXPLAIN
+        if output_format is None:
+            output_format = "table" if explain or (sys.stdout.isatty() and output is None) else "csv"
+        if output_format == "table":
+            if sys.stdout.isatty():  # fitted to the terminal, for reading
+                relation = relation.project(_rounded_columns(relation))
+            width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 10_000
+            relation.show(max_width=width, max_rows=10_000)
+            return None
+        if explain:
+            raise PipelineError("an explain statement prints as a table: --format table")
+        options = COPY_OPTIONS[output_format]
+        quoted = [name for name, kind in zip(relation.columns, relation.types) if str(kind) == "VARCHAR"]
+        if output_format == "csv" and output is None and quoted:  # strings quoted, as the header is
+            options += f", force_quote ({', '.join(map(_identifier, quoted))})"
+        elif output_format == "csv" and output is not None:
+            options = "format csv, header true"
+        result = private / "result"
+        # On its own lines, so that a comment ending the query cannot swallow the parenthesis.
+        count = connection.execute(f"copy (\n{statement.query}\n) to '{_quoted(result)}' ({options})",
+                                   parameters or None).fetchone()[0]
+        if output is not None:
+            from pipeline.files import atomic_path
 
-        with atomic_path(output) as tmp:
-            formatter.execute(f"copy (from result) to '{_quoted(tmp)}' {options[output_format]}")
-        return
-    if output_format == "csv":
-        import pyarrow.csv
+            with atomic_path(output) as temporary:
+                shutil.copyfile(result, temporary)
+            return count
+        if output_format == "csv":
+            sys.stdout.write(",".join(map(_identifier, relation.columns)) + "\n")
+        sys.stdout.flush()
+        with open(result, "rb") as written:
+            shutil.copyfileobj(written, sys.stdout.buffer)
+        sys.stdout.flush()
+    return None
 
-        pyarrow.csv.write_csv(result, sys.stdout.buffer)
-    else:
-        for (line,) in formatter.execute("select to_json(r)::varchar from result as r").fetchall():
-            sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
-
-def _rounded_columns(schema: pyarrow.Schema) -> str:
-    """The result's columns for reading on a terminal: floating-point numbers rounded to 4 significant
-    digits (whole numbers kept whole); everything else as it is. Piped output keeps full precision."""
+def _rounded_columns(relation: duckdb.DuckDBPyRelation) -> str:
+    """The columns for reading on a terminal: floating-point numbers rounded to 4 significant digits
+    (whole numbers kept whole); everything else as it is. Piped output keeps full precision."""
     columns = []
-    for field in schema:
-        name = '"' + field.name.replace('"', '""') + '"'
-        if pyarrow.types.is_floating(field.type):
-            columns.append(
-                f"case when {name} = 0 or not isfinite({name}) then {name} "
-                f"else round({name}, greatest(0, 3 - floor(log10(abs({name})))::int)) end as {name}"
-            )
+    for name, kind in zip(relation.columns, relation.types):
+        name = _identifier(name)
+        if str(kind) in ("DOUBLE", "FLOAT"):
+            columns.append(f"case when {name} = 0 or not isfinite({name}) then {name} "
+                           f"else round({name}, greatest(0, 3 - floor(log10(abs({name})))::int)) end as {name}")
         else:
             columns.append(name)
     return ", ".join(columns) or "*"
+
+
+def _identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _quoted(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-# Where energy is counted: the GPUs as measured, the whole server, the server in its data centre.
-BOUNDARIES = ("gpu_only", "server", "facility")
 # energy_at_concurrency's energy columns: the figure, its repeat interval and the measured points'.
 ENERGY_FIELDS = ("wh_per_unit", "wh_per_unit_low", "wh_per_unit_high", "lower_wh_per_unit", "upper_wh_per_unit")
-
-
-def boundary_multipliers(paths: Paths, boundary: str) -> dict[str, float]:
-    """What multiplies GPU energy at `boundary`, low, central and high (boundary_factor_ranges): 1 for
-    gpu_only, the server factor for server, the server factor times the facility factor for facility."""
-    if boundary not in BOUNDARIES:
-        raise PipelineError(f"unknown boundary {boundary!r}; one of: {', '.join(BOUNDARIES)}")
-    multipliers = {"low": 1.0, "central": 1.0, "high": 1.0}
-    counted = BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]
-    if not counted:
-        return multipliers
-    for row in run_query(paths, "select * from boundary_factor_ranges", {}).to_pylist():
-        if row["boundary"] in counted:
-            multipliers = {level: multipliers[level] * row[f"factor_{level}"] for level in multipliers}
-    return multipliers
-
-
-def _at_boundary(row: dict[str, Any], multipliers: dict[str, float]) -> None:
-    """Every energy figure of a deployment times the boundary's central factor, and the figure with the
-    low and the high factor beside it (boundary_wh_per_unit_low, _high)."""
-    measured = row["wh_per_unit"]
-    for level in ("low", "high"):
-        row[f"boundary_wh_per_unit_{level}"] = None if measured is None else measured * multipliers[level]
-    for field in ENERGY_FIELDS:
-        if row.get(field) is not None:
-            row[field] *= multipliers["central"]
+DEPLOYMENT_FIELDS = ("num_gpus", "tensor_parallel", "data_parallel", "expert_parallel", "ulysses_degree",
+                     "ring_degree", "precision", "width", "height", "num_frames", "fps", "inference_steps")
+METHOD = ("linear in log concurrency between the two neighbouring measured points, each configuration one point "
+          "with its repeats averaged (token tasks: the measured average running batch; diffusion: the batch size); "
+          "never extrapolated. The interval interpolates the points' lowest and highest repeats: it covers the "
+          "repeat spread only (docs/uncertainty.md)")
 
 
 def estimate(
@@ -223,42 +200,41 @@ def estimate(
     """The energy_at_concurrency macro's rows for one question, and their range, as one document. The
     task, model and GPU may be written loosely (any case, a model's slug, an unambiguous part of a task
     name); each is resolved against what the index snapshot measured, or refused naming the nearest. At
-    a boundary wider than gpu_only every energy figure is scaled by the boundary's central factor, with
-    the figure at its low and high factor beside it."""
-    multipliers = boundary_multipliers(paths, boundary)
-    measured = run_query(paths, "select distinct task, model_id, slug, gpu from configuration_points", {}).to_pylist()
-    task, model, gpu = resolve_question(measured, task, model, gpu)
-    arguments = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency, "gpus": gpus,
-                 "precision": precision}
-    call = "energy_at_concurrency($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)"
-    deployments = run_query(paths, f"select * from {call}", arguments).to_pylist()
-    if not deployments:
-        every = run_query(paths, "select * from energy_at_concurrency($task, $model, $gpu, $concurrency)",
-                          {name: arguments[name] for name in ("task", "model", "gpu", "concurrency")}).to_pylist()
-        wanted = " and ".join(part for part in (f"{gpus} GPU(s)" if gpus else "", precision or "") if part)
-        raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} has {wanted}; measured: "
-                            + "; ".join(deployment_label(row) for row in every))
+    a boundary wider than gpu_only every energy figure is scaled by the boundary's central factor (what
+    multiplies GPU energy: the server factor, times the facility factor at facility), with the figure at
+    its low and high factor beside it."""
+    with session(paths) as (connection, _):
+        multipliers = {"low": 1.0, "central": 1.0, "high": 1.0}
+        for factors in fetch_dicts(connection, "select * from boundary_factor_ranges", {}):
+            if factors["boundary"] in BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]:
+                multipliers = {level: multipliers[level] * factors[f"factor_{level}"] for level in multipliers}
+        measured = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from configuration_points", {})
+        task, model, gpu = resolve_question(measured, task, model, gpu)
+        arguments = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency}
+        call = "energy_at_concurrency($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)"
+        deployments = fetch_dicts(connection, f"select * from {call}", {**arguments, "gpus": gpus, "precision": precision})
+        if not deployments:
+            every = fetch_dicts(connection, "select * from energy_at_concurrency($task, $model, $gpu, $concurrency)",
+                                arguments)
+            wanted = " and ".join(part for part in (f"{gpus} GPU(s)" if gpus else "", precision or "") if part)
+            raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} has {wanted}; measured: "
+                                + "; ".join(deployment_label(row) for row in every))
     for row in deployments:
-        _at_boundary(row, multipliers)
+        for level in ("low", "high"):
+            row[f"boundary_wh_per_unit_{level}"] = (None if row["wh_per_unit"] is None
+                                                    else row["wh_per_unit"] * multipliers[level])
+        for field in ENERGY_FIELDS:
+            if row.get(field) is not None:
+                row[field] *= multipliers["central"]
     estimated = [row["wh_per_unit"] for row in deployments if row["wh_per_unit"] is not None]
     return {
         "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,
-        "unit": f"Wh per {deployments[0]['unit_label']}",
-        "boundary": boundary, "boundary_multipliers": multipliers,
-        "method": "linear in log concurrency between the two neighbouring measured points, each configuration one "
-                  "point with its repeats averaged (token tasks: the measured average running batch; diffusion: the "
-                  "batch size); never extrapolated. The interval interpolates the points' lowest and highest repeats: "
-                  "it covers the repeat spread only (docs/uncertainty.md)",
-        "deployments_measured": len(deployments),
-        "deployments_within_range": len(estimated),
+        "unit": f"Wh per {deployments[0]['unit_label']}", "boundary": boundary, "boundary_multipliers": multipliers,
+        "method": METHOD, "deployments_measured": len(deployments), "deployments_within_range": len(estimated),
         "min_wh_per_unit": min(estimated) if estimated else None,
         "max_wh_per_unit": max(estimated) if estimated else None,
         "deployments": deployments,
     }
-
-
-DEPLOYMENT_FIELDS = ("num_gpus", "tensor_parallel", "data_parallel", "expert_parallel", "ulysses_degree",
-                     "ring_degree", "precision", "width", "height", "num_frames", "fps", "inference_steps")
 
 
 def deployment_label(row: dict[str, Any]) -> str:
@@ -268,12 +244,19 @@ def deployment_label(row: dict[str, Any]) -> str:
 
 def resolve_question(measured: list[dict[str, Any]], task: str, model: str, gpu: str) -> tuple[str, str, str]:
     """The task, model_id and GPU the index snapshot knows for loosely written ones (rows of task,
-    model_id, slug and gpu it measured); an unknown, ambiguous or unmeasured combination is refused
-    with the nearest valid values."""
-    task = _resolve_task(task, sorted({row["task"] for row in measured}))
+    model_id, slug and gpu it measured): a task by its name in any case or by whole hyphen-separated
+    parts of one name ('fim', 'lm-arena'); a model by its id or its slug in any case; a GPU in any case.
+    An unknown, ambiguous or unmeasured combination is refused with the nearest valid values."""
+    tasks = sorted({row["task"] for row in measured})
+    wanted = task.casefold().split("-")
+    task = _one("task", task, tasks, lambda name: name.casefold() == task.casefold(), lambda name: any(
+        parts[start:start + len(wanted)] == wanted
+        for parts in [name.casefold().split("-")] for start in range(len(parts))))
     slugs = {row["model_id"]: row["slug"] for row in measured}
-    model = _resolve_model(model, slugs)
-    gpu = _resolve_exact("GPU", gpu, sorted({row["gpu"] for row in measured}))
+    model = _one("model", model, sorted(slugs), lambda name: name == model, lambda name: model.casefold() in (
+        name.casefold(), slugs[name].casefold(), name.rpartition("/")[2].casefold()))
+    gpu = _one("GPU", gpu, sorted({row["gpu"] for row in measured}), lambda name: name == gpu,
+               lambda name: name.casefold() == gpu.casefold())
     tasks_of_model = sorted({row["task"] for row in measured if row["model_id"] == model})
     if task not in tasks_of_model:
         raise PipelineError(f"{model} was not measured for {task}; it was for: {', '.join(tasks_of_model)}")
@@ -283,61 +266,14 @@ def resolve_question(measured: list[dict[str, Any]], task: str, model: str, gpu:
     return task, model, gpu
 
 
-def _resolve_exact(kind: str, value: str, known: list[str]) -> str:
-    if value in known:
-        return value
-    same = [name for name in known if name.casefold() == value.casefold()]
-    if len(same) == 1:
-        return same[0]
-    raise _unknown(kind, value, known)
-
-
-def _resolve_task(value: str, known: list[str]) -> str:
-    """A task by its name in any case, or by whole hyphen-separated parts of one name ('fim', 'lm-arena')."""
-    same = [name for name in known if name.casefold() == value.casefold()]
-    if same:
-        return same[0]
-    wanted = value.casefold().split("-")
-
-    def has_the_parts(name: str) -> bool:
-        parts = name.casefold().split("-")
-        return any(parts[start:start + len(wanted)] == wanted for start in range(len(parts)))
-
-    containing = [name for name in known if has_the_parts(name)]
-    if len(containing) == 1:
-        return containing[0]
-    if len(containing) > 1:
-        raise PipelineError(f"task {value!r} is ambiguous: it could be {', '.join(containing)}")
-    raise _unknown("task", value, known)
-
-
-def _resolve_model(value: str, slugs: dict[str, str]) -> str:
-    """A model by its Hugging Face id or its slug (the part after the last '/'), in any case."""
-    if value in slugs:
-        return value
-    folded = value.casefold()
-    matching = sorted({model_id for model_id, slug in slugs.items()
-                       if folded in (model_id.casefold(), slug.casefold(), model_id.rpartition("/")[2].casefold())})
+def _one(kind: str, value: str, known: list[str], exactly: Callable[[str], bool], loosely: Callable[[str], bool]) -> str:
+    """The one known name `value` names, exactly or else loosely; refused when none or several do."""
+    matching = [name for name in known if exactly(name)] or [name for name in known if loosely(name)]
     if len(matching) == 1:
         return matching[0]
-    if len(matching) > 1:
-        raise PipelineError(f"model {value!r} is ambiguous: it could be {', '.join(matching)}")
-    raise _unknown("model", value, sorted(slugs), also=slugs)
-
-
-def _unknown(kind: str, value: str, known: list[str], also: dict[str, str] | None = None) -> PipelineError:
-    """'unknown model 'X'; nearest: A, B' (matched on the names, and on the slugs given in also)."""
-    import difflib
-
-    folded = value.casefold()
-    names = {name.casefold(): name for name in known}
-    names.update({slug.casefold(): name for name, slug in (also or {}).items()})
-    containing = [names[name] for name in sorted(names) if folded and (folded in name or name in folded)]
-    close = [names[name] for name in difflib.get_close_matches(folded, list(names), n=5, cutoff=0.5)]
-    nearest = list(dict.fromkeys(close + containing))[:5]
-    if nearest:
-        return PipelineError(f"unknown {kind} {value!r}; nearest: {', '.join(nearest)}")
-    if len(known) <= 12:
-        return PipelineError(f"unknown {kind} {value!r}; the index snapshot measured: {', '.join(known)}")
-    return PipelineError(f"unknown {kind} {value!r}; none of the {len(known)} the index snapshot measured is near it "
-                         "(see: energy-index sql \"select distinct task, model_id, gpu from configuration_points\")")
+    if matching:
+        raise PipelineError(f"{kind} {value!r} is ambiguous: it could be {', '.join(matching)}")
+    close = nearest(value, known, 5)
+    raise PipelineError(f"unknown {kind} {value!r}; " + (f"nearest: {', '.join(close)}" if close else
+                        f"none of the {len(known)} the index snapshot measured is near it (see: energy-index sql "
+                        '"select distinct task, model_id, gpu from configuration_points")'))

@@ -1,31 +1,41 @@
-"""Every default a user can change, declared once with what it is for: the CLI's options, the Makefile's
-help and the docs read them from here. Imports nothing heavy, so that building the command line (and
-`energy-index --version`) costs no more than Python's start."""
+"""Every default a user can change, each declared once with what it is for (datasette's SETTINGS habit):
+the CLI's options, `make help` (python -m pipeline.settings) and docs/cli.md read them from here.
+Imports nothing heavy, so that building the command line costs little more than Python's start."""
 
 import os
 import re
+import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from pipeline.paths import LATENCY_TIERS as TIERS_FILE
+from pipeline.paths import SOURCE_CARD
 
 
 @dataclass(frozen=True)
 class Setting:
-    """A value read from the environment when used, with its default and what it is for."""
+    """An option (--name) or an environment variable (NAME), its default and what it is for; `make`
+    names the make variable that passes it."""
 
-    environment_variable: str
-    default: str
+    name: str
+    default: Any
     help: str
+    make: str = ""
+
+    @property
+    def environment_variable(self) -> str:
+        return self.name
 
     def value(self) -> str:
-        return (os.environ.get(self.environment_variable) or self.default).rstrip("/")
+        """An environment variable's value, or its default."""
+        return (os.environ.get(self.name) or self.default).rstrip("/")
 
 
-# Where every output goes unless --out (make OUT=) says otherwise.
-DEFAULT_OUT = Path("build")
-
-# With no source given, the pipeline follows the upstream: the newest commit of UPSTREAM_REPOSITORY
-# that touched UPSTREAM_PATH, asked of GitHub's REST API, its files read from GitHub's raw-file host at
-# that commit. Both hosts are settings so that a mirror, a proxy or a test server can stand in.
+# With no source given, the pipeline follows the upstream: the newest commit of UPSTREAM_REPOSITORY that
+# touched UPSTREAM_PATH, asked of GitHub's REST API, its files read from GitHub's raw-file host at that
+# commit. Both hosts are settings so that a mirror, a proxy or a test server can stand in.
 UPSTREAM_REPOSITORY = "ml-energy/leaderboard"
 UPSTREAM_PATH = "public/data"
 GITHUB_API = Setting("ENERGY_INDEX_GITHUB_API", "https://api.github.com", "GitHub's REST API")
@@ -35,16 +45,75 @@ GITHUB_TOKEN_VARIABLE = "GITHUB_TOKEN"
 # A commit as --commit (make COMMIT=) takes it: 7 to 40 hex digits, as git abbreviates.
 COMMIT_PATTERN = re.compile(r"^[0-9a-f]{7,40}$")
 
-# Wall-clock deadlines for a URL: one per file and one for the whole fetch; a server that trickles
-# bytes extends neither.
-DEFAULT_TIMEOUT_S = 30.0
-DEFAULT_FETCH_DEADLINE_S = 900.0
-# The largest upstream file today is 0.4 MB, and 406 MB at the benchmark's 1000x scale; 1 GiB leaves
-# room for that and still stops an endless body.
-DEFAULT_MAX_FILE_BYTES = 1024 * 1024 * 1024
+OUT = Setting("--out", Path("build"), "folder for every output: raw/, parquet/, energy_index.duckdb, index/", "OUT")
+SOURCE = Setting(
+    "--source", None, "a local directory with the upstream public/data layout (index.json, tasks/, models/), or an "
+    f"http(s):// URL of one (default: follow the upstream: the newest commit of {UPSTREAM_REPOSITORY} that changed "
+    f"{UPSTREAM_PATH}, asked of ${GITHUB_API.name}, files from ${GITHUB_RAW.name}; {GITHUB_TOKEN_VARIABLE} is sent "
+    "to the API when set)", "SOURCE")
+COMMIT = Setting("--commit", None, "fetch the upstream at this commit (7 to 40 hex digits) instead of its newest; "
+                 "a commit already in OUT/raw needs no network", "COMMIT")
+COMMIT_TIME = Setting(
+    "--commit-time", None, "the upstream commit time of a source that has no snapshot.json (ISO 8601, e.g. "
+    "2026-02-16T09:48:29Z): it places the snapshot in the history; without it, a folder without snapshot.json is "
+    "ordered by the day it was first fetched", "COMMIT_TIME")
+# The leaderboard web app's own default, stated in the source card (the export's wording reads it there).
+ITL_DEADLINE_MS = Setting(
+    "--itl-deadline-ms", float(tomllib.loads(SOURCE_CARD.read_text("utf-8"))["token"]["default_itl_deadline_ms"]),
+    "median inter-token latency ceiling for the best configurations (the leaderboard's own)", "ITL_DEADLINE_MS")
+LATENCY_TIERS = Setting("--latency-tiers", TIERS_FILE, "the latency tiers of tiered_best_configurations and "
+                        "tiers.json, in the layout of pipeline/latency_tiers.toml")
+AS_OF = Setting("--as-of", None, "the index's 'updated' and 'data_version' date (default: the snapshot's retrieval "
+                "date, so that a rerun on unchanged input writes identical files)", "AS_OF")
+RETRIEVED = Setting("--retrieved", None, "the 'source.retrieved' date (default: the date the fetch first "
+                    "retrieved the snapshot)", "RETRIEVED")
+# Wall-clock deadlines for a URL: one per file and one for the whole fetch; a server that trickles bytes
+# extends neither.
+TIMEOUT = Setting("--timeout", 30.0, "give up on a file of a URL that has not fully arrived after this long")
+FETCH_DEADLINE = Setting("--fetch-deadline", 900.0, "give up on a URL fetch that has not finished after this long")
+# The largest upstream file today is 0.4 MB, and 406 MB at the benchmark's 1000x scale; 1 GiB leaves room for
+# that and still stops an endless body.
+MAX_FILE_BYTES = Setting("--max-file-bytes", 1024 ** 3, "refuse any upstream file larger than this")
+# energy-index sql: the bounds a query runs within (a heavy query must not hold the machine: DuckDB's own
+# default memory limit is 80 % of it).
+SQL_TIMEOUT = Setting("--timeout", 60.0, "stop the query after this long")
+SQL_MEMORY_LIMIT = Setting("--memory-limit", "4GB", "the most memory the query may use, and spill to a temporary "
+                           "folder outside OUT")
+SETTINGS = (OUT, SOURCE, COMMIT, COMMIT_TIME, ITL_DEADLINE_MS, LATENCY_TIERS, AS_OF, RETRIEVED, TIMEOUT,
+            FETCH_DEADLINE, MAX_FILE_BYTES, SQL_TIMEOUT, SQL_MEMORY_LIMIT, GITHUB_API, GITHUB_RAW)
 
-# energy-index sql: the output formats, and the bounds a query runs within (a heavy query must not
-# hold the machine: DuckDB's own default memory limit is 80 % of it).
 SQL_FORMATS = ("table", "csv", "jsonl", "parquet")
-DEFAULT_SQL_TIMEOUT_S = 60.0
-DEFAULT_SQL_MEMORY_LIMIT = "4GB"
+# Where energy is counted: the GPUs as measured, the whole server, the server in its data centre.
+BOUNDARIES = ("gpu_only", "server", "facility")
+
+# The names fetch.py and the tests import.
+DEFAULT_OUT = OUT.default
+DEFAULT_TIMEOUT_S, DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES = (
+    TIMEOUT.default, FETCH_DEADLINE.default, MAX_FILE_BYTES.default)
+
+
+def shown(setting: Setting) -> str:
+    """A default as people read it: 30 for 30.0, a path relative to the project; '' for none."""
+    value = setting.default
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, Path) and value.is_absolute():
+        return str(value.relative_to(TIERS_FILE.parent.parent))
+    return "" if value is None else str(value)
+
+
+def described(setting: Setting) -> str:
+    """The default, or what happens without one as the help says it."""
+    found = re.search(r"\(default: (.*)\)$", setting.help)
+    return shown(setting) or (found.group(1) if found else "-")
+
+
+def table() -> str:
+    """Every setting for docs/cli.md: the option or environment variable, the make variable, the default."""
+    rows = [f"| `{s.name}` | {f'`{s.make}`' if s.make else ''} | {described(s)} | {s.help.split(' (default')[0]} |"
+            for s in SETTINGS]
+    return "\n".join(["| setting | make | default | what it is for |", "| --- | --- | --- | --- |", *rows])
+
+
+if __name__ == "__main__":  # make help: the variables make passes to the CLI, with their defaults
+    sys.stdout.write("".join(f"  {s.make:<16} {described(s)}\n" for s in SETTINGS if s.make))

@@ -174,7 +174,7 @@ def test_bad_export_date_is_refused_before_anything_is_written(good_build, capsy
     with pytest.raises(SystemExit) as exit_info:
         main(refresh_args(source, out, "--as-of", "27/09/2026"))
     assert exit_info.value.code == 2
-    assert "argument --as-of: '27/09/2026' is not a calendar date written YYYY-MM-DD" in capsys.readouterr().err
+    assert "Invalid value for '--as-of': '27/09/2026' is not a calendar date written YYYY-MM-DD" in capsys.readouterr().err
     assert tree_digest(out, *BUILD_OUTPUTS) == digest
 
 

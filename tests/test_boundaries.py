@@ -12,7 +12,7 @@ import pytest
 from test_views import connect, diffusion_measured, fetch, measured
 
 from pipeline.build import BOUNDARY_FACTOR_KEYS, load_boundary_factors
-from pipeline.cli import make_parser
+from pipeline.cli import cli
 from pipeline.errors import PipelineError
 from pipeline.paths import BOUNDARY_FACTORS, Paths
 from pipeline.query import BOUNDARIES
@@ -199,6 +199,5 @@ def test_estimate_scales_to_the_boundary_and_labels_it(newest_build: Paths) -> N
 
 
 def test_the_cli_offers_the_boundaries_the_query_knows() -> None:
-    estimate = make_parser()._subparsers._group_actions[0].choices["estimate"]
-    option = next(action for action in estimate._actions if action.dest == "boundary")
-    assert tuple(option.choices) == BOUNDARIES and option.default == "gpu_only"
+    option = next(parameter for parameter in cli.commands["estimate"].params if parameter.name == "boundary")
+    assert tuple(option.type.choices) == BOUNDARIES and option.default == "gpu_only"

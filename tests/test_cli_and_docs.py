@@ -2,33 +2,37 @@
 
 import re
 
+import click
 import duckdb
 import pytest
 from conftest import PROJECT, documentation_text
 
-from pipeline.cli import main, make_parser
+from pipeline.cli import cli, main
 from pipeline.paths import Paths
 
-COMMANDS = ["fetch", "ingest", "build", "export", "refresh", "history", "diff", "synth"]
+COMMANDS = sorted(cli.commands)
 CLI_REFERENCE = (PROJECT / "docs" / "cli.md").read_text(encoding="utf-8")
 DATABASE_REFERENCE = (PROJECT / "docs" / "querying.md").read_text(encoding="utf-8")
 
 
+def test_the_cli_lists_the_commands_it_has() -> None:
+    assert {"fetch", "ingest", "build", "export", "refresh", "history", "diff", "synth", "sql", "estimate"} <= set(
+        COMMANDS)
+
+
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_has_help_for_every_option(command: str, capsys) -> None:
+def test_every_command_has_help_for_every_option_and_is_documented(command: str, capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
-    subparsers = next(a for a in make_parser()._actions if a.dest == "command")
-    for action in subparsers.choices[command]._actions:
-        assert action.help, f"{command} {action.option_strings} has no help"
-        assert (action.option_strings[-1] if action.option_strings else action.metavar) in text
-
-
-@pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_is_documented(command: str) -> None:
-    assert f"`energy-index {command}`" in CLI_REFERENCE
+    assert cli.commands[command].short_help and "examples:" in text
+    for parameter in cli.commands[command].params:
+        if isinstance(parameter, click.Option):
+            assert parameter.help, f"{command} {parameter.opts} has no help"
+        assert (parameter.opts[-1] if isinstance(parameter, click.Option) else parameter.metavar) in text
+    assert f"## `energy-index {command}`" in CLI_REFERENCE
+    assert f"| `energy-index {command}` |" in CLI_REFERENCE, "and in the table of commands"
 
 
 @pytest.mark.parametrize(
@@ -37,7 +41,8 @@ def test_every_command_is_documented(command: str) -> None:
         (["build", "--itl-deadline-ms", "-5"], "must be a positive number, got '-5'"),
         (["build", "--itl-deadline-ms", "nan"], "must be a positive number, got 'nan'"),
         (["fetch", "--timeout", "soon"], "not a number: 'soon'"),
-        (["refresh", "--bogus"], "unrecognized arguments: --bogus"),
+        (["refresh", "--bogus"], "No such option '--bogus'"),
+        (["refersh"], "No such command 'refersh'. Did you mean 'refresh'?"),
     ],
 )
 def test_bad_options_are_rejected_with_a_clear_message(argv: list[str], message: str, capsys) -> None:
@@ -87,3 +92,48 @@ def test_the_cli_reference_is_generated_from_the_parser() -> None:
     assert docs.section(CLI_REFERENCE, docs.CLI_START, docs.CLI_END) == docs.render_cli(), (
         "docs/cli.md is stale: run 'make docs'"
     )
+
+
+HEAVY = {"duckdb", "pyarrow", "pandas", "pandera", "numpy", "polars", "altair", "sqlglot", "tqdm"}
+IMPORTS = """
+import sys
+sys.argv = ["energy-index", *sys.argv[1:]]
+from pipeline.__main__ import main
+try:
+    main()
+except SystemExit:
+    pass
+sys.stdout.flush()
+print(sorted({name.split(".")[0] for name in sys.modules} & set(HEAVY)), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(("argv", "allowed"), [
+    (["--version"], set()),
+    (["--help"], set()),
+    (["sql", "--help"], set()),
+    (["sql", "select 1"], {"duckdb"}),
+    (["estimate", "--task", "gpqa", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--concurrency", "100"], {"duckdb"}),
+])
+def test_a_command_imports_only_what_it_uses(argv: list[str], allowed: set[str], newest_build: Paths) -> None:
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", IMPORTS.replace("HEAVY", repr(HEAVY)), *argv,
+                          *(["--out", str(newest_build.out)] if argv[0] in ("sql", "estimate") else [])],
+                         capture_output=True, text=True, timeout=120)
+    assert run.stdout, run.stderr
+    assert set(eval(run.stderr.splitlines()[-1])) == allowed, run.stderr
+
+
+def test_make_reads_every_default_from_the_settings() -> None:
+    import subprocess
+
+    from pipeline import settings
+
+    shown = subprocess.run(["make", "-s", "-C", str(PROJECT), "help"], capture_output=True, text=True,
+                           timeout=60, env={"PATH": "/usr/bin:/bin"}).stdout
+    for setting in settings.SETTINGS:
+        if setting.make:
+            assert f"  {setting.make:<16} {settings.described(setting)}\n" in shown, setting.name
+    assert f"  OUT              {settings.DEFAULT_OUT}\n" in shown.split("Variables of this Makefile")[1]
