@@ -602,7 +602,14 @@ def _report_published(paths: Paths, every_snapshot: bool = False) -> None:
 
 # ---- the command line ----
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+class InOrder(click.Group):
+    """Commands listed as they are declared: the steps in the order they run, then the readers."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+@click.group(cls=InOrder, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
              epilog="Steps run in order fetch -> ingest -> build -> export; 'refresh' runs all four (it is what "
              f"'make' runs), 'history' runs them over many snapshots, 'diff' compares two. Run '{PROG} COMMAND "
              "--help' for a command's options and examples.")
