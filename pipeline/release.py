@@ -8,7 +8,6 @@ index changes since the previous snapshot, from the stored index_changes); SHA25
 database gives the same bytes: nothing in it depends on the time or the machine.
 """
 
-import hashlib
 import json
 import os
 import shutil
@@ -21,8 +20,10 @@ import pyarrow
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import replace_directory
+from pipeline.fingerprint import file_sha256
 from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
+from schemas.types import BY_DUCKDB
 
 # The release's tables, in the order the metadata lists them: each is the view of its name, and its
 # files are named after it (data/<view>.parquet and .csv).
@@ -42,12 +43,6 @@ PAPER_AUTHORS = (
     ("Jae-Won", "Chung"), ("Jeff J.", "Ma"), ("Ruofan", "Wu"), ("Jiachen", "Liu"), ("Oh Jun", "Kweon"),
     ("Yuxuan", "Xia"), ("Zhiyu", "Wu"), ("Mosharaf", "Chowdhury"),
 )
-# DuckDB type -> (Frictionless Table Schema type, Croissant/schema.org data type).
-TYPES = {
-    "VARCHAR": ("string", "sc:Text"), "BIGINT": ("integer", "sc:Integer"), "INTEGER": ("integer", "sc:Integer"),
-    "DOUBLE": ("number", "sc:Float"), "FLOAT": ("number", "sc:Float"), "BOOLEAN": ("boolean", "sc:Boolean"),
-    "DATE": ("date", "sc:Date"), "TIMESTAMP WITH TIME ZONE": ("datetime", "sc:DateTime"),
-}
 CROISSANT_CONTEXT = {
     "@language": "en", "@vocab": "https://schema.org/", "citeAs": "cr:citeAs", "column": "cr:column",
     "conformsTo": "dct:conformsTo", "cr": "http://mlcommons.org/croissant/", "data": {"@id": "cr:data", "@type": "@json"},
@@ -69,12 +64,8 @@ _BOUNDARY_NOTE = (" The server and facility factors are assumptions from the cit
                   " row's source, url, year and quoted figure), not measurements; gpu_only is the measured figure.")
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 def _json(document: Any) -> bytes:
+    # The standard library's spelling of floats (1e-05, not msgspec's 0.00001): the release's bytes stay.
     return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
 
 
@@ -140,7 +131,7 @@ def write_release(paths: Paths) -> Path:
         (staging / "datapackage.json").write_bytes(_json(_datapackage(card, release_id, staging, tables, factor_sources)))
         (staging / "croissant.json").write_bytes(_json(_croissant(card, release_id, staging, tables, factor_sources)))
         files = sorted(p for p in staging.rglob("*") if p.is_file())
-        sums = "".join(f"{_sha256(p)}  {p.relative_to(staging).as_posix()}\n" for p in files)
+        sums = "".join(f"{file_sha256(p)}  {p.relative_to(staging).as_posix()}\n" for p in files)
         (staging / "SHA256SUMS").write_text(sums, encoding="utf-8")
         target = paths.out / "release" / release_id
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -171,12 +162,12 @@ def _datapackage(card: dict[str, Any], release_id: str, root: Path, tables: dict
             "mediatype": "text/csv",
             "encoding": "utf-8",
             "bytes": path.stat().st_size,
-            "hash": f"sha256:{_sha256(path)}",
+            "hash": f"sha256:{file_sha256(path)}",
             "description": f"{_what(view)} {view} of the energy-index database, snapshot {release_id}."
                            + (_BOUNDARY_NOTE if stem in _BOUNDARY_STEMS else ""),
             **({"sources": boundary_sources} if stem in _BOUNDARY_STEMS else {}),
             "schema": {"fields": [
-                {"name": f["column_name"], "type": TYPES.get(f["data_type"], ("string", ""))[0],
+                {"name": f["column_name"], "type": BY_DUCKDB[f["data_type"]].frictionless,
                  "description": f["description"] + (f" Unit: {f['unit']}." if f["unit"] else ""),
                  **({"unit": f["unit"]} if f["unit"] else {})}
                 for f in fields
@@ -204,7 +195,7 @@ def _croissant(card: dict[str, Any], release_id: str, root: Path, tables: dict[s
         path = root / "data" / f"{stem}.csv"
         distribution.append({
             "@type": "cr:FileObject", "@id": f"{stem}.csv", "name": f"{stem}.csv",
-            "contentUrl": f"data/{stem}.csv", "encodingFormat": "text/csv", "sha256": _sha256(path),
+            "contentUrl": f"data/{stem}.csv", "encodingFormat": "text/csv", "sha256": file_sha256(path),
         })
         record_sets.append({
             "@type": "cr:RecordSet", "@id": stem, "name": stem,
@@ -213,7 +204,7 @@ def _croissant(card: dict[str, Any], release_id: str, root: Path, tables: dict[s
             "field": [{
                 "@type": "cr:Field", "@id": f"{stem}/{f['column_name']}", "name": f["column_name"],
                 "description": f["description"] + (f" Unit: {f['unit']}." if f["unit"] else ""),
-                "dataType": TYPES.get(f["data_type"], ("string", "sc:Text"))[1],
+                "dataType": BY_DUCKDB[f["data_type"]].croissant,
                 "source": {"fileObject": {"@id": f"{stem}.csv"}, "extract": {"column": f["column_name"]}},
             } for f in fields],
         })
