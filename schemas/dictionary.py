@@ -1,9 +1,7 @@
 """The field dictionary (dictionary.toml) decoded into typed structures, PUDL's way: each field's type,
-unit, description, checks and export decimals once ([fields.NAME]); each table's columns, key and grain
-([tables.NAME]); where one table or view means something else by a column, its override ([columns]).
-Read by the schemas (pandera, Arrow, Parquet and the upstream's msgspec types), the build (comments and
-the data_dictionary table, from which docs/data-dictionary.md is generated), the export and the release.
-Imports nothing heavy."""
+unit, description, checks and export decimals once ([fields]); each table's columns, key and grain
+([tables]); where one table or view means something else by a column, its override ([columns]).
+Imports nothing heavy: fetch reads it."""
 
 import functools
 from pathlib import Path
@@ -17,7 +15,7 @@ DICTIONARY = Path(__file__).with_name("dictionary.toml")
 
 
 class Facts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
-    """What the dictionary says of a column; in [columns.OBJECT], what one object says otherwise."""
+    """What the dictionary says of a column: a field's entry, or an object's override of it."""
 
     description: str | None = None
     unit: str | None = None
@@ -67,7 +65,7 @@ class Export(msgspec.Struct, forbid_unknown_fields=True):
     fields: list[ExportField]
 
 
-class Dictionary(msgspec.Struct, forbid_unknown_fields=True):
+class Dictionary(msgspec.Struct):
     tables: dict[str, Table]
     fields: dict[str, Field]
     columns: dict[str, dict[str, str | Facts]]
@@ -76,14 +74,22 @@ class Dictionary(msgspec.Struct, forbid_unknown_fields=True):
 
 @functools.cache
 def entries() -> Dictionary:
-    try:
-        decoded = msgspec.toml.decode(DICTIONARY.read_bytes(), type=Dictionary)
-    except msgspec.ValidationError as error:
-        raise ValueError(f"{DICTIONARY}: {error}") from None
-    for name, field in decoded.fields.items():
-        if field.type is not None and field.type not in TYPES:
-            raise ValueError(f"{DICTIONARY}: fields.{name}.type: {field.type!r} is none of {', '.join(TYPES)}")
-    return decoded
+    """The dictionary, each entry decoded on its own so that an error names it (msgspec names a value
+    of a dict only as [...]): "dictionary.toml: [fields.num_gpus]: Object contains unknown field `gee`"."""
+    sections = {"tables": Table, "fields": Field, "columns": dict[str, str | Facts], "exports": Export}
+    raw = msgspec.toml.decode(DICTIONARY.read_bytes())
+    if raw.keys() - sections.keys():
+        raise ValueError(f"{DICTIONARY}: unknown sections {sorted(raw.keys() - sections.keys())}")
+    decoded: dict[str, dict] = {section: {} for section in sections}
+    for section, kind in sections.items():
+        for name, entry in raw.get(section, {}).items():
+            try:
+                decoded[section][name] = msgspec.convert(entry, kind)
+            except msgspec.ValidationError as error:
+                raise ValueError(f"{DICTIONARY}: [{section}.{name}]: {error}") from None
+            if section == "fields" and decoded[section][name].type not in (None, *TYPES):
+                raise ValueError(f"{DICTIONARY}: [fields.{name}] type: {entry['type']!r} is none of {', '.join(TYPES)}")
+    return Dictionary(**decoded)
 
 
 def table_entry(table: str) -> Table:
@@ -91,16 +97,14 @@ def table_entry(table: str) -> Table:
 
 
 def table_description(table: str) -> str:
-    """What the table holds, its grain and its key, as the views' headers give theirs."""
-    try:
-        entry = entries().tables[table]
-    except KeyError:
-        raise KeyError(f"{DICTIONARY.name}: no [tables.{table}]") from None
+    """What the table holds, its grain and its key, worded as the views' headers give theirs."""
+    if table not in entries().tables:
+        raise KeyError(f"{DICTIONARY.name}: no [tables.{table}]")
+    entry = entries().tables[table]
     return f"{entry.description} Grain: {entry.grain}. Key: {'(' + ', '.join(entry.key) + ')' if entry.key else 'none'}."
 
 
 def table_source(table: str) -> str:
-    """Where a table's rows come from (an upstream file, or a file of this project)."""
     return entries().tables[table].source
 
 
@@ -123,13 +127,12 @@ def column(object_name: str, name: str) -> Facts:
 
 
 def table_columns(table: str) -> dict[str, dict]:
-    """A validated table's columns in order, each with its presence upstream, nullability and checks."""
+    """A validated table's columns in order, each its checks with its presence upstream and nullability."""
     return {name: {**msgspec.to_builtins(column(table, name)), **msgspec.to_builtins(entry)}
             for name, entry in entries().tables[table].columns.items()}
 
 
 def field_type(name: str) -> str:
-    """The column's type wherever it appears (a key of schemas/types.py TYPES)."""
     return entries().fields[name].type
 
 
