@@ -37,10 +37,12 @@ def _plain(value: Any) -> Any:
 
 def _format_failures(table_name: str, frame: pd.DataFrame, error: pa.errors.SchemaErrors) -> list[str]:
     key = dictionary.table_entry(table_name).key
+    # A row is named by its key and, for a reader, the model and GPU it measured.
+    named_by = [c for c in dict.fromkeys([*key, "model_id", "gpu_model", "num_gpus"]) if c in frame and c != "snapshot_id"]
     lines, shared = [], Counter()
     for (check, index), group in error.failure_cases.groupby(["check", "index"], sort=False, dropna=False):
         row = frame.loc[index] if isinstance(index, int) and index in frame.index else None
-        label = "table" if row is None else ", ".join(f"{c}={_plain(row[c])}" for c in key if c != "snapshot_id")
+        label = "table" if row is None else ", ".join(f"{c}={_plain(row[c])}" for c in named_by)
         if check == "multiple_fields_uniqueness":
             shared[label] += 1
             continue
