@@ -50,10 +50,7 @@ from pipeline.validate import raise_failures, table_failures
 from schemas import dictionary, measured_key
 
 TOKEN_FAMILIES = tuple(family for family in dictionary.column("tasks", "family").isin if family != "diffusion")
-TABLE_ORDER = (
-    "snapshots", "tasks", "models", "token_configurations", "diffusion_configurations", "model_details",
-    "model_detail_configurations", "output_length_histograms",
-)
+TABLE_ORDER = schemas.TABLE_NAMES  # the dictionary's order
 TASK_FILE_HEAD = ("task", "task_display_name", "architecture")
 # A detail file's configurations are told apart as the task files' are (the staging views' repeat).
 DETAIL_KEY = sorted({*measured_key("token_configurations"), *measured_key("diffusion_configurations")} - {"task", "model_id"})
