@@ -51,6 +51,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+@functools.cache
 def arrow_schema(table: str, stored: bool = False) -> Any:
     """The table's Arrow schema as ingest reads and validates it, or as stored: typed dates and times,
     each field's description and unit as Parquet field metadata and the table's as schema metadata, so

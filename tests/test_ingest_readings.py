@@ -119,6 +119,7 @@ def test_a_new_upstream_field_takes_one_dictionary_entry(source_copy: Path, tmp_
         entries.tables["token_configurations"], columns=columns)}
     monkeypatch.setattr(dictionary, "entries", lambda: msgspec.structs.replace(entries, tables=tables, fields=fields))
     schemas._schemas.cache_clear()
+    schemas.arrow_schema.cache_clear()
     ingest_module._types.cache_clear()
     try:
         gpqa = source_copy / "tasks" / "gpqa.json"
@@ -143,4 +144,5 @@ def test_a_new_upstream_field_takes_one_dictionary_entry(source_copy: Path, tmp_
             ).fetchall() == [("ratio", "A new upstream field.")]
     finally:  # the next test's schemas come from the real dictionary again
         schemas._schemas.cache_clear()
+        schemas.arrow_schema.cache_clear()
         ingest_module._types.cache_clear()
