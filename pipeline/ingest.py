@@ -53,7 +53,8 @@ TOKEN_FAMILIES = tuple(family for family in dictionary.column("tasks", "family")
 TABLE_ORDER = schemas.TABLE_NAMES  # the dictionary's order
 TASK_FILE_HEAD = ("task", "task_display_name", "architecture")
 # A detail file's configurations are told apart as the task files' are (the staging views' repeat).
-DETAIL_KEY = sorted({*measured_key("token_configurations"), *measured_key("diffusion_configurations")} - {"task", "model_id"})
+DETAIL_KEY = sorted({*measured_key("token_configurations"), *measured_key("diffusion_configurations")}
+                    - {"task", "model_id"})
 DETAIL_CHUNK_FILES = 500  # ~20 MB of JSON at a time
 
 

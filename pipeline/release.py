@@ -43,9 +43,9 @@ _CONTEXT_TERMS = {
     "sc": "https://schema.org/",
 }
 CROISSANT_CONTEXT = {term: _CONTEXT_TERMS.get(term, f"cr:{term}") for term in (
-    "@language @vocab citeAs column conformsTo cr data dataType dct examples extract field fileProperty fileObject fileSet "
-    "format includes isLiveDataset jsonPath key md5 parentField path rai recordSet references regex repeated replace "
-    "samplingRate sc equivalentProperty separator source subField transform").split()}
+    "@language @vocab citeAs column conformsTo cr data dataType dct examples extract field fileProperty fileObject "
+    "fileSet format includes isLiveDataset jsonPath key md5 parentField path rai recordSet references regex repeated "
+    "replace samplingRate sc equivalentProperty separator source subField transform").split()}
 
 
 # The boundary tables' files, and what their metadata says of the factors.
@@ -167,7 +167,8 @@ def _datapackage(card: dict[str, Any], release_id: str, root: Path, tables: dict
 def _croissant(card: dict[str, Any], release_id: str, root: Path, tables: dict[str, Any],
                factor_sources: list[dict[str, Any]]) -> dict[str, Any]:
     distribution, record_sets = [], []
-    cited = "; ".join(f"{s['source']} ({s['year']}, {s['url']}; {' and '.join(s['boundaries'])})" for s in factor_sources)
+    cited = "; ".join(f"{s['source']} ({s['year']}, {s['url']}; {' and '.join(s['boundaries'])})"
+                      for s in factor_sources)
     for view, fields in tables.items():
         distribution.append({
             "@type": "cr:FileObject", "@id": f"{view}.csv", "name": f"{view}.csv", "contentUrl": f"data/{view}.csv",

@@ -38,7 +38,8 @@ def _plain(value: Any) -> Any:
 def _format_failures(table_name: str, frame: pd.DataFrame, error: pa.errors.SchemaErrors) -> list[str]:
     key = dictionary.table_entry(table_name).key
     # A row is named by its key and, for a reader, the model and GPU it measured.
-    named_by = [c for c in dict.fromkeys([*key, "model_id", "gpu_model", "num_gpus"]) if c in frame and c != "snapshot_id"]
+    named_by = [c for c in dict.fromkeys([*key, "model_id", "gpu_model", "num_gpus"])
+                if c in frame and c != "snapshot_id"]
     lines, shared = [], Counter()
     for (check, index), group in error.failure_cases.groupby(["check", "index"], sort=False, dropna=False):
         row = frame.loc[index] if isinstance(index, int) and index in frame.index else None
@@ -62,7 +63,8 @@ def table_failures(tables: dict[str, pyarrow.Table]) -> tuple[list[str], list[st
     notices: list[str] = []
     for name, table in tables.items():
         for start in range(0, max(table.num_rows, 1), VALIDATION_SLICE_ROWS):
-            frame = table.slice(start, VALIDATION_SLICE_ROWS).to_pandas(types_mapper={pyarrow.int64(): pd.Int64Dtype()}.get)
+            frame = table.slice(start, VALIDATION_SLICE_ROWS).to_pandas(
+                types_mapper={pyarrow.int64(): pd.Int64Dtype()}.get)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:

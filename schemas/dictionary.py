@@ -101,7 +101,8 @@ def table_description(table: str) -> str:
     if table not in entries().tables:
         raise KeyError(f"{DICTIONARY.name}: no [tables.{table}]")
     entry = entries().tables[table]
-    return f"{entry.description} Grain: {entry.grain}. Key: {'(' + ', '.join(entry.key) + ')' if entry.key else 'none'}."
+    key = f"({', '.join(entry.key)})" if entry.key else "none"
+    return f"{entry.description} Grain: {entry.grain}. Key: {key}."
 
 
 def table_source(table: str) -> str:
