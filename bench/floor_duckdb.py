@@ -13,10 +13,10 @@ from pathlib import Path
 import duckdb
 
 from schemas import dictionary
+from schemas.types import TYPES
 
 # Read from the field dictionary itself: importing the pandera schemas would put pandas and pandera
 # (0.5-0.8 s) into a floor that has no validation.
-DUCKDB_TYPES = {"int64": "BIGINT", "float64": "DOUBLE", "string": "VARCHAR", "bool": "BOOLEAN"}
 HISTOGRAM = {"output_length_distribution": "STRUCT(bins DOUBLE[], counts BIGINT[])"}
 
 
@@ -31,7 +31,7 @@ def columns(table: str, extra: dict[str, str]) -> dict[str, str]:
     for name, entry in dictionary.table_columns(table).items():
         if "upstream" not in entry:
             continue
-        duckdb_type, path = DUCKDB_TYPES[dictionary.field_type(name)], entry.get("json_path", name).split(".")
+        duckdb_type, path = TYPES[dictionary.field_type(name)].duckdb, entry.get("json_path", name).split(".")
         if len(path) == 1:
             flat[path[0]] = duckdb_type
         else:

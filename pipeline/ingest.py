@@ -8,8 +8,6 @@ memory stays bounded however large the snapshot.
 """
 
 import functools
-import hashlib
-import json
 import multiprocessing
 import os
 from collections import Counter, deque
@@ -26,9 +24,11 @@ import pyarrow
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+import schemas
 from pipeline.errors import PipelineError
 from pipeline.fetch import TASK_NAME_PATTERN, check_snapshot_id, read_manifest
 from pipeline.files import atomic_path, release_memory
+from pipeline.fingerprint import data_sha256
 from pipeline.paths import Paths
 from pipeline.progress import progress
 from pipeline.source_card import load_source_card
@@ -42,19 +42,19 @@ from pipeline.upstream_json import (
     columns_of,
     decode,
     decode_untyped,
+    extras_text,
     file_types,
     read_objects,
 )
-from pipeline.validate import arrow_schema, as_stored, parquet_schema, raise_failures, table_failures
-from schemas import TABLES, dictionary, measured_key
+from pipeline.validate import raise_failures, table_failures
+from schemas import dictionary, measured_key
 
-TOKEN_FAMILIES = tuple(family for family in dictionary.table_columns("tasks")["family"]["isin"] if family != "diffusion")
-TABLE_ORDER = (
-    "snapshots", "tasks", "models", "token_configurations", "diffusion_configurations", "model_details",
-    "model_detail_configurations", "output_length_histograms",
-)
+TOKEN_FAMILIES = tuple(family for family in dictionary.column("tasks", "family").isin if family != "diffusion")
+TABLE_ORDER = schemas.TABLE_NAMES  # the dictionary's order
 TASK_FILE_HEAD = ("task", "task_display_name", "architecture")
-TOKEN_KEY, DIFFUSION_KEY = measured_key("token_configurations"), measured_key("diffusion_configurations")
+# A detail file's configurations are told apart as the task files' are (the staging views' repeat).
+DETAIL_KEY = sorted({*measured_key("token_configurations"), *measured_key("diffusion_configurations")}
+                    - {"task", "model_id"})
 DETAIL_CHUNK_FILES = 500  # ~20 MB of JSON at a time
 
 
@@ -69,7 +69,7 @@ class IngestResult:
 
 @functools.cache
 def _types() -> FileTypes:
-    return file_types(TABLES)
+    return file_types()
 
 
 class _VerifiedFiles:
@@ -92,7 +92,7 @@ class _VerifiedFiles:
 
     def read(self, relative: str) -> bytes:
         data = (self.snapshot_dir / relative).read_bytes()
-        if hashlib.sha256(data).hexdigest() != self.digests.get(relative):
+        if data_sha256(data) != self.digests.get(relative):
             raise self._changed(relative)
         self.read_names.add(relative)
         return data
@@ -109,7 +109,7 @@ def _expect(condition: bool, message: str) -> None:
 
 def _table(name: str, columns: dict[str, Any]) -> pyarrow.Table:
     """A table of `name`'s schema from its columns (lists, ranges or arrays)."""
-    schema = arrow_schema(TABLES[name])
+    schema = schemas.arrow_schema(name)
     return pyarrow.table({column: columns[column] for column in schema.names}, schema=schema)
 
 
@@ -196,24 +196,9 @@ def _read_task_file(
         by_object = True
     count = len(rows)
     del data, document, rows  # the decoded objects: at 1000x a task file's take a gigabyte
-    key = [[task] * count if column == "task" else columns[column] for column in (TOKEN_KEY if token else DIFFUSION_KEY)]
     added = {"snapshot_id": [snapshot_id] * count, "task": [task] * count, "source_ordinal": range(count),
-             "repeat": _repeats(key), "extra_fields": extras}
-    if not token:
-        return head, _table("diffusion_configurations", {**columns, **added}), by_object
-    table = _table("token_configurations", {**columns, **added, "is_avg_output_len_derived": [
-        value is None for value in columns["avg_output_len"]]})
-    return head, _derive_avg_output_len(table), by_object
-
-
-def _derive_avg_output_len(table: pyarrow.Table) -> pyarrow.Table:
-    """The upstream defines energy per request as energy per token × average output length."""
-    derived = table["is_avg_output_len_derived"]
-    if table.num_rows == 0 or not pc.any(derived).as_py():
-        return table
-    quotient = pc.divide(table["energy_per_request_joules"], table["energy_per_token_joules"])
-    index = table.schema.get_field_index("avg_output_len")
-    return table.set_column(index, table.schema.field(index), pc.if_else(derived, quotient, table["avg_output_len"]))
+             "extra_fields": extras}
+    return head, _table("token_configurations" if token else "diffusion_configurations", {**columns, **added}), by_object
 
 
 def _task_row(snapshot_id: str, task: str, position: int, head: dict[str, Any], families: dict[str, str],
@@ -230,7 +215,7 @@ def _task_row(snapshot_id: str, task: str, position: int, head: dict[str, Any], 
         "snapshot_id": snapshot_id, "task": task, "display_name": head["task_display_name"],
         "workload_label": labels.get(task, head["task_display_name"]), "family": families[task],
         "index_position": position, "file_architecture": architecture if isinstance(architecture, str) else None,
-        "file_extra_fields": json.dumps(unknown, sort_keys=True, ensure_ascii=False) if unknown else None,
+        "file_extra_fields": extras_text(unknown),
     }
 
 
@@ -294,15 +279,7 @@ def _detail_tables(
     rows = [row for row_list in row_lists for row in row_list]
     row_columns, row_keys = columns_of(rows, types.detail_row)
     file_of_row = numpy.repeat(numpy.arange(len(documents)), counts)
-    token = [families[document.task] in TOKEN_FAMILIES for document in documents]
-    key_names = sorted({*TOKEN_KEY, *DIFFUSION_KEY} & row_columns.keys())
-    key_values = {column: row_columns[column] for column in key_names}
-    # A configuration's repeat counts the rows before it in its file with its family's key.
-    token_key = [c for c in key_names if c in TOKEN_KEY]
-    diffusion_key = [c for c in key_names if c in DIFFUSION_KEY]
-    repeats = _repeats([file_of_row.tolist(), [
-        tuple(key_values[c][i] for c in (token_key if token[f] else diffusion_key)) for i, f in enumerate(file_of_row)
-    ]])
+    repeats = _repeats([file_of_row.tolist(), *(row_columns[column] for column in DETAIL_KEY)])
     tables = {
         "model_details": _table("model_details", {
             **model_columns, "snapshot_id": [snapshot_id] * len(documents),
@@ -336,7 +313,7 @@ def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str
             for column, value in (("task", document.task), ("model_id", document.model_id),
                                   ("scope", "model" if ordinal is None else "configuration"), ("detail_ordinal", ordinal)):
                 identity[column].append(value)
-    schema = arrow_schema(TABLES["output_length_histograms"])
+    schema = schemas.arrow_schema("output_length_histograms")
     if problems or not histograms:
         return schema.empty_table()
     bins = pyarrow.array([h.bins for h in histograms], pyarrow.list_(pyarrow.float64()))
@@ -384,8 +361,7 @@ def _read_detail_chunk(
             decode_untyped(name, data)
     if not problems:
         result.failures, result.notices = table_failures(
-            {name: (TABLES[name], table) for name, table in result.tables.items() if name != "model_details"}
-        )
+            {name: table for name, table in result.tables.items() if name != "model_details"})
     release_memory()
     return result
 
@@ -445,13 +421,13 @@ class _TableWriters:
 
     def write(self, name: str, table: pyarrow.Table) -> None:
         if name not in self._writers:
-            self._schemas[name] = parquet_schema(name, TABLES[name])
+            self._schemas[name] = schemas.arrow_schema(name, stored=True)
             tmp = self._stack.enter_context(atomic_path(self._paths.parquet_path(name, self._snapshot_id)))
             self._writers[name] = self._stack.enter_context(
                 pq.ParquetWriter(tmp, self._schemas[name], compression="zstd")
             )
             self.row_counts[name] = 0
-        self._writers[name].write_table(as_stored(table, self._schemas[name]))
+        self._writers[name].write_table(table.select(self._schemas[name].names).cast(self._schemas[name]))
         self.row_counts[name] += table.num_rows
 
 
@@ -479,7 +455,7 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
         """Validate `tables`; True when they may be written (nothing refused so far)."""
         if problems:
             return False
-        table_failed, table_notices = table_failures({name: (TABLES[name], table) for name, table in tables.items()})
+        table_failed, table_notices = table_failures(tables)
         failures.extend(table_failed)
         notices.extend(table_notices)
         return not failures
@@ -525,10 +501,10 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
 
         _raise_problems(snapshot_id, problems)
         small = {"snapshots": _snapshots_table(snapshot_id, manifest, index),
-                 "tasks": pyarrow.Table.from_pylist(task_rows, schema=arrow_schema(TABLES["tasks"])),
+                 "tasks": pyarrow.Table.from_pylist(task_rows, schema=schemas.arrow_schema("tasks")),
                  "models": models,
                  "model_details": pyarrow.concat_tables(model_details) if model_details
-                 else arrow_schema(TABLES["model_details"]).empty_table()}
+                 else schemas.arrow_schema("model_details").empty_table()}
         check(small)
         raise_failures(failures)
         unlisted = sorted(named_models - set(models["model_id"].to_pylist()))
@@ -539,6 +515,6 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
             writers.write(name, table)
         for name in TABLE_ORDER:
             # An empty batch: the file exists even where a snapshot has no such rows.
-            writers.write(name, arrow_schema(TABLES[name]).empty_table())
+            writers.write(name, schemas.arrow_schema(name).empty_table())
     return IngestResult(snapshot_id, {name: writers.row_counts[name] for name in TABLE_ORDER}, list(dict.fromkeys(notices)),
                         read_by_object)

@@ -8,59 +8,44 @@ index changes since the previous snapshot, from the stored index_changes); SHA25
 database gives the same bytes: nothing in it depends on the time or the machine.
 """
 
-import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow
 
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import replace_directory
+from pipeline.fingerprint import file_sha256
 from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
+from schemas.types import BY_DUCKDB
 
 # The release's tables, in the order the metadata lists them: each is the view of its name, and its
 # files are named after it (data/<view>.parquet and .csv).
-RELEASE_TABLES = (
-    "best_configurations",
-    "index_boundaries",
-    "boundary_factors",
-    "tiered_best_configurations",
-    "efficiency_curves",
-    "energy_latency_frontier",
-    "configurations",
-    "diffusion_configurations_current",
-)
+RELEASE_TABLES = ("best_configurations", "index_boundaries", "boundary_factors", "tiered_best_configurations",
+                  "efficiency_curves", "energy_latency_frontier", "configurations", "diffusion_configurations_current")
 # The ML.ENERGY Benchmark paper's authors in its order (given names, family name), as the leaderboard's
 # own citation lists them (github.com/ml-energy/leaderboard README.md, BibTeX mlenergy-neuripsdb25).
 PAPER_AUTHORS = (
     ("Jae-Won", "Chung"), ("Jeff J.", "Ma"), ("Ruofan", "Wu"), ("Jiachen", "Liu"), ("Oh Jun", "Kweon"),
     ("Yuxuan", "Xia"), ("Zhiyu", "Wu"), ("Mosharaf", "Chowdhury"),
 )
-# DuckDB type -> (Frictionless Table Schema type, Croissant/schema.org data type).
-TYPES = {
-    "VARCHAR": ("string", "sc:Text"), "BIGINT": ("integer", "sc:Integer"), "INTEGER": ("integer", "sc:Integer"),
-    "DOUBLE": ("number", "sc:Float"), "FLOAT": ("number", "sc:Float"), "BOOLEAN": ("boolean", "sc:Boolean"),
-    "DATE": ("date", "sc:Date"), "TIMESTAMP WITH TIME ZONE": ("datetime", "sc:DateTime"),
-}
-CROISSANT_CONTEXT = {
-    "@language": "en", "@vocab": "https://schema.org/", "citeAs": "cr:citeAs", "column": "cr:column",
-    "conformsTo": "dct:conformsTo", "cr": "http://mlcommons.org/croissant/", "data": {"@id": "cr:data", "@type": "@json"},
+# Croissant 1.0's JSON-LD context: its terms are cr:<term> but for these.
+_CONTEXT_TERMS = {
+    "@language": "en", "@vocab": "https://schema.org/", "conformsTo": "dct:conformsTo",
+    "cr": "http://mlcommons.org/croissant/", "data": {"@id": "cr:data", "@type": "@json"},
     "dataType": {"@id": "cr:dataType", "@type": "@vocab"}, "dct": "http://purl.org/dc/terms/",
-    "examples": {"@id": "cr:examples", "@type": "@json"}, "extract": "cr:extract", "field": "cr:field",
-    "fileProperty": "cr:fileProperty", "fileObject": "cr:fileObject", "fileSet": "cr:fileSet", "format": "cr:format",
-    "includes": "cr:includes", "isLiveDataset": "cr:isLiveDataset", "jsonPath": "cr:jsonPath", "key": "cr:key",
-    "md5": "cr:md5", "parentField": "cr:parentField", "path": "cr:path", "rai": "http://mlcommons.org/croissant/RAI/",
-    "recordSet": "cr:recordSet", "references": "cr:references", "regex": "cr:regex", "repeated": "cr:repeated",
-    "replace": "cr:replace", "samplingRate": "cr:samplingRate", "sc": "https://schema.org/",
-    "equivalentProperty": "cr:equivalentProperty", "separator": "cr:separator", "source": "cr:source",
-    "subField": "cr:subField", "transform": "cr:transform",
+    "examples": {"@id": "cr:examples", "@type": "@json"}, "rai": "http://mlcommons.org/croissant/RAI/",
+    "sc": "https://schema.org/",
 }
+CROISSANT_CONTEXT = {term: _CONTEXT_TERMS.get(term, f"cr:{term}") for term in (
+    "@language @vocab citeAs column conformsTo cr data dataType dct examples extract field fileProperty fileObject "
+    "fileSet format includes isLiveDataset jsonPath key md5 parentField path rai recordSet references regex repeated "
+    "replace samplingRate sc equivalentProperty separator source subField transform").split()}
 
 
 # The boundary tables' files, and what their metadata says of the factors.
@@ -69,19 +54,9 @@ _BOUNDARY_NOTE = (" The server and facility factors are assumptions from the cit
                   " row's source, url, year and quoted figure), not measurements; gpu_only is the measured figure.")
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 def _json(document: Any) -> bytes:
+    # The standard library's spelling of floats (1e-05, not msgspec's 0.00001): the release's bytes stay.
     return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
-
-
-def _fields(connection: duckdb.DuckDBPyConnection, view: str) -> list[dict[str, Any]]:
-    return fetch_dicts(connection, """
-        select column_name, data_type, unit, description from data_dictionary
-        where object_name = $view order by position""", {"view": view})
 
 
 def write_release(paths: Paths) -> Path:
@@ -104,7 +79,9 @@ def write_release(paths: Paths) -> Path:
             shutil.copytree(paths.index_dir, staging / "index")
             tables = {}
             for view in RELEASE_TABLES:
-                fields = _fields(connection, view)
+                tables[view] = fields = fetch_dicts(connection, """
+                    select column_name, data_type, unit, description from data_dictionary
+                    where object_name = $view order by position""", {"view": view})
                 columns = ", ".join(f'"{field["column_name"]}"' for field in fields)
                 relation = connection.sql(f"select {columns} from {view} order by all")
                 # Through Arrow with every column nullable: DuckDB's writer marks a column required when the
@@ -118,7 +95,6 @@ def write_release(paths: Paths) -> Path:
                     target.parent.mkdir(exist_ok=True)
                     connection.execute(f"copy (select * from release_rows) to '{str(target).replace(chr(39), chr(39) * 2)}' {options}")
                 connection.unregister("release_rows")
-                tables[view] = (view, fields)
             refits = fetch_dicts(connection, """
                 select * exclude (snapshot_id) from ecologits_refit
                 order by task, gpu, latency_metric, latency_limit""", {})
@@ -140,7 +116,7 @@ def write_release(paths: Paths) -> Path:
         (staging / "datapackage.json").write_bytes(_json(_datapackage(card, release_id, staging, tables, factor_sources)))
         (staging / "croissant.json").write_bytes(_json(_croissant(card, release_id, staging, tables, factor_sources)))
         files = sorted(p for p in staging.rglob("*") if p.is_file())
-        sums = "".join(f"{_sha256(p)}  {p.relative_to(staging).as_posix()}\n" for p in files)
+        sums = "".join(f"{file_sha256(p)}  {p.relative_to(staging).as_posix()}\n" for p in files)
         (staging / "SHA256SUMS").write_text(sums, encoding="utf-8")
         target = paths.out / "release" / release_id
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -154,33 +130,25 @@ def _what(view: str) -> str:
     return "The reference table" if view == "boundary_factors" else "The view"
 
 
-def _factor_sources_text(factor_sources: list[dict[str, Any]]) -> str:
-    return "; ".join(f"{s['source']} ({s['year']}, {s['url']}; {' and '.join(s['boundaries'])})" for s in factor_sources)
+def _described(field: dict[str, Any]) -> str:
+    return field["description"] + (f" Unit: {field['unit']}." if field["unit"] else "")
 
 
 def _datapackage(card: dict[str, Any], release_id: str, root: Path, tables: dict[str, Any],
                  factor_sources: list[dict[str, Any]]) -> dict[str, Any]:
     resources = []
-    for stem, (view, fields) in tables.items():
-        path = root / "data" / f"{stem}.csv"
-        boundary_sources = [{"title": f"{s['source']} ({s['year']})", "path": s["url"]} for s in factor_sources]
+    sources = [{"title": f"{s['source']} ({s['year']})", "path": s["url"]} for s in factor_sources]
+    for view, fields in tables.items():
+        path = root / "data" / f"{view}.csv"
         resources.append({
-            "name": stem.replace("_", "-"),
-            "path": f"data/{stem}.csv",
-            "format": "csv",
-            "mediatype": "text/csv",
-            "encoding": "utf-8",
-            "bytes": path.stat().st_size,
-            "hash": f"sha256:{_sha256(path)}",
+            "name": view.replace("_", "-"), "path": f"data/{view}.csv", "format": "csv", "mediatype": "text/csv",
+            "encoding": "utf-8", "bytes": path.stat().st_size, "hash": f"sha256:{file_sha256(path)}",
             "description": f"{_what(view)} {view} of the energy-index database, snapshot {release_id}."
-                           + (_BOUNDARY_NOTE if stem in _BOUNDARY_STEMS else ""),
-            **({"sources": boundary_sources} if stem in _BOUNDARY_STEMS else {}),
-            "schema": {"fields": [
-                {"name": f["column_name"], "type": TYPES.get(f["data_type"], ("string", ""))[0],
-                 "description": f["description"] + (f" Unit: {f['unit']}." if f["unit"] else ""),
-                 **({"unit": f["unit"]} if f["unit"] else {})}
-                for f in fields
-            ]},
+                           + (_BOUNDARY_NOTE if view in _BOUNDARY_STEMS else ""),
+            **({"sources": sources} if view in _BOUNDARY_STEMS else {}),
+            "schema": {"fields": [{"name": f["column_name"], "type": BY_DUCKDB[f["data_type"]].frictionless,
+                                   "description": _described(f), **({"unit": f["unit"]} if f["unit"] else {})}
+                                  for f in fields]},
         })
     return {
         "name": "energy-index",
@@ -191,8 +159,7 @@ def _datapackage(card: dict[str, Any], release_id: str, root: Path, tables: dict
         "homepage": card["url"],
         "licenses": [{"name": "Apache-2.0", "path": "https://www.apache.org/licenses/LICENSE-2.0",
                       "title": card["licence"]}],
-        "sources": [{"title": card["name"], "path": card["url"]},
-                    *({"title": f"{s['source']} ({s['year']})", "path": s["url"]} for s in factor_sources)],
+        "sources": [{"title": card["name"], "path": card["url"]}, *sources],
         "resources": resources,
     }
 
@@ -200,21 +167,21 @@ def _datapackage(card: dict[str, Any], release_id: str, root: Path, tables: dict
 def _croissant(card: dict[str, Any], release_id: str, root: Path, tables: dict[str, Any],
                factor_sources: list[dict[str, Any]]) -> dict[str, Any]:
     distribution, record_sets = [], []
-    for stem, (view, fields) in tables.items():
-        path = root / "data" / f"{stem}.csv"
+    cited = "; ".join(f"{s['source']} ({s['year']}, {s['url']}; {' and '.join(s['boundaries'])})"
+                      for s in factor_sources)
+    for view, fields in tables.items():
         distribution.append({
-            "@type": "cr:FileObject", "@id": f"{stem}.csv", "name": f"{stem}.csv",
-            "contentUrl": f"data/{stem}.csv", "encodingFormat": "text/csv", "sha256": _sha256(path),
+            "@type": "cr:FileObject", "@id": f"{view}.csv", "name": f"{view}.csv", "contentUrl": f"data/{view}.csv",
+            "encodingFormat": "text/csv", "sha256": file_sha256(root / "data" / f"{view}.csv"),
         })
         record_sets.append({
-            "@type": "cr:RecordSet", "@id": stem, "name": stem,
+            "@type": "cr:RecordSet", "@id": view, "name": view,
             "description": f"{_what(view)} {view} of the energy-index database."
-                           + (f"{_BOUNDARY_NOTE} Sources: {_factor_sources_text(factor_sources)}." if stem in _BOUNDARY_STEMS else ""),
+                           + (f"{_BOUNDARY_NOTE} Sources: {cited}." if view in _BOUNDARY_STEMS else ""),
             "field": [{
-                "@type": "cr:Field", "@id": f"{stem}/{f['column_name']}", "name": f["column_name"],
-                "description": f["description"] + (f" Unit: {f['unit']}." if f["unit"] else ""),
-                "dataType": TYPES.get(f["data_type"], ("string", "sc:Text"))[1],
-                "source": {"fileObject": {"@id": f"{stem}.csv"}, "extract": {"column": f["column_name"]}},
+                "@type": "cr:Field", "@id": f"{view}/{f['column_name']}", "name": f["column_name"],
+                "description": _described(f), "dataType": BY_DUCKDB[f["data_type"]].croissant,
+                "source": {"fileObject": {"@id": f"{view}.csv"}, "extract": {"column": f["column_name"]}},
             } for f in fields],
         })
     return {

@@ -20,15 +20,13 @@ from operator import attrgetter
 from typing import Annotated, Any
 
 import msgspec
-import pyarrow
 
 from pipeline.errors import PipelineError
 from pipeline.files import parse_json_strict
-from pipeline.validate import arrow_schema, json_paths, upstream_columns
+from schemas import dictionary
+from schemas.types import TYPES
 
-INT64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 COUNT = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
-JSON_TYPES = {pyarrow.int64(): INT64, pyarrow.float64(): float, pyarrow.bool_(): bool, pyarrow.string(): str}
 ABSENT = msgspec.UNSET
 Absent = msgspec.UnsetType
 _WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
@@ -58,16 +56,17 @@ class RowType:
     groups: dict[str, type[msgspec.Struct]]  # nested objects whose keys are columns (parallelization)
 
 
-def row_type(model: type, name: str, extra: tuple[tuple[str, Any, Any], ...] = ()) -> RowType:
-    """A Struct with one field per upstream column of `model` (required ones without default; an
+def row_type(table: str, name: str, extra: tuple[tuple[str, Any, Any], ...] = ()) -> RowType:
+    """A Struct with one field per upstream column of `table` (required ones without default; an
     absent optional one is ABSENT, so that decoded keys can be counted) and the `extra` fields."""
-    schema, paths, presence = arrow_schema(model), json_paths(model), upstream_columns(model)
+    paths, columns = dictionary.json_paths(table), dictionary.table_entry(table).columns
     top: list[tuple[str, Any, Any]] = []
     nested: dict[str, list[tuple[str, Any, Any]]] = {}
     for column, path in paths.items():
-        json_type = JSON_TYPES[schema.field(column).type] | None
+        json_type = TYPES[dictionary.field_type(column)].json | None
         if len(path) == 1:
-            top.append((path[0], json_type) if presence[column] == "required" else (path[0], json_type | Absent, ABSENT))
+            top.append((path[0], json_type) if columns[column].upstream == "required"
+                       else (path[0], json_type | Absent, ABSENT))
         else:
             nested.setdefault(path[0], []).append((path[1], json_type | Absent, ABSENT))
     groups = {
@@ -180,10 +179,16 @@ def read_objects(
                 missing[field.group(1)] = missing.get(field.group(1), 0) + 1
             else:
                 problems.append(f"{where}: {_worded(error, known)}")
-        extras.append(json.dumps(unknown, sort_keys=True, ensure_ascii=False) if unknown else None)
+        extras.append(extras_text(unknown))
     for name, count in sorted(missing.items()):
         problems.append(f"{file_name}: missing required field '{name}' in {count} entr{'y' if count == 1 else 'ies'}")
     return items, extras
+
+
+def extras_text(unknown: dict[str, Any]) -> str | None:
+    """Unknown keys as the stored text spells them (sorted, ", " and ": " between items, as the views and
+    their users read it since the first release: msgspec writes no spaces, so json.dumps stays here)."""
+    return json.dumps(unknown, sort_keys=True, ensure_ascii=False) if unknown else None
 
 
 def _split(obj: dict[str, Any], kind: RowType) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -220,7 +225,7 @@ def _worded(error: msgspec.ValidationError, obj: dict[str, Any]) -> str:
     if expected and expected.group(1) == "int" and isinstance(value, int) and not isinstance(value, bool):
         return f"field '{field}': integer {value} is out of the 64-bit range"
     if expected and expected.group(1) in _WORDS:
-        return f"field '{field}': expected {_WORDS[expected.group(1)]}, got {json.dumps(value)[:60]}"
+        return f"field '{field}': expected {_WORDS[expected.group(1)]}, got {msgspec.json.encode(value).decode()[:60]}"
     return f"field '{field}': {text.split(' - at ')[0]}"
 
 
@@ -237,11 +242,11 @@ class FileTypes:
     diffusion_file: type[msgspec.Struct]
 
 
-def file_types(tables: dict[str, Any]) -> FileTypes:
+def file_types() -> FileTypes:
     histogram = (HISTOGRAM_KEY, Histogram | Absent, ABSENT)
-    detail_row = row_type(tables["model_detail_configurations"], "DetailRow", (histogram,))
-    rows = {"token": row_type(tables["token_configurations"], "TokenRow"),
-            "diffusion": row_type(tables["diffusion_configurations"], "DiffusionRow")}
+    detail_row = row_type("model_detail_configurations", "DetailRow", (histogram,))
+    rows = {"token": row_type("token_configurations", "TokenRow"),
+            "diffusion": row_type("diffusion_configurations", "DiffusionRow")}
     files = {
         family: msgspec.defstruct(f"{family.title()}TaskFile", [
             ("task", str | Absent, ABSENT), ("task_display_name", str), ("architecture", str | None | Absent, ABSENT),
@@ -249,6 +254,6 @@ def file_types(tables: dict[str, Any]) -> FileTypes:
         ], kw_only=True, forbid_unknown_fields=True)
         for family, kind in rows.items()
     }
-    detail_file = row_type(tables["model_details"], "DetailFile", (("configurations", list[detail_row.struct]), histogram))
-    return FileTypes(rows["token"], rows["diffusion"], row_type(tables["models"], "ModelRow"), detail_row, detail_file,
+    detail_file = row_type("model_details", "DetailFile", (("configurations", list[detail_row.struct]), histogram))
+    return FileTypes(rows["token"], rows["diffusion"], row_type("models", "ModelRow"), detail_row, detail_file,
                   files["token"], files["diffusion"])

@@ -1,31 +1,20 @@
-"""The tables' pandera schemas, generated from the field dictionary (dictionary.toml): for each
-column of [tables.<table>.columns], its type ([fields.<name>] type), whether it may be null, the
-upstream JSON key it is read from (`upstream`: "required" when every entry carries it, "optional"
-when the upstream has added or dropped it over its history; `json_path` when nested), how it is
-stored (`stored_as`) and its checks; the table's key and its row checks (schemas/rules.py).
-
-Pandera is imported only when a step asks for the schemas (TABLES), not when fetch reads the rules.
-"""
+"""The tables' schemas, generated from the field dictionary (dictionary.py) and the type table (types.py):
+pandera's (each column's dtype, nullability, checks and the table's key and row checks) and Arrow's (as
+validated, and as stored with each field's description and unit). Pandera and pyarrow are imported only
+when a step asks for them (TABLES, arrow_schema), not when fetch reads the dictionary."""
 
 import functools
 from typing import Any
 
 from schemas import dictionary
+from schemas.dictionary import decimals, unit  # noqa: F401  (the API other modules call)
+from schemas.types import TYPES, arrow_type
 
 TABLE_NAMES = dictionary.validated_tables()
 
-# Each built-in check of a column entry, in the order pandera reports them.
-_BUILT_IN_CHECKS = {
-    "ge": "greater_than_or_equal_to", "gt": "greater_than", "le": "less_than_or_equal_to",
-    "min_length": "str_length", "isin": "isin", "matches": "str_matches",
-}
-
-
-def _dtype(type_name: str, nullable: bool) -> Any:
-    import pandas as pd
-
-    return {"string": str, "int64": pd.Int64Dtype(), "float64": float,
-            "bool": pd.BooleanDtype() if nullable else bool}[type_name]
+# The dictionary's constraints as pandera's built-in checks.
+_BUILT_IN_CHECKS = {"ge": "greater_than_or_equal_to", "gt": "greater_than", "le": "less_than_or_equal_to",
+                    "isin": "isin", "matches": "str_matches"}
 
 
 @functools.cache
@@ -40,21 +29,19 @@ def _schemas() -> dict[str, Any]:
 
     tables = {}
     for table in TABLE_NAMES:
-        columns = {}
-        for name, entry in dictionary.table_columns(table).items():
-            built_in = [getattr(pa.Check, _BUILT_IN_CHECKS[key])(entry[key]) for key in _BUILT_IN_CHECKS
-                        if key in entry and key != "min_length"]
-            if "min_length" in entry:
-                built_in.insert(0, pa.Check.str_length(min_value=entry["min_length"]))
-            metadata = {key: entry[key] for key in ("upstream", "json_path", "stored_as") if key in entry}
+        entry, columns = dictionary.table_entry(table), {}
+        for name, presence in entry.columns.items():
+            facts, field_type = dictionary.column(table, name), TYPES[dictionary.field_type(name)]
+            built_in = [pa.Check.str_length(min_value=facts.min_length)] if facts.min_length else []
+            built_in += [getattr(pa.Check, check_name)(getattr(facts, key))
+                         for key, check_name in _BUILT_IN_CHECKS.items() if getattr(facts, key) is not None]
+            rules = [field_type.check] if field_type.check else []
             columns[name] = pa.Column(
-                _dtype(dictionary.field_type(name), entry.get("nullable", False)),
-                checks=built_in + [check(rule, COLUMN_CHECKS) for rule in entry.get("checks", [])],
-                nullable=entry.get("nullable", False), metadata=metadata or None, name=name,
-            )
+                field_type.pandas, nullable=presence.may_be_null(), name=name, description=facts.description,
+                checks=built_in + [check(rule, COLUMN_CHECKS) for rule in rules + facts.checks])
         tables[table] = pa.DataFrameSchema(
-            columns, checks=[check(rule, ROW_CHECKS) for rule in dictionary.table_entry(table).get("row_checks", [])],
-            strict=True, coerce=True, unique=dictionary.table_entry(table)["key"], name=table,
+            columns, checks=[check(rule, ROW_CHECKS) for rule in entry.row_checks],
+            strict=True, coerce=True, unique=entry.key, report_duplicates="all", name=table,
         )
     return tables
 
@@ -65,6 +52,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+@functools.cache
+def arrow_schema(table: str, stored: bool = False) -> Any:
+    """The table's Arrow schema as ingest reads and validates it, or as stored: typed dates and times,
+    each field's description and unit as Parquet field metadata and the table's as schema metadata, so
+    that tools reading the files directly see them."""
+    import pyarrow
+
+    fields = []
+    for name, presence in dictionary.table_entry(table).columns.items():
+        field_type, facts = TYPES[dictionary.field_type(name)], dictionary.column(table, name)
+        metadata = {"description": facts.description, **({"unit": facts.unit} if facts.unit else {})}
+        fields.append(pyarrow.field(name, arrow_type(field_type.stored if stored else field_type.arrow),
+                                    nullable=presence.may_be_null(), metadata=metadata if stored else None))
+    return pyarrow.schema(fields, metadata={"description": dictionary.table_description(table)} if stored else None)
+
+
 def measured_key(table: str) -> list[str]:
     """What defines a measured configuration of a task-file table: rows sharing it are repeats."""
-    return dictionary.table_entry(table)["measured_key"]
+    return dictionary.table_entry(table).measured_key

@@ -1,81 +1,163 @@
-"""The field dictionary (dictionary.toml): what every table, view and column means, and for the tables
-ingest writes, each column's type, presence upstream and checks. Read by the schemas (pandera, Arrow,
-Parquet and the msgspec types of the upstream JSON are generated from it), the build (database
-comments, the data_dictionary table), the export and the generated docs/data-dictionary.md.
-Imports nothing heavy."""
+"""The field dictionary (dictionary.toml) decoded into typed structures, PUDL's way: each field's type,
+unit, description, checks and export decimals once ([fields]); each table's columns, key and grain
+([tables]); where one table or view means something else by a column, its override ([columns]).
+Imports nothing heavy: fetch reads it."""
 
 import functools
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from schemas.types import TYPES
 
 DICTIONARY = Path(__file__).with_name("dictionary.toml")
 
 
-@dataclass(frozen=True)
-class Column:
+class Facts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """What the dictionary says of a column: a field's entry, or an object's override of it."""
+
+    description: str | None = None
+    unit: str | None = None
+    decimals: int | None = None  # the index files round the column so (0: an integer)
+    ge: int | float | None = None
+    gt: int | float | None = None
+    le: int | float | None = None
+    min_length: int | None = None
+    isin: list[str] | None = None
+    matches: str | None = None
+    checks: list[str] = []  # rules of schemas/rules.py
+
+
+class Field(Facts, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
     description: str
-    unit: str | None
+    type: str | None = None  # a key of schemas/types.py TYPES; a view's columns are typed by DuckDB
+
+
+class Column(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """A column of a table ingest writes: the upstream key it is read from, if any ("optional": not in
+    every entry, so nullable), nested at json_path, or nullable where the pipeline may leave it empty."""
+
+    upstream: Literal["required", "optional"] | None = None
+    json_path: str | None = None
+    nullable: bool = False
+
+    def may_be_null(self) -> bool:
+        return self.nullable or self.upstream == "optional"
+
+
+class Table(msgspec.Struct, forbid_unknown_fields=True):
+    description: str
+    grain: str
+    source: str
+    key: list[str]
+    measured_key: list[str] = []  # what a measured configuration is: rows sharing it are repeats
+    row_checks: list[str] = []
+    columns: dict[str, Column] = {}  # for the tables ingest writes
+
+
+class ExportField(msgspec.Struct, forbid_unknown_fields=True):
+    key: str
+    column: str
+
+
+class Export(msgspec.Struct, forbid_unknown_fields=True):
+    fields: list[ExportField]
+
+
+class Dictionary(msgspec.Struct):
+    tables: dict[str, Table]
+    fields: dict[str, Field]
+    columns: dict[str, dict[str, str | Facts]]
+    exports: dict[str, Export]
 
 
 @functools.cache
-def _entries() -> dict:
-    with DICTIONARY.open("rb") as handle:
-        return tomllib.load(handle)
+def entries() -> Dictionary:
+    """The dictionary, each entry decoded on its own so that an error names it (msgspec names a value
+    of a dict only as [...]): "dictionary.toml: [fields.num_gpus]: Object contains unknown field `gee`"."""
+    sections = {"tables": Table, "fields": Field, "columns": dict[str, str | Facts], "exports": Export}
+    raw = msgspec.toml.decode(DICTIONARY.read_bytes())
+    if raw.keys() - sections.keys():
+        raise ValueError(f"{DICTIONARY}: unknown sections {sorted(raw.keys() - sections.keys())}")
+    decoded: dict[str, dict] = {section: {} for section in sections}
+    for section, kind in sections.items():
+        for name, entry in raw.get(section, {}).items():
+            try:
+                decoded[section][name] = msgspec.convert(entry, kind)
+            except msgspec.ValidationError as error:
+                raise ValueError(f"{DICTIONARY}: [{section}.{name}]: {error}") from None
+            if section == "fields" and decoded[section][name].type not in (None, *TYPES):
+                raise ValueError(f"{DICTIONARY}: [fields.{name}] type: {entry['type']!r} is none of {', '.join(TYPES)}")
+    return Dictionary(**decoded)
+
+
+def table_entry(table: str) -> Table:
+    return entries().tables[table]
 
 
 def table_description(table: str) -> str:
-    try:
-        return _entries()["tables"][table]["description"]
-    except KeyError:
-        raise KeyError(f"{DICTIONARY.name}: no [tables.{table}] description") from None
+    """What the table holds, its grain and its key, worded as the views' headers give theirs."""
+    if table not in entries().tables:
+        raise KeyError(f"{DICTIONARY.name}: no [tables.{table}]")
+    entry = entries().tables[table]
+    key = f"({', '.join(entry.key)})" if entry.key else "none"
+    return f"{entry.description} Grain: {entry.grain}. Key: {key}."
 
 
-def table_entry(table: str) -> dict:
-    """A table's entry: description, source, and for a validated table its key, row checks and columns."""
-    return _entries()["tables"][table]
+def table_source(table: str) -> str:
+    return entries().tables[table].source
 
 
 def validated_tables() -> tuple[str, ...]:
-    """The tables ingest writes and pandera validates: those whose columns the dictionary declares."""
-    return tuple(name for name, entry in _entries()["tables"].items() if "columns" in entry)
+    """The tables ingest writes and pandera validates: those whose columns the dictionary lists."""
+    return tuple(name for name, entry in entries().tables.items() if entry.columns)
+
+
+def column(object_name: str, name: str) -> Facts:
+    """The column's entry: its field's, with what the object says otherwise ([columns.OBJECT])."""
+    field = entries().fields.get(name)
+    override = entries().columns.get(object_name, {}).get(name)
+    if field is None and override is None:
+        raise KeyError(f"{DICTIONARY.name}: no entry for column {object_name}.{name} ([fields.{name}])")
+    if isinstance(override, str):
+        override = Facts(description=override)
+    merged = {**msgspec.to_builtins(field or Facts()), **msgspec.to_builtins(override or Facts())}
+    merged.pop("type", None)
+    return msgspec.convert(merged, Facts)
 
 
 def table_columns(table: str) -> dict[str, dict]:
-    """A validated table's columns in order, each with its presence upstream, nullability and checks."""
-    return _entries()["tables"][table]["columns"]
+    """A validated table's columns in order, each its checks with its presence upstream and nullability."""
+    return {name: {**msgspec.to_builtins(column(table, name)), **msgspec.to_builtins(entry)}
+            for name, entry in entries().tables[table].columns.items()}
 
 
 def field_type(name: str) -> str:
-    """The column's type wherever it appears: string, int64, float64 or bool."""
-    return _entries()["fields"][name]["type"]
+    return entries().fields[name].type
+
+
+def json_paths(table: str) -> dict[str, tuple[str, ...]]:
+    """Where each upstream column of a table sits in its JSON object: the key of its name, or json_path."""
+    return {name: tuple((entry.json_path or name).split("."))
+            for name, entry in entries().tables[table].columns.items() if entry.upstream}
+
+
+def decimals(name: str) -> int | None:
+    """The decimals the index files round a column to (Python's round(); 0 gives an integer), or None."""
+    return entries().fields[name].decimals
+
+
+def unit(name: str, object_name: str = "") -> str | None:
+    """The unit of a column's values (an object's own, where it overrides the field's), or None."""
+    return column(object_name, name).unit
 
 
 def export_fields(name: str) -> list[dict]:
     """One kind of exported row's fields in file order: key, view column and decimals ([exports.NAME])."""
-    return _entries()["exports"][name]["fields"]
-
-
-def table_source(table: str) -> str:
-    """Where a table's rows come from (an upstream file, or a file of this project)."""
-    return _entries()["tables"][table]["source"]
-
-
-def column(object_name: str, name: str) -> Column:
-    """The column's entry: the object's own ([columns.OBJECT]) where it has one, else the field's."""
-    entries = _entries()
-    field = entries.get("fields", {}).get(name)
-    override = entries.get("columns", {}).get(object_name, {}).get(name)
-    if field is None and override is None:
-        raise KeyError(f"{DICTIONARY.name}: no entry for column {object_name}.{name} ([fields.{name}])")
-    field = field or {}
-    if isinstance(override, str):
-        override = {"description": override}
-    merged = {**field, **(override or {})}
-    return Column(merged["description"], merged.get("unit"))
+    return [{"key": f.key, "column": f.column, "decimals": decimals(f.column)} for f in entries().exports[name].fields]
 
 
 def documented_names() -> tuple[set[str], dict[str, set[str]]]:
     """Every field name, and every object's overridden column names (for the test that finds stale entries)."""
-    entries = _entries()
-    return set(entries.get("fields", {})), {o: set(c) for o, c in entries.get("columns", {}).items()}
+    return set(entries().fields), {o: set(c) for o, c in entries().columns.items()}

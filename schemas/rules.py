@@ -45,7 +45,8 @@ def _parallel_degree(degree: pd.Series) -> pd.Series:
 def _calendar_date(dates: pd.Series) -> pd.Series:
     import pandas as pd
 
-    return pd.to_datetime(dates, format="%Y-%m-%d", errors="coerce").notna() | dates.isna()
+    written = dates.str.fullmatch(r"\d{4}-\d{2}-\d{2}").fillna(False).astype(bool)  # strptime takes 2025-1-5
+    return (written & pd.to_datetime(dates, format="%Y-%m-%d", errors="coerce").notna()) | dates.isna()
 
 
 def _iso_8601_time(times: pd.Series) -> pd.Series:
@@ -80,7 +81,7 @@ COLUMN_CHECKS = {
         "gpu_model must be a GPU name: letters and digits, with spaces, '.', '_' or '-' between them",
         lambda gpu: gpu.str.fullmatch(GPU_NAME_PATTERN).fillna(False).astype(bool),
     ),
-    # Stored as Parquet dates and timestamps (stored_as), so they must be real ones.
+    # Text stored as Parquet dates and timestamps (schemas/types.py date, timestamptz), so they must be real ones.
     "calendar_date": Rule("a real calendar date, YYYY-MM-DD", _calendar_date),
     "iso_8601_time": Rule("an ISO 8601 time", _iso_8601_time),
 }

@@ -88,8 +88,8 @@ def test_every_failing_row_is_reported_together(good_build, run_cli) -> None:
     ):
         row = rows[ordinal]
         label = (
-            f"task=lm-arena-chat, model_id={row['model_id']}, gpu_model={row['gpu_model']}, "
-            f"num_gpus={row['num_gpus']}, max_num_seqs={row['max_num_seqs']}"
+            f"task=lm-arena-chat, source_ordinal={ordinal}, model_id={row['model_id']}, gpu_model={row['gpu_model']}, "
+            f"num_gpus={row['num_gpus']}"
         )
         line = next(line for line in message.splitlines() if label in line and check in line)
         assert f"{column}={row[column]!r}" in line

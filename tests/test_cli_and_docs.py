@@ -137,3 +137,26 @@ def test_make_reads_every_default_from_the_settings() -> None:
         if setting.make:
             assert f"  {setting.make:<16} {settings.described(setting)}\n" in shown, setting.name
     assert f"  OUT              {settings.DEFAULT_OUT}\n" in shown.split("Variables of this Makefile")[1]
+
+
+@pytest.mark.parametrize("entry, wrong, message", [
+    ("[fields.num_gpus]\n", "[fields.num_gpus]\ngee = 1\n", "[fields.num_gpus]: Object contains unknown field `gee`"),
+    ('[fields.num_gpus]\ntype = "int64"', '[fields.num_gpus]\ntype = "int46"', "[fields.num_gpus] type: 'int46' is none of"),
+    ('nickname = { upstream = "required" }', 'nickname = { upstream = "requird" }',
+     "[tables.models]: Invalid enum value 'requird' - at `$.columns[...].upstream`"),
+])
+def test_a_misspelt_dictionary_entry_is_an_error_naming_it(tmp_path, monkeypatch, entry: str, wrong: str,
+                                                           message: str) -> None:
+    from schemas import dictionary
+
+    misspelt = tmp_path / "dictionary.toml"
+    misspelt.write_text(dictionary.DICTIONARY.read_text(encoding="utf-8").replace(entry, wrong, 1), encoding="utf-8")
+    monkeypatch.setattr(dictionary, "DICTIONARY", misspelt)
+    dictionary.entries.cache_clear()
+    try:
+        with pytest.raises(ValueError) as error:
+            dictionary.entries()
+        assert str(error.value).startswith(f"{misspelt}: {message}")
+    finally:
+        monkeypatch.undo()
+        dictionary.entries.cache_clear()

@@ -105,26 +105,22 @@ def test_any_layout_of_a_task_file_gives_the_same_tables(newest_build, tmp_path,
 def test_a_new_upstream_field_takes_one_dictionary_entry(source_copy: Path, tmp_path: Path, monkeypatch) -> None:
     """What docs/design.md promises: one entry in schemas/dictionary.toml and ingest reads the key
     into a typed, checked, described column instead of extra_fields."""
-    import copy
-
     import duckdb
+    import msgspec
 
-    import pipeline.validate as validate_module
     import schemas
     from schemas import dictionary
 
-    entries = copy.deepcopy(dictionary._entries())
-    entries["tables"]["token_configurations"]["columns"]["zz_power_factor"] = {
-        "upstream": "optional", "nullable": True, "gt": 0, "le": 1}
-    entries["fields"]["zz_power_factor"] = {"type": "float64", "unit": "ratio", "description": "A new upstream field."}
-    monkeypatch.setattr(dictionary, "_entries", lambda: entries)
-    monkeypatch.setattr(validate_module, "_WITHOUT_KEY", {})
+    entries = dictionary.entries()
+    columns = {**entries.tables["token_configurations"].columns, "zz_power_factor": dictionary.Column(upstream="optional")}
+    fields = {**entries.fields, "zz_power_factor": dictionary.Field(
+        type="float64", unit="ratio", description="A new upstream field.", gt=0, le=1)}
+    tables = {**entries.tables, "token_configurations": msgspec.structs.replace(
+        entries.tables["token_configurations"], columns=columns)}
+    monkeypatch.setattr(dictionary, "entries", lambda: msgspec.structs.replace(entries, tables=tables, fields=fields))
     schemas._schemas.cache_clear()
+    schemas.arrow_schema.cache_clear()
     ingest_module._types.cache_clear()
-    import pipeline.build as build_module
-
-    for module in (ingest_module, build_module):  # they hold the schemas they imported
-        monkeypatch.setattr(module, "TABLES", schemas._schemas())
     try:
         gpqa = source_copy / "tasks" / "gpqa.json"
         document = json.loads(gpqa.read_text())
@@ -148,4 +144,5 @@ def test_a_new_upstream_field_takes_one_dictionary_entry(source_copy: Path, tmp_
             ).fetchall() == [("ratio", "A new upstream field.")]
     finally:  # the next test's schemas come from the real dictionary again
         schemas._schemas.cache_clear()
+        schemas.arrow_schema.cache_clear()
         ingest_module._types.cache_clear()

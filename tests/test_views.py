@@ -13,12 +13,12 @@ import schemas
 
 def measured(**overrides: Any) -> dict[str, Any]:
     row = {
-        "snapshot_id": "s1", "task": "lm-arena-chat", "source_ordinal": 0, "repeat": 1,
+        "snapshot_id": "s1", "task": "lm-arena-chat", "source_ordinal": 0,
         "model_id": "Org/Model-A", "nickname": "Model A", "architecture": "MoE",
         "total_params_billions": 30.0, "activated_params_billions": 3.0, "weight_precision": "bfloat16",
         "gpu_model": "H100", "num_gpus": 1, "tensor_parallel": 1, "data_parallel": 1, "expert_parallel": 1,
         "max_num_seqs": 8, "max_num_batched_tokens": None, "avg_batch_size": 8.0, "avg_output_len": 400.0,
-        "is_avg_output_len_derived": False, "avg_power_watts": 500.0, "energy_per_token_joules": 1.0,
+        "avg_power_watts": 500.0, "energy_per_token_joules": 1.0,
         "energy_per_request_joules": 400.0, "median_itl_ms": 20.0, "p90_itl_ms": 21.0, "p95_itl_ms": 22.0,
         "p99_itl_ms": 23.0, "output_throughput_tokens_per_sec": 500.0, "extra_fields": None,
     }
@@ -28,7 +28,7 @@ def measured(**overrides: Any) -> dict[str, Any]:
 def diffusion_measured(**overrides: Any) -> dict[str, Any]:
     """A text-to-image entry: 1 GPU, batch 1, 1024x1024, 20 steps, 360 J (0.1 Wh) in 2 s."""
     row = {
-        "snapshot_id": "s1", "task": "text-to-image", "source_ordinal": 0, "repeat": 1,
+        "snapshot_id": "s1", "task": "text-to-image", "source_ordinal": 0,
         "model_id": "Org/Image-Model", "nickname": "Image Model", "total_params_billions": 1.6,
         "activated_params_billions": 1.6, "weight_precision": "bfloat16", "gpu_model": "H100", "num_gpus": 1,
         "ulysses_degree": 1, "ring_degree": 1, "batch_size": 1, "inference_steps": 20, "image_height": 1024,
@@ -62,10 +62,11 @@ def connect(
     rows: list[dict[str, Any]], deadline: float = 500.0, snapshots: tuple[str, ...] = ("s1",),
     diffusion: list[dict[str, Any]] = (),
 ) -> duckdb.DuckDBPyConnection:
-    """An in-memory database with every table of schemas/ (empty unless given rows) and every view."""
+    """An in-memory database with every table of schemas/ (empty unless given rows) and every view; the
+    token rows are in file order (source_ordinal), which tells a configuration's repeats apart."""
     connection = duckdb.connect()
     given = {
-        "token_configurations": rows,
+        "token_configurations": [{**row, "source_ordinal": ordinal} for ordinal, row in enumerate(rows)],
         "diffusion_configurations": list(diffusion),
         "snapshots": [snapshot_row(snapshot, day) for day, snapshot in enumerate(snapshots, start=1)],
     }
@@ -109,8 +110,8 @@ def test_best_configuration_breaks_energy_ties_by_gpus_then_batch_then_repeat() 
     connection = connect(
         [
             measured(num_gpus=2, max_num_seqs=8, energy_per_token_joules=0.5),
-            measured(num_gpus=1, max_num_seqs=16, energy_per_token_joules=0.5, repeat=2),
-            measured(num_gpus=1, max_num_seqs=16, energy_per_token_joules=0.5, repeat=1),
+            measured(num_gpus=1, max_num_seqs=16, energy_per_token_joules=0.5),  # repeat 1
+            measured(num_gpus=1, max_num_seqs=16, energy_per_token_joules=0.5),  # repeat 2
             measured(num_gpus=1, max_num_seqs=32, energy_per_token_joules=0.5),
             measured(num_gpus=1, max_num_seqs=64, energy_per_token_joules=0.1, median_itl_ms=501.0,
                      p90_itl_ms=502.0, p95_itl_ms=503.0, p99_itl_ms=504.0),
@@ -158,24 +159,25 @@ def test_best_diffusion_configuration_breaks_energy_ties_by_gpus_batch_repeat_th
     connection = connect([], diffusion=[
         diffusion_measured(source_ordinal=0, num_gpus=2, ulysses_degree=2),
         diffusion_measured(source_ordinal=1, batch_size=2, batch_latency_s=4.0),
-        diffusion_measured(source_ordinal=2, repeat=2),
-        diffusion_measured(source_ordinal=3, repeat=1, inference_steps=30),
-        diffusion_measured(source_ordinal=4, repeat=1),
-        diffusion_measured(source_ordinal=5, **cheap_but_slow),
+        diffusion_measured(source_ordinal=2, **cheap_but_slow),  # repeat 1 of the 20-step configuration
+        diffusion_measured(source_ordinal=3),  # its repeat 2
+        diffusion_measured(source_ordinal=4, inference_steps=30),
+        diffusion_measured(source_ordinal=5, inference_steps=40),
         diffusion_measured(source_ordinal=6, gpu_model="B200", **cheap_but_slow),
     ])
-    # Energy ties; one GPU beats two, batch 1 beats 2, repeat 1 beats 2, and of the two first repeats
-    # of batch 1 the earlier entry wins. The cheaper rows are over the ceiling; B200 has none within it.
+    # Energy ties; one GPU beats two, batch 1 beats 2, repeat 1 beats 2 (though earlier in the file), and of
+    # the two first repeats of batch 1 the earlier entry wins. The cheaper rows are over the ceiling; B200
+    # has none within it.
     assert fetch(
         connection, "select gpu, source_ordinal, wh_per_unit, unit_label from best_configurations_in(null)"
-    ) == [("H100", 3, 0.1, "image")]
+    ) == [("H100", 4, 0.1, "image")]
     assert fetch(connection, "select gpu, row_id, repeat from best_configurations where family = 'diffusion'") == [
         ("H100", "image-model/H100/1/1/1024x1024/30steps/u1r1", 1)
     ]
 
 
 def test_configuration_values_compare_diffusion_rows_by_the_one_identity_format() -> None:
-    connection = connect([], diffusion=[video_measured(), video_measured(source_ordinal=1, repeat=2)])
+    connection = connect([], diffusion=[video_measured(), video_measured(source_ordinal=1)])
     assert fetch(
         connection,
         "select distinct configuration, repeat from configuration_values where field = 'batch_latency_s' order by all",
@@ -214,8 +216,8 @@ def test_audit_findings_flag_only_rows_beyond_their_tolerance() -> None:
             # 0.5 x 500 / 500 = 0.5: half the energy the power and throughput imply.
             measured(max_num_seqs=16, energy_per_token_joules=0.5),
             # Two measurements 30 % apart; a p99 50 x the median; 100 W on a 700 W GPU.
-            measured(max_num_seqs=32, repeat=1, energy_per_token_joules=1.0),
-            measured(max_num_seqs=32, repeat=2, energy_per_token_joules=1.3),
+            measured(max_num_seqs=32, energy_per_token_joules=1.0),  # repeat 1
+            measured(max_num_seqs=32, energy_per_token_joules=1.3),  # repeat 2
             measured(max_num_seqs=64, p99_itl_ms=1000.0, avg_power_watts=100.0, output_throughput_tokens_per_sec=100.0),
         ]
     )
