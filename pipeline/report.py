@@ -26,6 +26,12 @@ from typing import Any
 import duckdb
 import msgspec
 
+try:
+    import altair as alt
+    import vl_convert
+except ImportError:  # the report extra is not installed: write_report says how to install it
+    alt = vl_convert = None
+
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.export import diffusion_task_header, task_header
@@ -43,12 +49,10 @@ MODEL_COLOURS = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b
 MODEL_SHAPES = ["circle", "square", "triangle-up", "diamond", "triangle-down", "cross", "triangle-right"]
 GPU_COLOURS = ["#1b6ca8", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e"]
 GPU_SHAPES = ["circle", "square", "triangle-up", "diamond", "cross", "triangle-down"]
-INDEX_CHARTS = ("best", "frontier", "latency-cost", "curves", "history")
-MODEL_CHARTS = ("curves", "frontier", "latency-cost", "estimate", "history")
 DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3], [10, 2]]
 FADED_OPACITY = 0.12
-# The index page's content width: the page fits a 1280 px window (its scroll bar included).
-PAGE_WIDTH = 1180
+# Tick values for a log axis in small panels: the powers of ten (Vega's default crowds them).
+DECADES = [10.0 ** power for power in range(-4, 6)]
 BATCH_TITLES = {"token": "max_num_seqs (cap on requests in flight)", "diffusion": "batch size"}
 CONCURRENCY_TITLES = {"token": "requests in flight (average running batch, log scale)", "diffusion": "batch size (log scale)"}
 ENERGY_COLUMNS = ("wh_per_unit", "wh_per_unit_low", "wh_per_unit_high", "wh_per_unit_min", "wh_per_unit_max",
@@ -73,6 +77,37 @@ class Metric(msgspec.Struct, frozen=True):
     title: str
     short_title: str
     unit: str = ""
+
+
+class ChartText(msgspec.Struct, frozen=True):
+    title: str
+    answers: str
+    repeated: str = ""
+    once: str = ""
+
+
+class PageText(msgspec.Struct, frozen=True):
+    index_table: tuple[str, str]
+    tier_table: tuple[str, str]
+    charts: dict[str, ChartText]
+
+
+class Texts(msgspec.Struct, frozen=True):
+    one_snapshot: str
+    index: PageText
+    model: PageText
+
+
+@functools.cache
+def _texts(page: str | None = None) -> Any:
+    """The words of the pages (report.toml), or one page's."""
+    path = Path(__file__).with_name("report.toml")
+    if page:
+        return getattr(_texts(), page)
+    try:
+        return msgspec.toml.decode(path.read_bytes(), type=Texts)
+    except msgspec.ValidationError as error:
+        raise PipelineError(f"{path}: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -129,31 +164,18 @@ class Task:
                 for key, value in row.items()}
 
 
-def _alt() -> Any:
-    import altair as alt
-
-    return alt
-
-
 def _log(title: str) -> str:
     """An axis title saying the scale is logarithmic: 'latency (ms)' -> 'latency (ms, log scale)'."""
     return title[:-1] + ", log scale)" if title.endswith(")") else f"{title} (log scale)"
 
 
-def _decades(low: int, high: int) -> list[float]:
-    """Tick values for a log axis in small panels: the powers of ten (Vega's default crowds them)."""
-    return [10.0 ** power for power in range(low, high + 1)]
-
-
-def _energy_y(task: Task, column: str = "wh_per_unit", **axis: Any) -> Any:
-    alt = _alt()
-    return alt.Y(f"{column}:Q", scale=alt.Scale(type="log", nice=False, padding=axis.pop("padding", 8)),
+def _energy_y(task: Task, column: str = "wh_per_unit", padding: int = 8, **axis: Any) -> Any:
+    return alt.Y(f"{column}:Q", scale=alt.Scale(type="log", nice=False, padding=padding),
                  title=f"{task.unit_title} (log scale)", axis=alt.Axis(**(axis or {"tickCount": 6})))
 
 
 def _tooltip(task: Task, *columns: str | tuple[str, str], latency: str | None = None) -> list[Any]:
     """Tooltip entries: a column of TIPS, batch_limit or latency, or (energy column, what it is) with the unit."""
-    alt = _alt()
     tips = {**TIPS, "batch_limit": (task.batch_title, "Q", None), "latency": (latency or task.metric.title, "Q", None)}
     entries = []
     for column in columns:
@@ -168,7 +190,6 @@ def _tooltip(task: Task, *columns: str | tuple[str, str], latency: str | None = 
 def _series(column: str, domain: list[str], colours: list[str], shapes: list[str], heading: str | None = None,
             **legend: Any) -> dict[str, Any]:
     """A category by colour and by shape, in one legend."""
-    alt = _alt()
     titled = {"legend": alt.Legend(**legend), **({"title": heading} if heading else {})}
     return {"color": alt.Color(f"{column}:N", scale=alt.Scale(domain=domain, range=colours), **titled),
             "shape": alt.Shape(f"{column}:N", scale=alt.Scale(domain=domain, range=shapes), **titled)}
@@ -178,16 +199,10 @@ def _gpu_series(gpus: list[str]) -> dict[str, Any]:
     return _series("gpu", gpus, GPU_COLOURS[:len(gpus)], GPU_SHAPES[:len(gpus)], "GPU", symbolOpacity=1)
 
 
-def _model_series(models: list[str]) -> dict[str, Any]:
-    """A model by colour and shape, the legend's entries the full model ids."""
-    return _series("model_id", models, MODEL_COLOURS, MODEL_SHAPES, None, title="model (click to highlight)",
-                   labelLimit=0, symbolLimit=0, columns=1, labelFontSize=10, symbolSize=60)
-
-
 def _by_series(base: Any, series: str, domain: list[str], rows: list[dict[str, Any]], tooltip: list[Any],
                line: dict[str, Any], size: int, **line_encoding: Any) -> Any:
-    """A line and points per model (a legend click highlights one) or per GPU."""
-    alt = _alt()
+    """A line and points per model (a legend click highlights one, the legend's entries the full model ids)
+    or per GPU."""
     if series == "gpu":
         channels = _gpu_series(domain)
         return alt.layer(base.mark_line(**line).encode(color=channels["color"], detail="gpu:N"),
@@ -202,20 +217,15 @@ def _by_series(base: Any, series: str, domain: list[str], rows: list[dict[str, A
         row["line_colour"] = colour[row["model_id"]]
     lines = base.mark_line(**line).encode(stroke=alt.Stroke("line_colour:N", scale=None), detail="model_id:N",
                                           **line_encoding)
-    points = base.mark_point(filled=True, size=size).encode(tooltip=tooltip, **_model_series(domain))
-    return alt.layer(lines, points.add_params(selection))
+    channels = _series("model_id", domain, MODEL_COLOURS, MODEL_SHAPES, None, title="model (click to highlight)",
+                       labelLimit=0, symbolLimit=0, columns=1, labelFontSize=10, symbolSize=60)
+    return alt.layer(lines, base.mark_point(filled=True, size=size).encode(tooltip=tooltip, **channels)
+                     .add_params(selection))
 
 
 def _by_gpu(chart: Any, gpus: list[str]) -> Any:
-    alt = _alt()
     return chart.facet(column=alt.Column("gpu:N", title=None, sort=gpus,
                                          header=alt.Header(labelFontSize=13, labelFontWeight="bold")))
-
-
-def _one_snapshot(snapshots: list[str]) -> str:
-    if len(snapshots) > 1:
-        return ""
-    return " The database holds one snapshot, so each figure is one point; 'make history' builds one with every snapshot."
 
 
 def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str] | None,
@@ -223,85 +233,73 @@ def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str]
     """The charts of one task: the index page's (`models` lists the task's models in order) or, when
     `models` is None, one model's page's, whose rows `data` holds. `validated` names the kinds of chart
     already checked against Vega-Lite's schema (checking every model page's took most of the report's time)."""
-    alt = _alt()
     index_page = models is not None
-    series = "model_id" if index_page else "gpu"
+    page, series = ("index", "model_id") if index_page else ("model", "gpu")
     gpus = sorted({row["gpu"] for rows in ([data["best"]] if index_page else data.values()) for row in rows if "gpu" in row})
     domain = models if index_page else gpus
-    latency_unit = task.metric.unit
     repeated = 0 if index_page else sum(1 for row in data["curves"] if row["n_repeats"] > 1)
+    snapshots = [row["snapshot_id"] for row in data["snapshots"]]
+    by_model = ("model_id",) if index_page else ()
     charts = []
 
-    def add(name: str, title: str, answers: str, chart: Any) -> None:
-        kind = f"{index_page} {task.family} {name} {bool(repeated)}"
+    def add(name: str, chart: Any) -> None:
+        kind = f"{page} {task.family} {name} {bool(repeated)}"
         spec = chart.to_dict(validate=kind not in validated)
         validated.add(kind)
         # Data by name: the rows go in after Altair has checked the specification (checking thousands of
         # inline rows against the Vega-Lite schema took most of a minute).
         spec["datasets"] = {node["data"]["name"]: data[node["data"]["name"]] for node in _nodes(spec)
                             if isinstance(node, dict) and isinstance(node.get("data"), dict) and "name" in node["data"]}
-        charts.append(Chart(name, title, answers, spec))
+        text = _texts(page).charts[name]
+        answers = text.answers.format(deadline=task.deadline, repeated=(text.repeated if repeated else text.once)
+                                      .format(count=repeated))
+        if name == "history" and len(snapshots) == 1:
+            answers += _texts().one_snapshot
+        charts.append(Chart(name, text.title, answers, spec))
 
     if index_page and data["best"]:
-        add("best", "The index: each model's best figure on each GPU",
-            f"Which model and GPU need the least energy within the deadline ({task.deadline})? "
-            "Models are ordered by their best figure; click a point for the model's page.",
-            alt.Chart(alt.Data(name="best")).mark_point(filled=True, size=90, opacity=0.9).encode(
-                x=alt.X("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=10), title=f"{task.unit_title} (log scale)"),
-                y=alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11)),
-                href="href:N", tooltip=_tooltip(task, "model_id", "gpu", "row_id", "num_gpus", "batch_limit", "latency",
-                                                ("wh_per_unit", "energy")),
-                **_gpu_series(gpus)).properties(width=520, height=alt.Step(16)))
-    if not index_page and data["curves"]:
-        deployments = sorted({row["deployment"] for row in data["curves"]})
-        curve_series = _series("deployment", deployments, MODEL_COLOURS, MODEL_SHAPES,
-                               "deployment (GPUs, precision, parallelism)", labelLimit=0, titleLimit=0, orient="bottom",
-                               columns=2, symbolOpacity=1)
-    else:
-        curve_series = _gpu_series(gpus)
-    curves = alt.Chart(alt.Data(name="curves")).encode(
-        x=alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False), title=_log(task.batch_title),
-                **({"axis": alt.Axis(values=_decades(0, 5), format=",~g")} if index_page else {})),
-        color=curve_series["color"], detail="deployment:N")
-    curve_tip = _tooltip(task, *(("model_id",) if index_page else ()), "gpu", "row_id", "deployment", "num_gpus",
-                         "batch_limit", *(("n_repeats",) if index_page else ()), "latency",
-                         ("wh_per_unit", "energy, mean of the repeats"),
-                         *(() if index_page else ("n_repeats", ("wh_per_unit_min", "lowest repeat"),
-                                                  ("wh_per_unit_max", "highest repeat"))))
-    if index_page and data["curves"]:
-        add("curves", "Efficiency curves: energy per output against the batch limit, one panel per model",
-            "How does energy per output fall as more requests share the GPUs? One line per deployment "
-            "(GPU count, parallelism, precision); every measured configuration, no deadline.",
-            curves.mark_line(point=alt.OverlayMarkDef(filled=True, size=22), strokeWidth=1.2)
-            .encode(y=_energy_y(task, padding=6, values=_decades(-4, 5), format=",~g"), href="href:N",
-                    tooltip=curve_tip, shape=curve_series["shape"]).properties(width=235, height=150)
-            .facet(alt.Facet("model_id:N", title=None, sort=models, header=alt.Header(
-                labelExpr="split(datum.value, '/')[1]", labelFontSize=11, labelLimit=250)), columns=4))
-    elif data["curves"]:
-        # The spread's layer only where there is a spread: an empty layer leaves its scales without extent.
-        spread = curves.transform_filter("datum.n_repeats > 1").mark_rule(strokeWidth=2).encode(
-            y=_energy_y(task, "wh_per_unit_min"), y2="wh_per_unit_max:Q", tooltip=curve_tip)
-        layers = [*([spread] if repeated else []), curves.mark_line(strokeWidth=1.5).encode(y=_energy_y(task)),
-                  curves.mark_point(filled=True, size=40).encode(y=_energy_y(task), tooltip=curve_tip,
-                                                                 shape=curve_series["shape"])]
-        add("curves", "Efficiency curves, one panel per GPU",
-            "How does energy per output fall as the batch limit rises, for each deployment? Every measured "
-            "configuration, no deadline; a configuration measured more than once is the mean of its repeats, with a "
-            "bar from the lowest to the highest "
-            + (f"({repeated} such configuration(s) here)." if repeated else "(each was measured once here)."),
-            _by_gpu(alt.layer(*layers).properties(width=330, height=240), gpus))
-    frontier_tip = ["model_id"] if index_page else []
+        add("best", alt.Chart(alt.Data(name="best")).mark_point(filled=True, size=90, opacity=0.9).encode(
+            x=alt.X("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=10),
+                    title=f"{task.unit_title} (log scale)"),
+            y=alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11)), href="href:N",
+            tooltip=_tooltip(task, "model_id", "gpu", "row_id", "num_gpus", "batch_limit", "latency",
+                             ("wh_per_unit", "energy")),
+            **_gpu_series(gpus)).properties(width=520, height=alt.Step(16)))
+    if data["curves"]:
+        curve_series = _gpu_series(gpus) if index_page else _series(
+            "deployment", sorted({row["deployment"] for row in data["curves"]}), MODEL_COLOURS, MODEL_SHAPES,
+            "deployment (GPUs, precision, parallelism)", labelLimit=0, titleLimit=0, orient="bottom", columns=2,
+            symbolOpacity=1)
+        curves = alt.Chart(alt.Data(name="curves")).encode(
+            x=alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False), title=_log(task.batch_title),
+                    **({"axis": alt.Axis(values=DECADES[4:], format=",~g")} if index_page else {})),
+            color=curve_series["color"], detail="deployment:N")
+        tip = _tooltip(task, *by_model, "gpu", "row_id", "deployment", "num_gpus", "batch_limit",
+                       *(("n_repeats",) if index_page else ()), "latency", ("wh_per_unit", "energy, mean of the repeats"),
+                       *(() if index_page else ("n_repeats", ("wh_per_unit_min", "lowest repeat"),
+                                                ("wh_per_unit_max", "highest repeat"))))
+        if index_page:
+            add("curves", curves.mark_line(point=alt.OverlayMarkDef(filled=True, size=22), strokeWidth=1.2).encode(
+                y=_energy_y(task, padding=6, values=DECADES, format=",~g"), href="href:N", tooltip=tip,
+                shape=curve_series["shape"]).properties(width=235, height=150).facet(
+                alt.Facet("model_id:N", title=None, sort=models, header=alt.Header(
+                    labelExpr="split(datum.value, '/')[1]", labelFontSize=11, labelLimit=250)), columns=4))
+        else:
+            # The spread's layer only where there is a spread: an empty layer leaves its scales without extent.
+            spread = curves.transform_filter("datum.n_repeats > 1").mark_rule(strokeWidth=2).encode(
+                y=_energy_y(task, "wh_per_unit_min"), y2="wh_per_unit_max:Q", tooltip=tip)
+            add("curves", _by_gpu(alt.layer(
+                *([spread] if repeated else []), curves.mark_line(strokeWidth=1.5).encode(y=_energy_y(task)),
+                curves.mark_point(filled=True, size=40).encode(y=_energy_y(task), tooltip=tip,
+                                                               shape=curve_series["shape"])
+            ).properties(width=330, height=240), gpus))
     if index_page and data["frontier"]:
         base = alt.Chart(alt.Data(name="frontier")).encode(
             x=alt.X("latency:Q", scale=alt.Scale(type="log", nice=False, padding=8), title=_log(task.metric.title)),
             y=_energy_y(task))
-        tip = _tooltip(task, *frontier_tip, "gpu", "row_id", "num_gpus", "batch_limit", "latency", ("wh_per_unit", "energy"))
-        add("frontier", "Energy-latency frontier of each model, one panel per GPU",
-            "Which configurations are worth considering: on each GPU, the configurations of a model that no other "
-            "configuration of it beats on both energy and latency. All configurations, no deadline. Click a legend "
-            "entry or a point to highlight a model (double-click clears).",
-            _by_gpu(_by_series(base, series, domain, data["frontier"], tip, {"strokeWidth": 1.6}, 45, order="latency:Q")
-                    .properties(width=360, height=330), gpus))
+        tip = _tooltip(task, "model_id", "gpu", "row_id", "num_gpus", "batch_limit", "latency", ("wh_per_unit", "energy"))
+        add("frontier", _by_gpu(_by_series(base, series, domain, data["frontier"], tip, {"strokeWidth": 1.6}, 45,
+                                           order="latency:Q").properties(width=360, height=330), gpus))
     elif data["frontier"]:
         metrics = [m for m in task.metrics if any(row["latency_metric"] == m.latency_metric for row in data["frontier"])]
         metric = alt.param(name="metric", value=metrics[0].latency_metric, bind=alt.binding_select(
@@ -309,28 +307,24 @@ def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str]
         tip = _tooltip(task, "gpu", "row_id", "num_gpus", "batch_limit", "latency", ("wh_per_unit", "energy"),
                        latency="latency (the chosen metric)")
         encoding = {"x": alt.X("latency:Q", scale=alt.Scale(type="log", nice=False, padding=8),
-                               title=f"latency ({latency_unit}, log scale; metric chosen below)"),
+                               title=f"latency ({task.metric.unit}, log scale; metric chosen below)"),
                     "y": _energy_y(task)}
         everything = alt.Chart(alt.Data(name="points")).transform_filter("datum.latency_metric == metric").mark_point(
             size=30, opacity=0.35).encode(tooltip=tip, **encoding, **_gpu_series(gpus))
         best = alt.Chart(alt.Data(name="frontier")).transform_filter("datum.latency_metric == metric").encode(**encoding)
-        add("frontier", "Energy-latency frontier across GPUs",
-            "Which configurations are worth considering? Filled points joined by the line: those no other configuration "
-            "of the model beats on both energy and latency, on any GPU; hollow: every other measured configuration. "
-            "No deadline.",
-            alt.layer(everything, best.mark_line(color="#333", strokeWidth=1.2).encode(order="latency:Q"),
-                      best.mark_point(filled=True, size=80).encode(tooltip=tip, **_gpu_series(gpus)))
+        add("frontier", alt.layer(everything, best.mark_line(color="#333", strokeWidth=1.2).encode(order="latency:Q"),
+                                  best.mark_point(filled=True, size=80).encode(tooltip=tip, **_gpu_series(gpus)))
             .add_params(metric).properties(width=640, height=320))
     if data["latency_cost"]:
-        alt_titles = [m.short_title for m in task.metrics]
-        tip = _tooltip(task, *frontier_tip, "gpu", "metric_label", "tier", "row_id", "num_gpus", "batch_limit",
+        tip = _tooltip(task, *by_model, "gpu", "metric_label", "tier", "row_id", "num_gpus", "batch_limit",
                        ("wh_per_unit", "energy within the tier"), ("unconstrained_wh_per_unit", "unconstrained best"),
                        "relative_to_best")
-        by_metric = alt.Column("metric_label:N", title=None, sort=alt_titles, header=alt.Header(labelFontWeight="bold"))
+        by_metric = alt.Column("metric_label:N", title=None, sort=[m.short_title for m in task.metrics],
+                               header=alt.Header(labelFontWeight="bold"))
         if index_page:
             tiers = sorted({row["latency_limit"] for row in data["latency_cost"]})
             base = alt.Chart(alt.Data(name="latency_cost")).encode(
-                x=alt.X("tier:N", title=f"latency tier ({latency_unit})", sort=[f"≤ {limit:g}" for limit in tiers],
+                x=alt.X("tier:N", title=f"latency tier ({task.metric.unit})", sort=[f"≤ {limit:g}" for limit in tiers],
                         axis=alt.Axis(labelAngle=0, orient="top")),
                 y=alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11)))
             cells = base.mark_rect(stroke="white").encode(
@@ -340,65 +334,41 @@ def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str]
             labels = base.mark_text(fontSize=9).encode(
                 text=alt.Text("relative_to_best:Q", format=".2f"),
                 color=alt.condition("datum.relative_to_best > 2.5", alt.value("white"), alt.value("#222")))
-            chart = alt.layer(cells, labels).properties(width=alt.Step(38), height=alt.Step(15)).facet(
+            add("latency-cost", alt.layer(cells, labels).properties(width=alt.Step(38), height=alt.Step(15)).facet(
                 column=by_metric, row=alt.Row("gpu:N", title="GPU", sort=gpus, header=alt.Header(
-                    labelFontWeight="bold", labelAngle=0, labelAlign="left"))).resolve_scale(x="independent")
-            title, answers = ("What latency costs: energy at each latency tier relative to the unconstrained best",
-                              "What does a latency requirement cost? Each cell is the model's lowest energy on that GPU "
-                              "within the tier, divided by its lowest energy on that GPU with no latency limit (1.00: the "
-                              "requirement costs nothing; a blank cell: nothing within the tier; a blank row: the model "
-                              "was not measured on that GPU).")
+                    labelFontWeight="bold", labelAngle=0, labelAlign="left"))).resolve_scale(x="independent"))
         else:
-            chart = alt.Chart(alt.Data(name="latency_cost")).mark_line(
+            add("latency-cost", alt.Chart(alt.Data(name="latency_cost")).mark_line(
                 point=alt.OverlayMarkDef(filled=True, size=60), strokeWidth=1.5).encode(
-                x=alt.X("latency_limit:O", title=f"latency tier, at most ({latency_unit})", axis=alt.Axis(labelAngle=0)),
+                x=alt.X("latency_limit:O", title=f"latency tier, at most ({task.metric.unit})", axis=alt.Axis(labelAngle=0)),
                 y=alt.Y("relative_to_best:Q", title="energy ÷ the GPU's unconstrained best", scale=alt.Scale(zero=False)),
                 detail="gpu:N", tooltip=tip, **_gpu_series(gpus),
-            ).properties(width=220 if len(task.metrics) > 1 else 320, height=200).facet(column=by_metric)
-            title, answers = ("What latency costs",
-                              "How much more energy does each latency requirement need than the lowest-energy "
-                              "configuration on that GPU with no limit? Tiers with nothing within them have no point.")
-        add("latency-cost", title, answers, chart)
+            ).properties(width=220 if len(task.metrics) > 1 else 320, height=200).facet(column=by_metric))
     if not index_page and data["estimates"]:
-        deployments = sorted({row["deployment"] for row in data["estimates"]})
         base = alt.Chart(alt.Data(name="estimates")).encode(
             x=alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False), title=CONCURRENCY_TITLES[task.family]),
             detail="deployment:N", color=_gpu_series(gpus)["color"])
-        dashes = alt.StrokeDash("deployment:N", title="deployment (GPUs, precision, parallelism)",
-                                scale=alt.Scale(domain=deployments, range=DASHES),
-                                legend=alt.Legend(orient="bottom", columns=2, labelLimit=0, titleLimit=0,
-                                                  symbolType="stroke", symbolStrokeWidth=1.5))
+        dashes = alt.StrokeDash("deployment:N", title="deployment (GPUs, precision, parallelism)", scale=alt.Scale(
+            domain=sorted({row["deployment"] for row in data["estimates"]}), range=DASHES), legend=alt.Legend(
+            orient="bottom", columns=2, labelLimit=0, titleLimit=0, symbolType="stroke", symbolStrokeWidth=1.5))
         tip = _tooltip(task, "gpu", "deployment", "concurrency", "method", "latency", ("wh_per_unit", "energy"),
                        ("wh_per_unit_low", "interval low"), ("wh_per_unit_high", "interval high"))
-        add("estimate", "Estimate across concurrency",
-            "What does the model need per output at the concurrency you run? The energy_at_concurrency estimate per "
-            "deployment: linear in log concurrency between measured points, never extrapolated; the band is its "
-            "interval, from the lowest and highest repeat of the neighbouring measured points (no band: each was "
-            "measured once).",
-            alt.layer(base.mark_area(opacity=0.18).encode(y=_energy_y(task, "wh_per_unit_low"), y2="wh_per_unit_high:Q"),
-                      base.mark_line(strokeWidth=1.5).encode(y=_energy_y(task), strokeDash=dashes),
-                      base.mark_point(filled=True, size=18).encode(y=_energy_y(task), tooltip=tip, **_gpu_series(gpus)))
-            .properties(width=640, height=300))
+        add("estimate", alt.layer(
+            base.mark_area(opacity=0.18).encode(y=_energy_y(task, "wh_per_unit_low"), y2="wh_per_unit_high:Q"),
+            base.mark_line(strokeWidth=1.5).encode(y=_energy_y(task), strokeDash=dashes),
+            base.mark_point(filled=True, size=18).encode(y=_energy_y(task), tooltip=tip, **_gpu_series(gpus)),
+        ).properties(width=640, height=300))
     if data["history"]:
-        snapshots = [row["snapshot_id"] for row in data["snapshots"]]
         base = alt.Chart(alt.Data(name="history")).encode(
             x=alt.X("snapshot_id:O", title="snapshot, in upstream commit order", sort=snapshots,
                     scale=alt.Scale(domain=snapshots), axis=alt.Axis(labelAngle=-40)), y=_energy_y(task))
-        tip = _tooltip(task, "snapshot_id", *frontier_tip, "gpu", "row_id", "num_gpus", "batch_limit", "latency",
+        tip = _tooltip(task, "snapshot_id", *by_model, "gpu", "row_id", "num_gpus", "batch_limit", "latency",
                        ("wh_per_unit", "energy"))
-        chart = _by_series(base, series, domain, data["history"], tip,
-                           {"strokeWidth": 1.4 if index_page else 1.5}, 45 if index_page else 60)
-        chart = (_by_gpu(chart.properties(width=max(220, 34 * len(snapshots)), height=260), gpus) if index_page
-                 else chart.properties(width=max(160, 40 * len(snapshots)), height=240))
-        if index_page:
-            add("history", "The index figures across the snapshots in the database, one panel per GPU",
-                f"How has each best figure moved from one snapshot to the next (deadline: {task.deadline})? "
-                "Click a legend entry or a point to highlight a model." + _one_snapshot(snapshots), chart)
-        else:
-            add("history", "The index figures across the snapshots",
-                f"How has the model's best figure on each GPU (deadline: {task.deadline}) moved from one snapshot to "
-                "the next?" + _one_snapshot(snapshots), chart)
-    order = INDEX_CHARTS if index_page else MODEL_CHARTS
+        chart = _by_series(base, series, domain, data["history"], tip, {"strokeWidth": 1.4 if index_page else 1.5},
+                           45 if index_page else 60)
+        add("history", _by_gpu(chart.properties(width=max(220, 34 * len(snapshots)), height=260), gpus) if index_page
+            else chart.properties(width=max(160, 40 * len(snapshots)), height=240))
+    order = list(_texts(page).charts)
     return sorted(charts, key=lambda chart: order.index(chart.name))
 
 
@@ -542,6 +512,10 @@ def _page(title: str, body: str, charts: dict[str, dict[str, Any]], script: str)
             "</body></html>\n")
 
 
+def _heading(title: str, answers: str) -> str:
+    return f'<h3>{title}</h3><p class="answers">{answers}</p>'
+
+
 def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str, Any]]], charts: list[Chart],
              index_page: bool) -> tuple[str, dict[str, dict[str, Any]]]:
     """A task's section of a page: what its figures rest on, the index table, the charts and the tier table."""
@@ -557,29 +531,18 @@ def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str
     ]
     parts = [f'<section id="{task.task}"><h2>{html.escape(task.display_name)} ({task.task})</h2><dl class="facts">',
              *(f"<dt>{html.escape(name)}</dt><dd>{html.escape(text)}</dd>" for name, text in facts), "</dl>"]
-    if index_page:
-        parts.append(f"<h3>The index: the lowest-energy configuration of each model on each GPU</h3><p class=\"answers\">"
-                     f"{len({row['model_id'] for row in rows['curves']})} models. Ordered by the figure; click a "
-                     "heading to sort, a model for its page.</p>")
-    else:
-        parts.append("<h3>Index rows</h3><p class=\"answers\">The model's lowest-energy configuration on each GPU within "
-                     f'the deadline, as the index holds it (<a href="../index.html#{task.task}">the task\'s index</a>).</p>')
-    parts.append(_index_table(task, rows["best"], with_model=index_page))
+    text = _texts("index" if index_page else "model")
+    table = [part.format(models=len({row["model_id"] for row in rows["curves"]}), task=task.task) for part in text.index_table]
+    parts.append(_heading(*table) + _index_table(task, rows["best"], with_model=index_page))
     specs = {}
     for chart in charts:
         chart_id = f"{task.task}-{chart.name}"
         if problems := ambiguous_encodings(chart.spec):
             raise PipelineError(f"report: chart {chart_id} would not tell its categories apart", problems)
         specs[chart_id] = chart.spec
-        parts.append(f"<h3>{html.escape(chart.title)}</h3><p class=\"answers\">{html.escape(chart.answers)}</p>"
-                     f'<div class="chart" id="{html.escape(chart_id)}"></div>')
-    if index_page:
-        parts.append("<h3>Latency tiers: the lowest energy within each latency limit</h3><p class=\"answers\">Each cell: "
-                     "the lowest-energy configuration of the model on the GPU whose latency is within the tier (hover a "
-                     "cell for its configuration; empty: nothing within it).</p>")
-    else:
-        parts.append("<h3>Latency tiers</h3><p class=\"answers\">The lowest energy within each latency limit (hover a "
-                     "cell for its configuration; empty: nothing within it).</p>")
+        parts.append(_heading(html.escape(chart.title), html.escape(chart.answers))
+                     + f'<div class="chart" id="{html.escape(chart_id)}"></div>')
+    parts.append(_heading(*text.tier_table))
     return "".join(parts) + _tier_table(task, rows["latency_cost"], with_model=index_page) + "</section>", specs
 
 
@@ -611,8 +574,6 @@ def _model_order(task: Task) -> list[str]:
 
 def _render_pngs(charts: dict[str, dict[str, Any]], folder: Path) -> None:
     """A PNG per chart of the index page; ENERGY_INDEX_REPORT_PNGS, when set, names the only ones to draw."""
-    import vl_convert
-
     chosen = os.environ.get("ENERGY_INDEX_REPORT_PNGS")
     names = [name for name in charts if chosen is None or name in chosen.split(",")]
     for name in each(names, "report: PNGs", unit="chart"):
@@ -621,11 +582,8 @@ def _render_pngs(charts: dict[str, dict[str, Any]], folder: Path) -> None:
 
 def write_report(paths: Paths) -> tuple[Path, int]:
     """Write OUT/report (replaced whole); return its index.html and the number of charts of the index page."""
-    try:
-        import altair  # noqa: F401
-        import vl_convert
-    except ImportError:
-        raise PipelineError("energy-index report needs the report extra: pip install 'energy-index[report]'") from None
+    if alt is None:
+        raise PipelineError("energy-index report needs the report extra: pip install 'energy-index[report]'")
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with connect(str(paths.database), read_only=True) as connection:
