@@ -1,17 +1,11 @@
-"""energy-index report: OUT/report/index.html and a page per model, OUT/report/models/<slug>.html.
+"""energy-index report: OUT/report/index.html, a section per task, and a page per model, OUT/report/models/<slug>.html.
 
-The index page, per task: the index table, the best figure of each model on each GPU, the energy-latency
-frontiers, what a latency requirement costs, the efficiency curves, how the figures moved across the
-snapshots, and the latency-tier table. A model's page, per task it is measured on: its index rows and
-tiers, its efficiency curves, its frontier across GPUs, what latency costs it, its estimate across
-concurrency and its figures across the snapshots.
-
-The views compute every figure, latency metric title and unit; this module selects them, rounds them to
-the field dictionary's decimals (the index files' rounding) and lays them out. Charts are Altair
-(Vega-Lite) specifications drawn by vega-embed, whose JavaScript is inlined in index.html and shared by
-the model pages as vega.js beside them: nothing is fetched from a network. Each chart of the index page
-is also rendered to PNG by vl-convert; ENERGY_INDEX_REPORT_PNGS, when set, names the only charts to
-render (comma-separated chart ids; empty: none), for tests that check one.
+The views compute every figure, latency metric, title and unit; this module selects the rows, rounds them
+to the field dictionary's decimals (the index files' rounding) and lays them out with the words of
+report.toml. Charts are Altair (Vega-Lite) specifications drawn by vega-embed, whose JavaScript is inlined
+in index.html and shared by the model pages as vega.js: nothing is fetched from a network. Each chart of
+the index page is also a PNG (vl-convert); ENERGY_INDEX_REPORT_PNGS, when set, names the only ones to draw
+(comma-separated chart ids), for a test that checks one.
 """
 
 import datetime
@@ -54,13 +48,14 @@ FADED_OPACITY = 0.12
 # Tick values for a log axis in small panels: the powers of ten (Vega's default crowds them).
 DECADES = [10.0 ** power for power in range(-4, 6)]
 BATCH_TITLES = {"token": "max_num_seqs (cap on requests in flight)", "diffusion": "batch size"}
-CONCURRENCY_TITLES = {"token": "requests in flight (average running batch, log scale)", "diffusion": "batch size (log scale)"}
+CONCURRENCY_TITLES = {"token": "requests in flight (average running batch, log scale)",
+                      "diffusion": "batch size (log scale)"}
 ENERGY_COLUMNS = ("wh_per_unit", "wh_per_unit_low", "wh_per_unit_high", "wh_per_unit_min", "wh_per_unit_max",
                   "unconstrained_wh_per_unit", "wh_repeat_min", "wh_repeat_max", "runner_up_wh_per_unit")
-# Tooltip entries by column: (title, Vega-Lite type, number format).
+# Tooltip entries by column: title, Vega-Lite type and number format.
 TIPS = {"snapshot_id": ("snapshot", "N", None), "model_id": ("model", "N", None), "gpu": ("GPU", "N", None),
-        "metric_label": ("latency metric", "N", None), "tier": ("tier", "N", None),
-        "row_id": ("configuration", "N", None), "deployment": ("deployment", "N", None), "method": ("method", "N", None),
+        "metric_label": ("latency metric", "N", None), "tier": ("tier", "N", None), "method": ("method", "N", None),
+        "row_id": ("configuration", "N", None), "deployment": ("deployment", "N", None),
         "num_gpus": ("GPUs", "Q", None), "n_repeats": ("times measured", "Q", None),
         "concurrency": ("concurrency", "Q", ".3g"), "relative_to_best": ("ratio", "Q", ".2f")}
 # A deployment: what stays fixed along an efficiency curve (the other family's columns are null).
@@ -71,12 +66,12 @@ DEPLOYMENT = ("concat(num_gpus, ' GPU', case when num_gpus > 1 then 's' else '' 
 
 
 class Metric(msgspec.Struct, frozen=True):
-    """A latency metric of a family, from the latency_metrics view, with its unit from the field dictionary."""
+    """A latency metric of a family (the latency_metrics view) with its unit (the field dictionary)."""
 
     latency_metric: str
     title: str
     short_title: str
-    unit: str = ""
+    unit: str
 
 
 class ChartText(msgspec.Struct, frozen=True):
@@ -87,6 +82,8 @@ class ChartText(msgspec.Struct, frozen=True):
 
 
 class PageText(msgspec.Struct, frozen=True):
+    title: str
+    intro: str
     index_table: tuple[str, str]
     tier_table: tuple[str, str]
     charts: dict[str, ChartText]
@@ -94,16 +91,14 @@ class PageText(msgspec.Struct, frozen=True):
 
 class Texts(msgspec.Struct, frozen=True):
     one_snapshot: str
+    facts: dict[str, str]
     index: PageText
     model: PageText
 
 
 @functools.cache
-def _texts(page: str | None = None) -> Any:
-    """The words of the pages (report.toml), or one page's."""
+def _texts() -> Texts:
     path = Path(__file__).with_name("report.toml")
-    if page:
-        return getattr(_texts(), page)
     try:
         return msgspec.toml.decode(path.read_bytes(), type=Texts)
     except msgspec.ValidationError as error:
@@ -120,12 +115,11 @@ class Chart:
 
 @dataclass
 class Task:
-    """One task of the index snapshot and what the page says about its figures."""
+    """One task of the index snapshot, what the page says about its figures and the rows it shows."""
 
     task: str
     display_name: str
     family: str
-    unit_label: str
     header: dict[str, Any]
     metrics: list[Metric]
     data: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -150,15 +144,14 @@ class Task:
 
     @functools.cached_property
     def decimals(self) -> dict[str, int]:
-        """The index files' rounding, from the field dictionary: the family's Wh figure's decimals for every
-        energy column, each latency metric's for its column."""
+        """The index files' rounding (the field dictionary's [exports]): the family's Wh figure's decimals for
+        every energy column, each latency metric's for its column."""
         energy = next(f["decimals"] for f in dictionary.export_fields(f"{self.family}_configuration")
                       if f["key"].startswith("wh_per_"))
         latency = {f["column"]: f["decimals"] for f in dictionary.export_fields("tier") if f.get("decimals") is not None}
         return {**latency, **dict.fromkeys(ENERGY_COLUMNS, energy)}
 
     def rounded(self, row: dict[str, Any]) -> dict[str, Any]:
-        """A view row with its energy and latency columns rounded as the index files round them."""
         digits = {**self.decimals, "latency": self.decimals[row.get("latency_metric", self.metric.latency_metric)]}
         return {key: round(value, digits[key]) if key in digits and isinstance(value, float) else value
                 for key, value in row.items()}
@@ -250,7 +243,7 @@ def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str]
         # inline rows against the Vega-Lite schema took most of a minute).
         spec["datasets"] = {node["data"]["name"]: data[node["data"]["name"]] for node in _nodes(spec)
                             if isinstance(node, dict) and isinstance(node.get("data"), dict) and "name" in node["data"]}
-        text = _texts(page).charts[name]
+        text = getattr(_texts(), page).charts[name]
         answers = text.answers.format(deadline=task.deadline, repeated=(text.repeated if repeated else text.once)
                                       .format(count=repeated))
         if name == "history" and len(snapshots) == 1:
@@ -368,7 +361,7 @@ def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str]
                            45 if index_page else 60)
         add("history", _by_gpu(chart.properties(width=max(220, 34 * len(snapshots)), height=260), gpus) if index_page
             else chart.properties(width=max(160, 40 * len(snapshots)), height=240))
-    order = list(_texts(page).charts)
+    order = list(getattr(_texts(), page).charts)
     return sorted(charts, key=lambda chart: order.index(chart.name))
 
 
@@ -502,82 +495,65 @@ def _tier_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True)
         for (_, _, gpu), values in sorted(cells.items())], groups)
 
 
-def _page(title: str, body: str, charts: dict[str, dict[str, Any]], script: str) -> str:
-    assets = Path(__file__).parent
-    specs = msgspec.json.encode(charts).decode().replace("</", "<\\/")  # no "</script>" inside the script
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{html.escape(title)}</title>'
-            f"<style>\n{(assets / 'report.css').read_text(encoding='utf-8')}</style>{script}</head><body>\n{body}\n"
-            f"<script>\nconst charts = {specs};\n{(assets / 'report.js').read_text(encoding='utf-8')}</script>\n"
-            "</body></html>\n")
-
-
 def _heading(title: str, answers: str) -> str:
     return f'<h3>{title}</h3><p class="answers">{answers}</p>'
 
 
-def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str, Any]]], charts: list[Chart],
-             index_page: bool) -> tuple[str, dict[str, dict[str, Any]]]:
-    """A task's section of a page: what its figures rest on, the index table, the charts and the tier table."""
-    header = task.header
-    facts = [
-        ("snapshot", f"{snapshot['snapshot_id']} (upstream commit of {snapshot['commit_time'] or 'unknown time'}; "
-                     f"compiled {header['source']['compiled']}; retrieved {header['source']['retrieved']})"),
-        ("unit", f"{task.unit_title}: steady-state GPU energy per output"),
-        ("deadline", f"{task.deadline}. {header['source']['selection']}"),
-        ("boundary", f"{header['boundary']}: {header['caveat']}"),
-        ("other figures", "the efficiency curves, frontiers and estimates show every measured configuration, with no "
-                          "deadline; each latency tier shows the lowest energy within that tier's limit alone."),
-    ]
+def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str, Any]]], models: list[str] | None,
+             validated: set[str]) -> tuple[str, dict[str, dict[str, Any]]]:
+    """A task's section of the index page (`models`: the task's models in order) or of a model's page: what its
+    figures rest on, the index table, the charts and the tier table; and the charts' specifications by id."""
+    text, header = _texts().index if models else _texts().model, task.header
+    facts = {**snapshot, **header, **header["source"], "unit": task.unit_title, "deadline": task.deadline,
+             "commit_time": snapshot["commit_time"] or "unknown time"}
     parts = [f'<section id="{task.task}"><h2>{html.escape(task.display_name)} ({task.task})</h2><dl class="facts">',
-             *(f"<dt>{html.escape(name)}</dt><dd>{html.escape(text)}</dd>" for name, text in facts), "</dl>"]
-    text = _texts("index" if index_page else "model")
-    table = [part.format(models=len({row["model_id"] for row in rows["curves"]}), task=task.task) for part in text.index_table]
-    parts.append(_heading(*table) + _index_table(task, rows["best"], with_model=index_page))
+             *(f"<dt>{html.escape(name)}</dt><dd>{html.escape(fact.format(**facts))}</dd>"
+               for name, fact in _texts().facts.items()), "</dl>",
+             _heading(*(part.format(models=len(models or ()), task=task.task) for part in text.index_table)),
+             _index_table(task, rows["best"], with_model=bool(models))]
     specs = {}
-    for chart in charts:
+    for chart in _charts(task, rows, models, validated):
         chart_id = f"{task.task}-{chart.name}"
         if problems := ambiguous_encodings(chart.spec):
             raise PipelineError(f"report: chart {chart_id} would not tell its categories apart", problems)
         specs[chart_id] = chart.spec
         parts.append(_heading(html.escape(chart.title), html.escape(chart.answers))
                      + f'<div class="chart" id="{html.escape(chart_id)}"></div>')
-    parts.append(_heading(*text.tier_table))
-    return "".join(parts) + _tier_table(task, rows["latency_cost"], with_model=index_page) + "</section>", specs
+    parts += [_heading(*text.tier_table), _tier_table(task, rows["latency_cost"], with_model=bool(models)), "</section>"]
+    return "".join(parts), specs
+
+
+def _page(text: PageText, sections: list[tuple[Task, str]], charts: dict[str, dict[str, Any]], script: str,
+          **values: Any) -> str:
+    """A whole page: its opening with a link to each task's section, the sections, the charts drawn."""
+    assets = Path(__file__).parent
+    nav = "".join(f'<a href="#{task.task}">{html.escape(task.display_name)}</a>' for task, _ in sections)
+    specs = msgspec.json.encode(charts).decode().replace("</", "<\\/")  # no "</script>" inside the script
+    escaped = {name: html.escape(str(value)) for name, value in values.items()}
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html.escape(text.title.format(**values))}</title>"
+            f"<style>\n{(assets / 'report.css').read_text(encoding='utf-8')}</style>{script}</head><body>\n"
+            + text.intro.format(nav=nav, **escaped) + "\n".join(section for _, section in sections)
+            + f"\n<script>\nconst charts = {specs};\n{(assets / 'report.js').read_text(encoding='utf-8')}</script>\n"
+            "</body></html>\n")
 
 
 def _tasks(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any]) -> list[Task]:
-    card = load_source_card()
+    card, retrieved = load_source_card(), snapshot["retrieved"]
     deadline = connection.execute("select itl_deadline_ms from build_parameters").fetchone()[0]
     metrics = fetch_dicts(connection, "select * from latency_metrics order by metric_order", {})
     tasks = []
     for row in fetch_dicts(connection, """
-            select t.task, t.display_name, t.workload_label, s.family, s.configuration_count, s.over_latency_limit_count,
-                   (select any_value(unit_label) from configuration_points as p where p.task = t.task) as unit_label
+            select t.task, t.display_name, t.workload_label, s.family, s.configuration_count, s.over_latency_limit_count
             from task_summaries as s join tasks as t using (snapshot_id, task)
             where s.snapshot_id = $snapshot_id order by t.task""", {"snapshot_id": snapshot["snapshot_id"]}):
-        retrieved = snapshot["retrieved"]
         header = (task_header(card, row, snapshot, deadline, retrieved, retrieved) if row["family"] == "token"
                   else diffusion_task_header(card, row, snapshot, retrieved, retrieved))
-        family_metrics = [msgspec.convert({**m, "unit": dictionary.column("configuration_points", m["latency_metric"]).unit},
-                                          Metric) for m in metrics if m["family"] == row["family"]]
-        tasks.append(Task(row["task"], row["display_name"] or row["task"], row["family"], row["unit_label"], header,
-                          family_metrics))
+        tasks.append(Task(row["task"], row["display_name"] or row["task"], row["family"], header, [
+            msgspec.convert({**m, "unit": dictionary.column("configuration_points", m["latency_metric"]).unit}, Metric)
+            for m in metrics if m["family"] == row["family"]]))
     return tasks
-
-
-def _model_order(task: Task) -> list[str]:
-    """The task's models in the order its charts list them: by best figure, then the rest by name."""
-    ordered = list(dict.fromkeys(row["model_id"] for row in sorted(task.data["best"], key=lambda row: row["wh_per_unit"])))
-    return ordered + sorted({row["model_id"] for row in task.data["curves"]} - set(ordered), key=str.lower)
-
-
-def _render_pngs(charts: dict[str, dict[str, Any]], folder: Path) -> None:
-    """A PNG per chart of the index page; ENERGY_INDEX_REPORT_PNGS, when set, names the only ones to draw."""
-    chosen = os.environ.get("ENERGY_INDEX_REPORT_PNGS")
-    names = [name for name in charts if chosen is None or name in chosen.split(",")]
-    for name in each(names, "report: PNGs", unit="chart"):
-        (folder / f"{name}.png").write_bytes(vl_convert.vegalite_to_png(charts[name], scale=1.5))
 
 
 def write_report(paths: Paths) -> tuple[Path, int]:
@@ -596,7 +572,7 @@ def write_report(paths: Paths) -> tuple[Path, int]:
             task.data = _gather(connection, task)
     slugs: dict[str, set[str]] = {}
     for task in tasks:
-        for row in task.data["best"] + task.data["curves"]:
+        for row in task.data["curves"]:
             slugs.setdefault(row["slug"], set()).add(row["model_id"])
     if clashes := [f"{slug}: {' and '.join(sorted(ids))}" for slug, ids in sorted(slugs.items()) if len(ids) > 1]:
         raise PipelineError("model ids that would share one report page (slug)", clashes)
@@ -609,23 +585,22 @@ def write_report(paths: Paths) -> tuple[Path, int]:
         specs: dict[str, dict[str, Any]] = {}
         sections, validated = [], set()
         for task in each(tasks, "report: index page", unit="task"):
-            section, charts = _section(task, snapshot, task.data, _charts(task, task.data, _model_order(task), validated),
-                                       index_page=True)
-            sections.append(section)
+            # The task's models in the order its charts list them: by best figure, then the rest by name.
+            models = list(dict.fromkeys(row["model_id"] for row in sorted(task.data["best"], key=lambda r: r["wh_per_unit"])))
+            models += sorted({row["model_id"] for row in task.data["curves"]} - set(models), key=str.lower)
+            section, charts = _section(task, snapshot, task.data, models, validated)
+            sections.append((task, section))
             specs.update(charts)
-        _render_pngs(specs, staging)
-        nav = "".join(f'<a href="#{task.task}">{html.escape(task.display_name)}</a>' for task in tasks)
-        body = (f"<h1>energy-index report</h1><p>Index snapshot <b>{html.escape(snapshot['snapshot_id'])}</b>; "
-                f"{snapshot_count} snapshot(s) in the database. Energy is steady-state GPU energy per output (token, "
-                f"image or video) from the ML.ENERGY Leaderboard's measurements; every figure is the index's, rounded "
-                f"as the index files round it. Each model has its own page (click its name).</p><nav>{nav}</nav>"
-                + "\n".join(sections))
-        (staging / "index.html").write_text(_page(f"energy-index report: {snapshot['snapshot_id']}", body, specs,
-                                                  f"<script>{bundle}</script>"), encoding="utf-8")
+        chosen = os.environ.get("ENERGY_INDEX_REPORT_PNGS")
+        for name in each([name for name in specs if chosen is None or name in chosen.split(",")], "report: PNGs",
+                         unit="chart"):
+            (staging / f"{name}.png").write_bytes(vl_convert.vegalite_to_png(specs[name], scale=1.5))
+        (staging / "index.html").write_text(_page(_texts().index, sections, specs, f"<script>{bundle}</script>",
+                                                  snapshot_id=snapshot["snapshot_id"], snapshot_count=snapshot_count),
+                                            encoding="utf-8")
         for slug in each(sorted(slugs), "report: model pages", unit="model"):
-            (model_id,) = slugs[slug]
-            (staging / "models" / f"{slug}.html").write_text(_model_page(model_id, tasks, snapshot, validated),
-                                                             encoding="utf-8")
+            (staging / "models" / f"{slug}.html").write_text(
+                _model_page(next(iter(slugs[slug])), tasks, snapshot, validated), encoding="utf-8")
         replace_directory(staging, paths.out / "report")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -635,19 +610,19 @@ def write_report(paths: Paths) -> tuple[Path, int]:
 def _model_page(model_id: str, tasks: list[Task], snapshot: dict[str, Any], validated: set[str]) -> str:
     specs: dict[str, dict[str, Any]] = {}
     sections = []
-    measured_on = [task for task in tasks if any(row["model_id"] == model_id for row in task.data["curves"])]
-    for task in measured_on:
+    for task in tasks:
+        if not any(row["model_id"] == model_id for row in task.data["curves"]):
+            continue
         rows = {key: [row for row in value if row.get("model_id") == model_id] if key != "snapshots" else value
                 for key, value in task.data.items()}
         rows["frontier"] = rows.pop("model_frontier")
-        section, charts = _section(task, snapshot, rows, _charts(task, rows, None, validated), index_page=False)
-        sections.append(section)
+        section, charts = _section(task, snapshot, rows, None, validated)
+        sections.append((task, section))
         specs.update(charts)
-    nav = "".join(f'<a href="#{task.task}">{html.escape(task.display_name)}</a>' for task in measured_on)
-    body = (f'<p><a href="../index.html">← energy-index report</a></p><h1>{html.escape(model_id)}</h1>'
-            f"<p>Index snapshot <b>{html.escape(snapshot['snapshot_id'])}</b>. Measured on: {nav}</p>"
-            + "\n".join(sections))
-    return _page(f"{model_id}: energy-index report", body, specs, '<script src="../vega.js"></script>')
+    return _page(_texts().model, sections, specs, '<script src="../vega.js"></script>', model_id=model_id,
+                 snapshot_id=snapshot["snapshot_id"])
+
+
 # Vega's named colour schemes a chart here may use for a categorical field, and how many colours each has.
 SCHEME_SIZES = {"category10": 10, "tableau10": 10, "tableau20": 20, "category20": 20}
 IDENTIFYING_CHANNELS = ("shape", "strokeDash", "text", "x", "y", "row", "column", "facet")
@@ -659,49 +634,34 @@ def ambiguous_encodings(spec: dict[str, Any]) -> list[str]:
     position or facet) on the same field; or colour and shape pairs that repeat."""
     colours: dict[str, list[str]] = {}
     shapes: dict[str, list[str]] = {}
-    other_channels: dict[str, set[str]] = {}
+    identified: set[str] = set()
     domains: dict[str, list[Any]] = {}
-
-    def channel_field(definition: Any) -> str | None:
-        return definition.get("field") if isinstance(definition, dict) else None
-
-    def visit(node: Any) -> None:
-        if isinstance(node, dict):
-            for channel, definition in (node.get("encoding") or {}).items():
-                name = channel_field(definition)
-                if name is None:
-                    continue
-                scale = definition.get("scale") or {}
-                if scale.get("domain") is not None and isinstance(scale["domain"], list):
-                    domains.setdefault(name, scale["domain"])
-                if channel in ("color", "fill", "stroke"):
-                    palette = scale.get("range")
-                    colours[name] = palette if isinstance(palette, list) else [
-                        f"{scale.get('scheme', 'category10')}-{index}"
-                        for index in range(SCHEME_SIZES.get(scale.get("scheme", "category10"), 10))]
-                elif channel == "shape" and isinstance(scale.get("range"), list):
-                    shapes[name] = scale["range"]
-                elif channel in IDENTIFYING_CHANNELS:
-                    other_channels.setdefault(name, set()).add(channel)
-            facet = node.get("facet")
-            if isinstance(facet, dict):
-                for definition in [facet, *facet.values()]:
-                    if channel_field(definition):
-                        other_channels.setdefault(channel_field(definition), set()).add("facet")
-            for value in node.values():
-                visit(value)
-        elif isinstance(node, list):
-            for value in node:
-                visit(value)
-
-    visit({key: value for key, value in spec.items() if key != "datasets"})
+    for node in _nodes({key: value for key, value in spec.items() if key != "datasets"}):
+        if not isinstance(node, dict):
+            continue
+        channels = list((node.get("encoding") or {}).items())
+        if isinstance(node.get("facet"), dict):
+            channels += [("facet", definition) for definition in [node["facet"], *node["facet"].values()]]
+        for channel, definition in channels:
+            name = definition.get("field") if isinstance(definition, dict) else None
+            if name is None:
+                continue
+            scale = definition.get("scale") or {}
+            if isinstance(scale.get("domain"), list):
+                domains.setdefault(name, scale["domain"])
+            if channel in ("color", "fill", "stroke"):
+                scheme = scale.get("scheme", "category10")
+                colours[name] = scale["range"] if isinstance(scale.get("range"), list) else [
+                    f"{scheme}-{index}" for index in range(SCHEME_SIZES.get(scheme, 10))]
+            elif channel == "shape" and isinstance(scale.get("range"), list):
+                shapes[name] = scale["range"]
+            elif channel in IDENTIFYING_CHANNELS:
+                identified.add(name)
     problems = []
     for name, palette in colours.items():
-        values = domains.get(name)
-        if values is None:
-            values = sorted({row.get(name) for rows in spec.get("datasets", {}).values() for row in rows} - {None},
-                            key=str)
-        if len(values) <= len(palette) or other_channels.get(name):
+        values = domains.get(name) or sorted(
+            {row.get(name) for rows in spec.get("datasets", {}).values() for row in rows} - {None}, key=str)
+        if len(values) <= len(palette) or name in identified:
             continue
         if name not in shapes:
             problems.append(f"{name}: {len(values)} values coloured with {len(palette)} colours and no other channel")
