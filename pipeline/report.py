@@ -77,6 +77,7 @@ class Metric(msgspec.Struct, frozen=True):
 class ChartText(msgspec.Struct, frozen=True):
     title: str
     answers: str
+    tooltip: list[str] = []
     repeated: str = ""
     once: str = ""
 
@@ -167,16 +168,15 @@ def _energy_y(task: Task, column: str = "wh_per_unit", padding: int = 8, **axis:
                  title=f"{task.unit_title} (log scale)", axis=alt.Axis(**(axis or {"tickCount": 6})))
 
 
-def _tooltip(task: Task, *columns: str | tuple[str, str], latency: str | None = None) -> list[Any]:
-    """Tooltip entries: a column of TIPS, batch_limit or latency, or (energy column, what it is) with the unit."""
-    tips = {**TIPS, "batch_limit": (task.batch_title, "Q", None), "latency": (latency or task.metric.title, "Q", None)}
+def _tooltip(task: Task, columns: list[str]) -> list[Any]:
+    """Tooltip entries: a column of TIPS, batch_limit or latency, or column=title (an energy column's with its unit)."""
+    tips = {**TIPS, "batch_limit": (task.batch_title, "Q", None), "latency": (task.metric.title, "Q", None)}
     entries = []
-    for column in columns:
-        if isinstance(column, tuple):
-            entries.append(alt.Tooltip(f"{column[0]}:Q", title=f"{column[1]} ({task.unit_title})"))
-        else:
-            title, kind, number_format = tips[column]
-            entries.append(alt.Tooltip(f"{column}:{kind}", title=title, **({"format": number_format} if number_format else {})))
+    for entry in columns:
+        column, _, title = entry.partition("=")
+        title, kind, number_format = (title + f" ({task.unit_title})" * (column in ENERGY_COLUMNS), "Q", None) \
+            if title else tips[column]
+        entries.append(alt.Tooltip(f"{column}:{kind}", title=title, **({"format": number_format} if number_format else {})))
     return entries
 
 
@@ -232,8 +232,11 @@ def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str]
     domain = models if index_page else gpus
     repeated = 0 if index_page else sum(1 for row in data["curves"] if row["n_repeats"] > 1)
     snapshots = [row["snapshot_id"] for row in data["snapshots"]]
-    by_model = ("model_id",) if index_page else ()
+    texts = getattr(_texts(), page).charts
     charts = []
+
+    def hover(name: str) -> list[Any]:
+        return _tooltip(task, texts[name].tooltip)
 
     def add(name: str, chart: Any) -> None:
         kind = f"{page} {task.family} {name} {bool(repeated)}"
@@ -243,7 +246,7 @@ def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str]
         # inline rows against the Vega-Lite schema took most of a minute).
         spec["datasets"] = {node["data"]["name"]: data[node["data"]["name"]] for node in _nodes(spec)
                             if isinstance(node, dict) and isinstance(node.get("data"), dict) and "name" in node["data"]}
-        text = getattr(_texts(), page).charts[name]
+        text = texts[name]
         answers = text.answers.format(deadline=task.deadline, repeated=(text.repeated if repeated else text.once)
                                       .format(count=repeated))
         if name == "history" and len(snapshots) == 1:
@@ -255,8 +258,7 @@ def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str]
             x=alt.X("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=10),
                     title=f"{task.unit_title} (log scale)"),
             y=alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11)), href="href:N",
-            tooltip=_tooltip(task, "model_id", "gpu", "row_id", "num_gpus", "batch_limit", "latency",
-                             ("wh_per_unit", "energy")),
+            tooltip=hover("best"),
             **_gpu_series(gpus)).properties(width=520, height=alt.Step(16)))
     if data["curves"]:
         curve_series = _gpu_series(gpus) if index_page else _series(
@@ -267,10 +269,7 @@ def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str]
             x=alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False), title=_log(task.batch_title),
                     **({"axis": alt.Axis(values=DECADES[4:], format=",~g")} if index_page else {})),
             color=curve_series["color"], detail="deployment:N")
-        tip = _tooltip(task, *by_model, "gpu", "row_id", "deployment", "num_gpus", "batch_limit",
-                       *(("n_repeats",) if index_page else ()), "latency", ("wh_per_unit", "energy, mean of the repeats"),
-                       *(() if index_page else ("n_repeats", ("wh_per_unit_min", "lowest repeat"),
-                                                ("wh_per_unit_max", "highest repeat"))))
+        tip = hover("curves")
         if index_page:
             add("curves", curves.mark_line(point=alt.OverlayMarkDef(filled=True, size=22), strokeWidth=1.2).encode(
                 y=_energy_y(task, padding=6, values=DECADES, format=",~g"), href="href:N", tooltip=tip,
@@ -290,15 +289,14 @@ def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str]
         base = alt.Chart(alt.Data(name="frontier")).encode(
             x=alt.X("latency:Q", scale=alt.Scale(type="log", nice=False, padding=8), title=_log(task.metric.title)),
             y=_energy_y(task))
-        tip = _tooltip(task, "model_id", "gpu", "row_id", "num_gpus", "batch_limit", "latency", ("wh_per_unit", "energy"))
+        tip = hover("frontier")
         add("frontier", _by_gpu(_by_series(base, series, domain, data["frontier"], tip, {"strokeWidth": 1.6}, 45,
                                            order="latency:Q").properties(width=360, height=330), gpus))
     elif data["frontier"]:
         metrics = [m for m in task.metrics if any(row["latency_metric"] == m.latency_metric for row in data["frontier"])]
         metric = alt.param(name="metric", value=metrics[0].latency_metric, bind=alt.binding_select(
             options=[m.latency_metric for m in metrics], labels=[m.title for m in metrics], name="latency metric: "))
-        tip = _tooltip(task, "gpu", "row_id", "num_gpus", "batch_limit", "latency", ("wh_per_unit", "energy"),
-                       latency="latency (the chosen metric)")
+        tip = hover("frontier")
         encoding = {"x": alt.X("latency:Q", scale=alt.Scale(type="log", nice=False, padding=8),
                                title=f"latency ({task.metric.unit}, log scale; metric chosen below)"),
                     "y": _energy_y(task)}
@@ -309,9 +307,7 @@ def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str]
                                   best.mark_point(filled=True, size=80).encode(tooltip=tip, **_gpu_series(gpus)))
             .add_params(metric).properties(width=640, height=320))
     if data["latency_cost"]:
-        tip = _tooltip(task, *by_model, "gpu", "metric_label", "tier", "row_id", "num_gpus", "batch_limit",
-                       ("wh_per_unit", "energy within the tier"), ("unconstrained_wh_per_unit", "unconstrained best"),
-                       "relative_to_best")
+        tip = hover("latency-cost")
         by_metric = alt.Column("metric_label:N", title=None, sort=[m.short_title for m in task.metrics],
                                header=alt.Header(labelFontWeight="bold"))
         if index_page:
@@ -344,8 +340,7 @@ def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str]
         dashes = alt.StrokeDash("deployment:N", title="deployment (GPUs, precision, parallelism)", scale=alt.Scale(
             domain=sorted({row["deployment"] for row in data["estimates"]}), range=DASHES), legend=alt.Legend(
             orient="bottom", columns=2, labelLimit=0, titleLimit=0, symbolType="stroke", symbolStrokeWidth=1.5))
-        tip = _tooltip(task, "gpu", "deployment", "concurrency", "method", "latency", ("wh_per_unit", "energy"),
-                       ("wh_per_unit_low", "interval low"), ("wh_per_unit_high", "interval high"))
+        tip = hover("estimate")
         add("estimate", alt.layer(
             base.mark_area(opacity=0.18).encode(y=_energy_y(task, "wh_per_unit_low"), y2="wh_per_unit_high:Q"),
             base.mark_line(strokeWidth=1.5).encode(y=_energy_y(task), strokeDash=dashes),
@@ -355,13 +350,12 @@ def _charts(task: Task, data: dict[str, list[dict[str, Any]]], models: list[str]
         base = alt.Chart(alt.Data(name="history")).encode(
             x=alt.X("snapshot_id:O", title="snapshot, in upstream commit order", sort=snapshots,
                     scale=alt.Scale(domain=snapshots), axis=alt.Axis(labelAngle=-40)), y=_energy_y(task))
-        tip = _tooltip(task, "snapshot_id", *by_model, "gpu", "row_id", "num_gpus", "batch_limit", "latency",
-                       ("wh_per_unit", "energy"))
+        tip = hover("history")
         chart = _by_series(base, series, domain, data["history"], tip, {"strokeWidth": 1.4 if index_page else 1.5},
                            45 if index_page else 60)
         add("history", _by_gpu(chart.properties(width=max(220, 34 * len(snapshots)), height=260), gpus) if index_page
             else chart.properties(width=max(160, 40 * len(snapshots)), height=240))
-    order = list(getattr(_texts(), page).charts)
+    order = list(texts)
     return sorted(charts, key=lambda chart: order.index(chart.name))
 
 
