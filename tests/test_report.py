@@ -16,7 +16,7 @@ import pytest
 from conftest import write_once
 
 from pipeline.paths import Paths
-from pipeline.report import MODEL_COLOURS, MODEL_SHAPES, ambiguous_encodings
+from pipeline.charts import MODEL_COLOURS, MODEL_SHAPES, ambiguous_encodings
 
 CLI = str(Path(sys.executable).with_name("energy-index"))
 HIGHLIGHTED_MODEL = "Qwen/Qwen3-8B"
