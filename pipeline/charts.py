@@ -73,7 +73,8 @@ def _tooltip(task: "Task", columns: list[str]) -> list[Any]:
         column, _, title = entry.partition("=")
         title, kind, number_format = (title + f" ({task.unit_title})" * (column in ENERGY_COLUMNS), "Q", None) \
             if title else tips[column]
-        entries.append(alt.Tooltip(f"{column}:{kind}", title=title, **({"format": number_format} if number_format else {})))
+        entries.append(alt.Tooltip(f"{column}:{kind}", title=title,
+                                   **({"format": number_format} if number_format else {})))
     return entries
 
 
@@ -125,7 +126,8 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
     already checked against Vega-Lite's schema (checking every model page's took most of the report's time)."""
     index_page = models is not None
     page, series = ("index", "model_id") if index_page else ("model", "gpu")
-    gpus = sorted({row["gpu"] for rows in ([data["best"]] if index_page else data.values()) for row in rows if "gpu" in row})
+    gpus = sorted({row["gpu"] for rows in ([data["best"]] if index_page else data.values())
+                   for row in rows if "gpu" in row})
     domain = models if index_page else gpus
     repeated = 0 if index_page else sum(1 for row in data["curves"] if row["n_repeats"] > 1)
     snapshots = [row["snapshot_id"] for row in data["snapshots"]]
@@ -153,7 +155,8 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
         add("best", alt.Chart(alt.Data(name="best")).mark_point(filled=True, size=90, opacity=0.9).encode(
             x=alt.X("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=10),
                     title=f"{task.unit_title} (log scale)"),
-            y=alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11)), href="href:N",
+            y=alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11)),
+            href="href:N",
             tooltip=hover("best"),
             **_gpu_series(gpus)).properties(width=520, height=alt.Step(16)))
     if data["curves"]:
@@ -189,7 +192,8 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
         add("frontier", _by_gpu(_by_series(base, series, domain, data["frontier"], tip, {"strokeWidth": 1.6}, 45,
                                            order="latency:Q").properties(width=360, height=330), gpus))
     elif data["frontier"]:
-        metrics = [m for m in task.metrics if any(row["latency_metric"] == m.latency_metric for row in data["frontier"])]
+        shown = {row["latency_metric"] for row in data["frontier"]}
+        metrics = [m for m in task.metrics if m.latency_metric in shown]
         metric = alt.param(name="metric", value=metrics[0].latency_metric, bind=alt.binding_select(
             options=[m.latency_metric for m in metrics], labels=[m.title for m in metrics], name="latency metric: "))
         tip = hover("frontier")
@@ -198,7 +202,8 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
                     "y": _energy_y(task)}
         everything = alt.Chart(alt.Data(name="points")).transform_filter("datum.latency_metric == metric").mark_point(
             size=30, opacity=0.35).encode(tooltip=tip, **encoding, **_gpu_series(gpus))
-        best = alt.Chart(alt.Data(name="frontier")).transform_filter("datum.latency_metric == metric").encode(**encoding)
+        best = alt.Chart(alt.Data(name="frontier")).transform_filter("datum.latency_metric == metric").encode(
+            **encoding)
         add("frontier", alt.layer(everything, best.mark_line(color="#333", strokeWidth=1.2).encode(order="latency:Q"),
                                   best.mark_point(filled=True, size=80).encode(tooltip=tip, **_gpu_series(gpus)))
             .add_params(metric).properties(width=640, height=320))
@@ -209,8 +214,8 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
         if index_page:
             tiers = sorted({row["latency_limit"] for row in data["latency_cost"]})
             base = alt.Chart(alt.Data(name="latency_cost")).encode(
-                x=alt.X("tier:N", title=f"latency tier ({task.metric.unit})", sort=[f"≤ {limit:g}" for limit in tiers],
-                        axis=alt.Axis(labelAngle=0, orient="top")),
+                x=alt.X("tier:N", title=f"latency tier ({task.metric.unit})",
+                        sort=[f"≤ {limit:g}" for limit in tiers], axis=alt.Axis(labelAngle=0, orient="top")),
                 y=alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11)))
             cells = base.mark_rect(stroke="white").encode(
                 color=alt.Color("relative_to_best:Q", title="energy ÷ unconstrained best",
@@ -225,8 +230,10 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
         else:
             add("latency-cost", alt.Chart(alt.Data(name="latency_cost")).mark_line(
                 point=alt.OverlayMarkDef(filled=True, size=60), strokeWidth=1.5).encode(
-                x=alt.X("latency_limit:O", title=f"latency tier, at most ({task.metric.unit})", axis=alt.Axis(labelAngle=0)),
-                y=alt.Y("relative_to_best:Q", title="energy ÷ the GPU's unconstrained best", scale=alt.Scale(zero=False)),
+                x=alt.X("latency_limit:O", title=f"latency tier, at most ({task.metric.unit})",
+                        axis=alt.Axis(labelAngle=0)),
+                y=alt.Y("relative_to_best:Q", title="energy ÷ the GPU's unconstrained best",
+                        scale=alt.Scale(zero=False)),
                 detail="gpu:N", tooltip=tip, **_gpu_series(gpus),
             ).properties(width=220 if len(task.metrics) > 1 else 320, height=200).facet(column=by_metric))
     if not index_page and data["estimates"]:
@@ -305,7 +312,8 @@ def ambiguous_encodings(spec: dict[str, Any]) -> list[str]:
         if name not in shapes:
             problems.append(f"{name}: {len(values)} values coloured with {len(palette)} colours and no other channel")
             continue
-        pairs = {(palette[index % len(palette)], shapes[name][index % len(shapes[name])]) for index in range(len(values))}
+        pairs = {(palette[index % len(palette)], shapes[name][index % len(shapes[name])])
+                 for index in range(len(values))}
         if len(pairs) < len(values):
             problems.append(f"{name}: {len(values)} values but only {len(pairs)} distinct colour and shape pairs")
     return problems

@@ -40,7 +40,8 @@ BATCH_TITLES = {"token": "max_num_seqs (cap on requests in flight)", "diffusion"
 DEPLOYMENT = ("concat(num_gpus, ' GPU', case when num_gpus > 1 then 's' else '' end, ', ', coalesce(precision, '?'), "
               "coalesce(', TP' || tensor_parallel || ' DP' || data_parallel || ' EP' || expert_parallel, ''), "
               "coalesce(', ' || width || 'x' || height, ''), coalesce(', ' || num_frames || ' frames', ''), "
-              "coalesce(', ' || inference_steps || ' steps, Ulysses ' || ulysses_degree || ' ring ' || ring_degree, ''))")
+              "coalesce(', ' || inference_steps || ' steps, Ulysses ' || ulysses_degree || ' ring ' || ring_degree, "
+              "''))")
 
 
 class Metric(msgspec.Struct, frozen=True):
@@ -111,7 +112,7 @@ class Task:
         every energy column, each latency metric's for its column."""
         energy = next(f["decimals"] for f in dictionary.export_fields(f"{self.family}_configuration")
                       if f["key"].startswith("wh_per_"))
-        latency = {f["column"]: f["decimals"] for f in dictionary.export_fields("tier") if f.get("decimals") is not None}
+        latency = {f["column"]: f["decimals"] for f in dictionary.export_fields("tier") if "decimals" in f}
         return {**latency, **dict.fromkeys(ENERGY_COLUMNS, energy)}
 
     def rounded(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -130,8 +131,8 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
     queries = {
         "best": f"""
             select b.model_id, b.slug, b.gpu, b.row_id, b.num_gpus, c.batch_limit, b.{metric} as latency, b.wh_per_unit,
-                   {href("b.")}, u.n_repeats, u.wh_repeat_min, u.wh_repeat_max, u.runner_up_row_id, u.runner_up_wh_per_unit,
-                   u.choice_basis
+                   {href("b.")}, u.n_repeats, u.wh_repeat_min, u.wh_repeat_max, u.runner_up_row_id,
+                   u.runner_up_wh_per_unit, u.choice_basis
             from best_configurations as b
             join configuration_points as c using (snapshot_id, task, row_id)
             left join index_uncertainty as u on u.task = b.task and u.model_id = b.model_id and u.gpu = b.gpu
@@ -204,7 +205,8 @@ def _table(css_class: str, headers: list[str], rows: list[list[str]], groups: li
 
 
 def _model_cell(row: dict[str, Any], with_model: bool) -> list[str]:
-    return [_cell(row["model_id"], link=f"models/{row['slug']}.html", sort=row["model_id"].lower())] if with_model else []
+    link = f"models/{row['slug']}.html"
+    return [_cell(row["model_id"], link=link, sort=row["model_id"].lower())] if with_model else []
 
 
 def _index_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True) -> str:
@@ -215,11 +217,11 @@ def _index_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True
                                         task.unit_title, "times measured", "runner-up within the deadline"]
     once = "measured once"
     return _table("index-table", headers, [_model_cell(row, with_model) + [
-        _cell(row["gpu"]), _cell(row["row_id"]), _cell(row["num_gpus"]), _cell(row["batch_limit"]), _cell(row["latency"]),
-        _cell(row["wh_per_unit"]),
+        *(_cell(row[column]) for column in ("gpu", "row_id", "num_gpus", "batch_limit", "latency", "wh_per_unit")),
         _cell(row["n_repeats"], hover=once if (row["n_repeats"] or 0) < 2 else
               f"repeats from {row['wh_repeat_min']} to {row['wh_repeat_max']}"),
-        _cell(row["runner_up_wh_per_unit"], hover=f"{row['runner_up_row_id'] or 'none'}; the index row: {row['choice_basis']}"),
+        _cell(row["runner_up_wh_per_unit"],
+              hover=f"{row['runner_up_row_id'] or 'none'}; the index row: {row['choice_basis']}"),
     ] for row in rows])
 
 
@@ -267,7 +269,7 @@ def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str
         specs[chart_id] = chart.spec
         parts.append(_heading(html.escape(chart.title), html.escape(chart.answers))
                      + f'<div class="chart" id="{html.escape(chart_id)}"></div>')
-    parts += [_heading(*text.tier_table), _tier_table(task, rows["latency_cost"], with_model=bool(models)), "</section>"]
+    parts += [_heading(*text.tier_table), _tier_table(task, rows["latency_cost"], bool(models)), "</section>"]
     return "".join(parts), specs
 
 
@@ -334,7 +336,8 @@ def write_report(paths: Paths) -> tuple[Path, int]:
         sections, validated = [], set()
         for task in each(tasks, "report: index page", unit="task"):
             # The task's models in the order its charts list them: by best figure, then the rest by name.
-            models = list(dict.fromkeys(row["model_id"] for row in sorted(task.data["best"], key=lambda r: r["wh_per_unit"])))
+            best_first = sorted(task.data["best"], key=lambda row: row["wh_per_unit"])
+            models = list(dict.fromkeys(row["model_id"] for row in best_first))
             models += sorted({row["model_id"] for row in task.data["curves"]} - set(models), key=str.lower)
             section, charts = _section(task, snapshot, task.data, models, validated)
             sections.append((task, section))
