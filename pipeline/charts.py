@@ -27,8 +27,6 @@ DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3], [10, 2]]
 FADED_OPACITY = 0.12
 # Tick values for a log axis in small panels: the powers of ten (Vega's default crowds them).
 DECADES = [10.0 ** power for power in range(-4, 6)]
-CONCURRENCY_TITLES = {"token": "requests in flight (average running batch, log scale)",
-                      "diffusion": "batch size (log scale)"}
 ENERGY_COLUMNS = ("wh_per_unit", "wh_per_unit_low", "wh_per_unit_high", "wh_per_unit_min", "wh_per_unit_max",
                   "unconstrained_wh_per_unit", "wh_repeat_min", "wh_repeat_max", "runner_up_wh_per_unit")
 # Tooltip entries by column: title, Vega-Lite type and number format.
@@ -238,7 +236,7 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
             ).properties(width=220 if len(task.metrics) > 1 else 320, height=200).facet(column=by_metric))
     if not index_page and data["estimates"]:
         base = alt.Chart(alt.Data(name="estimates")).encode(
-            x=alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False), title=CONCURRENCY_TITLES[task.family]),
+            x=alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False), title=task.concurrency_title),
             detail="deployment:N", color=_gpu_series(gpus)["color"])
         dashes = alt.StrokeDash("deployment:N", title="deployment (GPUs, precision, parallelism)", scale=alt.Scale(
             domain=sorted({row["deployment"] for row in data["estimates"]}), range=DASHES), legend=alt.Legend(

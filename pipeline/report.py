@@ -35,7 +35,6 @@ from pipeline.progress import each
 from pipeline.source_card import load_source_card
 from schemas import dictionary
 
-BATCH_TITLES = {"token": "max_num_seqs (cap on requests in flight)", "diffusion": "batch size"}
 # A deployment: what stays fixed along an efficiency curve (the other family's columns are null).
 DEPLOYMENT = ("concat(num_gpus, ' GPU', case when num_gpus > 1 then 's' else '' end, ', ', coalesce(precision, '?'), "
               "coalesce(', TP' || tensor_parallel || ' DP' || data_parallel || ' EP' || expert_parallel, ''), "
@@ -62,6 +61,8 @@ class PageText(msgspec.Struct, frozen=True):
 
 
 class Texts(msgspec.Struct, frozen=True):
+    batch_titles: dict[str, str]
+    concurrency_titles: dict[str, str]
     one_snapshot: str
     facts: dict[str, str]
     index: PageText
@@ -99,7 +100,11 @@ class Task:
 
     @property
     def batch_title(self) -> str:
-        return BATCH_TITLES[self.family]
+        return _texts().batch_titles[self.family]
+
+    @property
+    def concurrency_title(self) -> str:
+        return _texts().concurrency_titles[self.family]
 
     @property
     def deadline(self) -> str:
