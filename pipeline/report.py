@@ -314,7 +314,8 @@ def _tasks(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any]) -> l
 def write_report(paths: Paths) -> tuple[Path, int]:
     """Write OUT/report (replaced whole); return its index.html and the number of charts of the index page."""
     if alt is None or vl_convert is None:
-        raise PipelineError("report: its libraries are not installed: pip install 'energy-index[report]' (make installs them)")
+        raise PipelineError("report: its libraries are not installed: "
+                            "pip install 'energy-index[report]' (make installs them)")
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with connect(str(paths.database), read_only=True) as connection:
