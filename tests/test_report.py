@@ -3,29 +3,35 @@ every chart draws, a point's tooltip says what it is, a legend click highlights 
 leaves two models looking alike."""
 
 import html
-import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from conftest import write_once
 
 from pipeline.paths import Paths
-from pipeline.report import MODEL_COLOURS, MODEL_SHAPES, ambiguous_encodings
+from pipeline.charts import MODEL_COLOURS, MODEL_SHAPES, ambiguous_encodings
 
 CLI = str(Path(sys.executable).with_name("energy-index"))
 HIGHLIGHTED_MODEL = "Qwen/Qwen3-8B"
 MODEL_PAGES = ("llama-3.1-70b-instruct", "stable-diffusion-3.5-medium")
+# The one index chart the shared report draws as a PNG: drawing all of them took most of its time (the slow
+# test draws every one).
+PNG_CHART = "lm-arena-chat-frontier"
 
 # Runs in its own process: Playwright's synchronous API wants a thread with no event loop of its own.
 PAGE_CHECK = r"""
-import json, re, sys
+import re, sys
+import msgspec
 from playwright.sync_api import sync_playwright
 
-index, models, shot, highlighted = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+index, models, shot, highlighted = sys.argv[1], msgspec.json.decode(sys.argv[2]), sys.argv[3], sys.argv[4]
 outcome = {"errors": [], "requests": [], "pages": {}}
 DRAWN = "[...document.querySelectorAll('.chart')].every(c => c.dataset.drawn === 'true')"
 CHARTS = '''els => els.map(e => ({
@@ -73,7 +79,7 @@ with sync_playwright() as p:
         else:
             outcome["pages"][url]["tooltip"] = tooltip(page, "[id$='-frontier'] .mark-symbol.role-mark path >> nth=-1")
     browser.close()
-print(json.dumps(outcome))
+print(msgspec.json.encode(outcome).decode())
 """
 
 
@@ -81,7 +87,9 @@ print(json.dumps(outcome))
 def report(newest_build: Paths) -> Path:
     """OUT/report of the shared newest build, written once: each xdist worker has its own module fixture,
     and two reports at once into one OUT would meet its lock."""
-    write_once(newest_build, "report")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ENERGY_INDEX_REPORT_PNGS", PNG_CHART)
+        write_once(newest_build, "report")
     return newest_build.out / "report"
 
 
@@ -95,7 +103,7 @@ def table_rows(page: Path, task: str, css_class: str) -> list[list[str]]:
 
 
 def test_the_report_shows_the_index_files_figures_as_they_round_them(report: Path, newest_build: Paths) -> None:
-    index = json.loads((newest_build.index_dir / "lm-arena-chat" / "index.json").read_text())["rows"]
+    index = msgspec.json.decode((newest_build.index_dir / "lm-arena-chat" / "index.json").read_bytes())["rows"]
     shown = table_rows(report / "index.html", "lm-arena-chat", "index-table")
     # Ordered by the figure, every figure as index.json writes it (8.08 and 7.9, not 8.082 and 7.902).
     assert [(row[0], row[1], row[6]) for row in shown] == [
@@ -104,7 +112,7 @@ def test_the_report_shows_the_index_files_figures_as_they_round_them(report: Pat
     assert [row[5] for row in shown] == [repr(row["median_itl_ms"]) for row in sorted(
         index, key=lambda row: (row["wh_per_million_output_tokens"], row["model_id"].lower()))]
     # Every latency metric's tiers, as tiers.json holds them, the models ordered without regard to case.
-    tiers = json.loads((newest_build.index_dir / "lm-arena-chat" / "tiers.json").read_text())["rows"]
+    tiers = msgspec.json.decode((newest_build.index_dir / "lm-arena-chat" / "tiers.json").read_bytes())["rows"]
     shown_tiers = table_rows(report / "index.html", "lm-arena-chat", "tier-table")
     limits = [(metric, limit) for metric in ("median_itl_ms", "p90_itl_ms", "p99_itl_ms") for limit in (25, 50, 100, 200, 500)]
     expected: dict[tuple[str, str], list[str]] = {}
@@ -123,7 +131,34 @@ def chart_specs(page: Path) -> dict[str, dict]:
     text = page.read_text(encoding="utf-8")
     found = re.search(r"const charts = (\{.*?\});\nwindow\.reportViews", text, re.S)
     assert found, f"{page}: no chart specifications"
-    return json.loads(found.group(1).replace("<\\/", "</"))
+    return msgspec.json.decode(found.group(1).replace("<\\/", "</"))
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """A PNG's width and height in pixels (its IHDR chunk); fails on anything that is not a PNG."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", path
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_the_chosen_index_chart_is_drawn_as_a_png(report: Path) -> None:
+    assert PNG_CHART in chart_specs(report / "index.html")
+    assert [p.name for p in report.glob("*.png")] == [f"{PNG_CHART}.png"]
+    # Two GPU panels of 360 px at scale 1.5, with the model legend beside them.
+    width, height = png_size(report / f"{PNG_CHART}.png")
+    assert width > 1100 and height > 450, (width, height)
+
+
+@pytest.mark.slow
+def test_every_index_chart_is_drawn_as_a_png(newest_build: Paths, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(newest_build.out, out, ignore=shutil.ignore_patterns("report"))
+    made = subprocess.run([CLI, "report", "--out", str(out)], capture_output=True, text=True, timeout=900,
+                          env={k: v for k, v in os.environ.items() if k != "ENERGY_INDEX_REPORT_PNGS"})
+    assert made.returncode == 0, made.stderr
+    charts = chart_specs(out / "report" / "index.html")
+    assert len(charts) > 20 and sorted(p.stem for p in (out / "report").glob("*.png")) == sorted(charts)
+    assert all(min(png_size(path)) > 100 for path in (out / "report").glob("*.png"))
 
 
 def test_a_chart_that_colours_models_beyond_its_palette_without_another_channel_is_caught() -> None:
@@ -148,13 +183,14 @@ def test_a_chart_that_colours_models_beyond_its_palette_without_another_channel_
 
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium is not installed (.ci/run installs it)")
 def test_the_report_reads_offline_with_tooltips_highlighting_and_distinct_models(report: Path, tmp_path: Path) -> None:
+    pytest.importorskip("playwright", reason="the interop extra is not installed (make test installs it)")
     index = report / "index.html"
     models = [report / "models" / f"{slug}.html" for slug in MODEL_PAGES]
     result = subprocess.run(
-        [sys.executable, "-c", PAGE_CHECK, index.as_uri(), json.dumps([m.as_uri() for m in models]),
+        [sys.executable, "-c", PAGE_CHECK, index.as_uri(), msgspec.json.encode([m.as_uri() for m in models]).decode(),
          str(tmp_path / "shot.png"), HIGHLIGHTED_MODEL], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    outcome = json.loads(result.stdout)
+    outcome = msgspec.json.decode(result.stdout)
     assert outcome["errors"] == [] and outcome["requests"] == []
 
     for url, page in outcome["pages"].items():
@@ -163,8 +199,7 @@ def test_the_report_reads_offline_with_tooltips_highlighting_and_distinct_models
             for labels in chart["legends"]:
                 assert len(labels) == len(set(labels)), (url, chart["id"], labels)
         assert page["scroll_width"] <= 1280, url
-    index_charts = outcome["pages"][index.as_uri()]["charts"]
-    assert sorted(p.stem for p in report.glob("*.png")) == sorted(chart["id"] for chart in index_charts)
+    assert sorted(chart["id"] for chart in outcome["pages"][index.as_uri()]["charts"]) == sorted(chart_specs(index))
     assert (tmp_path / "shot.png").stat().st_size > 10_000
 
     # No chart leaves two models (or GPUs, or deployments) looking alike, and the check has work to do:

@@ -1,0 +1,317 @@
+"""The report's charts: Altair (Vega-Lite) specifications of one task's figures, for the index page (a
+colour and a shape per model, one panel per GPU) or for a model's page (a colour and a shape per GPU), and
+the check that a chart tells its categories apart."""
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+try:
+    import altair as alt
+except ImportError:  # the report extra is not installed: write_report says how to install it
+    alt = None
+
+if TYPE_CHECKING:
+    from pipeline.report import Task
+
+# Vega's tableau10: ten colours a reader tells apart. A chart with more models than colours gives each
+# model a colour and a shape, the pair unique up to len(MODEL_COLOURS) * len(MODEL_SHAPES) = 70 models
+# (10 and 7 share no factor); tests/test_report.py checks every chart against this.
+MODEL_COLOURS = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6",
+                 "#9d755d", "#bab0ac"]
+MODEL_SHAPES = ["circle", "square", "triangle-up", "diamond", "triangle-down", "cross", "triangle-right"]
+GPU_COLOURS = ["#1b6ca8", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e"]
+GPU_SHAPES = ["circle", "square", "triangle-up", "diamond", "cross", "triangle-down"]
+DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3], [10, 2]]
+FADED_OPACITY = 0.12
+# Tick values for a log axis in small panels: the powers of ten (Vega's default crowds them).
+DECADES = [10.0 ** power for power in range(-4, 6)]
+ENERGY_COLUMNS = ("wh_per_unit", "wh_per_unit_low", "wh_per_unit_high", "wh_per_unit_min", "wh_per_unit_max",
+                  "unconstrained_wh_per_unit", "wh_repeat_min", "wh_repeat_max", "runner_up_wh_per_unit")
+# Tooltip entries by column: title, Vega-Lite type and number format.
+TIPS = {"snapshot_id": ("snapshot", "N", None), "model_id": ("model", "N", None), "gpu": ("GPU", "N", None),
+        "metric_label": ("latency metric", "N", None), "tier": ("tier", "N", None), "method": ("method", "N", None),
+        "row_id": ("configuration", "N", None), "deployment": ("deployment", "N", None),
+        "num_gpus": ("GPUs", "Q", None), "n_repeats": ("times measured", "Q", None),
+        "concurrency": ("concurrency", "Q", ".3g"), "relative_to_best": ("ratio", "Q", ".2f")}
+
+
+class ChartText(msgspec.Struct, frozen=True):
+    title: str
+    answers: str
+    tooltip: list[str] = []
+    repeated: str = ""
+    once: str = ""
+
+
+@dataclass(frozen=True)
+class Chart:
+    name: str
+    title: str
+    answers: str
+    spec: dict[str, Any]
+
+
+def _log(title: str) -> str:
+    """An axis title saying the scale is logarithmic: 'latency (ms)' -> 'latency (ms, log scale)'."""
+    return title[:-1] + ", log scale)" if title.endswith(")") else f"{title} (log scale)"
+
+
+def _energy_y(task: "Task", column: str = "wh_per_unit", padding: int = 8, **axis: Any) -> Any:
+    return alt.Y(f"{column}:Q", scale=alt.Scale(type="log", nice=False, padding=padding),
+                 title=f"{task.unit_title} (log scale)", axis=alt.Axis(**(axis or {"tickCount": 6})))
+
+
+def _tooltip(task: "Task", columns: list[str]) -> list[Any]:
+    """Tooltip entries: a column of TIPS, batch_limit or latency, or column=title (an energy column's with its unit)."""
+    tips = {**TIPS, "batch_limit": (task.batch_title, "Q", None), "latency": (task.metric.title, "Q", None)}
+    entries = []
+    for entry in columns:
+        column, _, title = entry.partition("=")
+        title, kind, number_format = (title + f" ({task.unit_title})" * (column in ENERGY_COLUMNS), "Q", None) \
+            if title else tips[column]
+        entries.append(alt.Tooltip(f"{column}:{kind}", title=title,
+                                   **({"format": number_format} if number_format else {})))
+    return entries
+
+
+def _series(column: str, domain: list[str], colours: list[str], shapes: list[str], heading: str | None = None,
+            **legend: Any) -> dict[str, Any]:
+    """A category by colour and by shape, in one legend."""
+    titled = {"legend": alt.Legend(**legend), **({"title": heading} if heading else {})}
+    return {"color": alt.Color(f"{column}:N", scale=alt.Scale(domain=domain, range=colours), **titled),
+            "shape": alt.Shape(f"{column}:N", scale=alt.Scale(domain=domain, range=shapes), **titled)}
+
+
+def _gpu_series(gpus: list[str]) -> dict[str, Any]:
+    return _series("gpu", gpus, GPU_COLOURS[:len(gpus)], GPU_SHAPES[:len(gpus)], "GPU", symbolOpacity=1)
+
+
+def _by_series(base: Any, series: str, domain: list[str], rows: list[dict[str, Any]], tooltip: list[Any],
+               line: dict[str, Any], size: int, **line_encoding: Any) -> Any:
+    """A line and points per model (a legend click highlights one, the legend's entries the full model ids)
+    or per GPU."""
+    if series == "gpu":
+        channels = _gpu_series(domain)
+        return alt.layer(base.mark_line(**line).encode(color=channels["color"], detail="gpu:N"),
+                         base.mark_point(filled=True, size=size).encode(tooltip=tooltip, **channels))
+    # Vega-Lite's defaults (click selects, double-click clears): naming `on` loses the legend's click handling.
+    selection = alt.selection_point(name="model", fields=["model_id"], bind="legend")
+    base = base.encode(opacity=alt.condition(selection, alt.value(1.0), alt.value(FADED_OPACITY)))
+    # The lines take each model's colour as a value, without a scale or a legend: Vega-Lite merges one
+    # field's legends across layers, and a merged legend loses the legend binding's click handling.
+    colour = {model: MODEL_COLOURS[index % len(MODEL_COLOURS)] for index, model in enumerate(domain)}
+    for row in rows:
+        row["line_colour"] = colour[row["model_id"]]
+    lines = base.mark_line(**line).encode(stroke=alt.Stroke("line_colour:N", scale=None), detail="model_id:N",
+                                          **line_encoding)
+    channels = _series("model_id", domain, MODEL_COLOURS, MODEL_SHAPES, None, title="model (click to highlight)",
+                       labelLimit=0, symbolLimit=0, columns=1, labelFontSize=10, symbolSize=60)
+    return alt.layer(lines, base.mark_point(filled=True, size=size).encode(tooltip=tooltip, **channels)
+                     .add_params(selection))
+
+
+def _by_gpu(chart: Any, gpus: list[str]) -> Any:
+    return chart.facet(column=alt.Column("gpu:N", title=None, sort=gpus,
+                                         header=alt.Header(labelFontSize=13, labelFontWeight="bold")))
+
+
+def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: list[str] | None,
+                texts: dict[str, ChartText], one_snapshot: str, validated: set[str]) -> list[Chart]:
+    """The charts of one task: the index page's (`models` lists the task's models in order) or, when
+    `models` is None, one model's page's, whose rows `data` holds. `validated` names the kinds of chart
+    already checked against Vega-Lite's schema (checking every model page's took most of the report's time)."""
+    index_page = models is not None
+    page, series = ("index", "model_id") if index_page else ("model", "gpu")
+    gpus = sorted({row["gpu"] for rows in ([data["best"]] if index_page else data.values())
+                   for row in rows if "gpu" in row})
+    domain = models if index_page else gpus
+    repeated = 0 if index_page else sum(1 for row in data["curves"] if row["n_repeats"] > 1)
+    snapshots = [row["snapshot_id"] for row in data["snapshots"]]
+    charts = []
+
+    def hover(name: str) -> list[Any]:
+        return _tooltip(task, texts[name].tooltip)
+
+    def add(name: str, chart: Any) -> None:
+        kind = f"{page} {task.family} {name} {bool(repeated)}"
+        spec = chart.to_dict(validate=kind not in validated)
+        validated.add(kind)
+        # Data by name: the rows go in after Altair has checked the specification (checking thousands of
+        # inline rows against the Vega-Lite schema took most of a minute).
+        spec["datasets"] = {node["data"]["name"]: data[node["data"]["name"]] for node in _nodes(spec)
+                            if isinstance(node, dict) and isinstance(node.get("data"), dict) and "name" in node["data"]}
+        text = texts[name]
+        answers = text.answers.format(deadline=task.deadline, repeated=(text.repeated if repeated else text.once)
+                                      .format(count=repeated))
+        if name == "history" and len(snapshots) == 1:
+            answers += one_snapshot
+        charts.append(Chart(name, text.title, answers, spec))
+
+    if index_page and data["best"]:
+        add("best", alt.Chart(alt.Data(name="best")).mark_point(filled=True, size=90, opacity=0.9).encode(
+            x=alt.X("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=10),
+                    title=f"{task.unit_title} (log scale)"),
+            y=alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11)),
+            href="href:N",
+            tooltip=hover("best"),
+            **_gpu_series(gpus)).properties(width=520, height=alt.Step(16)))
+    if data["curves"]:
+        curve_series = _gpu_series(gpus) if index_page else _series(
+            "deployment", sorted({row["deployment"] for row in data["curves"]}), MODEL_COLOURS, MODEL_SHAPES,
+            "deployment (GPUs, precision, parallelism)", labelLimit=0, titleLimit=0, orient="bottom", columns=2,
+            symbolOpacity=1)
+        curves = alt.Chart(alt.Data(name="curves")).encode(
+            x=alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False), title=_log(task.batch_title),
+                    **({"axis": alt.Axis(values=DECADES[4:], format=",~g")} if index_page else {})),
+            color=curve_series["color"], detail="deployment:N")
+        tip = hover("curves")
+        if index_page:
+            add("curves", curves.mark_line(point=alt.OverlayMarkDef(filled=True, size=22), strokeWidth=1.2).encode(
+                y=_energy_y(task, padding=6, values=DECADES, format=",~g"), href="href:N", tooltip=tip,
+                shape=curve_series["shape"]).properties(width=235, height=150).facet(
+                alt.Facet("model_id:N", title=None, sort=models, header=alt.Header(
+                    labelExpr="split(datum.value, '/')[1]", labelFontSize=11, labelLimit=250)), columns=4))
+        else:
+            # The spread's layer only where there is a spread: an empty layer leaves its scales without extent.
+            spread = curves.transform_filter("datum.n_repeats > 1").mark_rule(strokeWidth=2).encode(
+                y=_energy_y(task, "wh_per_unit_min"), y2="wh_per_unit_max:Q", tooltip=tip)
+            add("curves", _by_gpu(alt.layer(
+                *([spread] if repeated else []), curves.mark_line(strokeWidth=1.5).encode(y=_energy_y(task)),
+                curves.mark_point(filled=True, size=40).encode(y=_energy_y(task), tooltip=tip,
+                                                               shape=curve_series["shape"])
+            ).properties(width=330, height=240), gpus))
+    if index_page and data["frontier"]:
+        base = alt.Chart(alt.Data(name="frontier")).encode(
+            x=alt.X("latency:Q", scale=alt.Scale(type="log", nice=False, padding=8), title=_log(task.metric.title)),
+            y=_energy_y(task))
+        tip = hover("frontier")
+        add("frontier", _by_gpu(_by_series(base, series, domain, data["frontier"], tip, {"strokeWidth": 1.6}, 45,
+                                           order="latency:Q").properties(width=360, height=330), gpus))
+    elif data["frontier"]:
+        shown = {row["latency_metric"] for row in data["frontier"]}
+        metrics = [m for m in task.metrics if m.latency_metric in shown]
+        metric = alt.param(name="metric", value=metrics[0].latency_metric, bind=alt.binding_select(
+            options=[m.latency_metric for m in metrics], labels=[m.title for m in metrics], name="latency metric: "))
+        tip = hover("frontier")
+        encoding = {"x": alt.X("latency:Q", scale=alt.Scale(type="log", nice=False, padding=8),
+                               title=f"latency ({task.metric.unit}, log scale; metric chosen below)"),
+                    "y": _energy_y(task)}
+        everything = alt.Chart(alt.Data(name="points")).transform_filter("datum.latency_metric == metric").mark_point(
+            size=30, opacity=0.35).encode(tooltip=tip, **encoding, **_gpu_series(gpus))
+        best = alt.Chart(alt.Data(name="frontier")).transform_filter("datum.latency_metric == metric").encode(
+            **encoding)
+        add("frontier", alt.layer(everything, best.mark_line(color="#333", strokeWidth=1.2).encode(order="latency:Q"),
+                                  best.mark_point(filled=True, size=80).encode(tooltip=tip, **_gpu_series(gpus)))
+            .add_params(metric).properties(width=640, height=320))
+    if data["latency_cost"]:
+        tip = hover("latency-cost")
+        by_metric = alt.Column("metric_label:N", title=None, sort=[m.short_title for m in task.metrics],
+                               header=alt.Header(labelFontWeight="bold"))
+        if index_page:
+            tiers = sorted({row["latency_limit"] for row in data["latency_cost"]})
+            base = alt.Chart(alt.Data(name="latency_cost")).encode(
+                x=alt.X("tier:N", title=f"latency tier ({task.metric.unit})",
+                        sort=[f"≤ {limit:g}" for limit in tiers], axis=alt.Axis(labelAngle=0, orient="top")),
+                y=alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11)))
+            cells = base.mark_rect(stroke="white").encode(
+                color=alt.Color("relative_to_best:Q", title="energy ÷ unconstrained best",
+                                scale=alt.Scale(type="log", scheme="orangered", domainMin=1),
+                                legend=alt.Legend(format=".1f", tickCount=4)), href="href:N", tooltip=tip)
+            labels = base.mark_text(fontSize=9).encode(
+                text=alt.Text("relative_to_best:Q", format=".2f"),
+                color=alt.condition("datum.relative_to_best > 2.5", alt.value("white"), alt.value("#222")))
+            add("latency-cost", alt.layer(cells, labels).properties(width=alt.Step(38), height=alt.Step(15)).facet(
+                column=by_metric, row=alt.Row("gpu:N", title="GPU", sort=gpus, header=alt.Header(
+                    labelFontWeight="bold", labelAngle=0, labelAlign="left"))).resolve_scale(x="independent"))
+        else:
+            add("latency-cost", alt.Chart(alt.Data(name="latency_cost")).mark_line(
+                point=alt.OverlayMarkDef(filled=True, size=60), strokeWidth=1.5).encode(
+                x=alt.X("latency_limit:O", title=f"latency tier, at most ({task.metric.unit})",
+                        axis=alt.Axis(labelAngle=0)),
+                y=alt.Y("relative_to_best:Q", title="energy ÷ the GPU's unconstrained best",
+                        scale=alt.Scale(zero=False)),
+                detail="gpu:N", tooltip=tip, **_gpu_series(gpus),
+            ).properties(width=220 if len(task.metrics) > 1 else 320, height=200).facet(column=by_metric))
+    if not index_page and data["estimates"]:
+        base = alt.Chart(alt.Data(name="estimates")).encode(
+            x=alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False), title=task.concurrency_title),
+            detail="deployment:N", color=_gpu_series(gpus)["color"])
+        dashes = alt.StrokeDash("deployment:N", title="deployment (GPUs, precision, parallelism)", scale=alt.Scale(
+            domain=sorted({row["deployment"] for row in data["estimates"]}), range=DASHES), legend=alt.Legend(
+            orient="bottom", columns=2, labelLimit=0, titleLimit=0, symbolType="stroke", symbolStrokeWidth=1.5))
+        tip = hover("estimate")
+        add("estimate", alt.layer(
+            base.mark_area(opacity=0.18).encode(y=_energy_y(task, "wh_per_unit_low"), y2="wh_per_unit_high:Q"),
+            base.mark_line(strokeWidth=1.5).encode(y=_energy_y(task), strokeDash=dashes),
+            base.mark_point(filled=True, size=18).encode(y=_energy_y(task), tooltip=tip, **_gpu_series(gpus)),
+        ).properties(width=640, height=300))
+    if data["history"]:
+        base = alt.Chart(alt.Data(name="history")).encode(
+            x=alt.X("snapshot_id:O", title="snapshot, in upstream commit order", sort=snapshots,
+                    scale=alt.Scale(domain=snapshots), axis=alt.Axis(labelAngle=-40)), y=_energy_y(task))
+        tip = hover("history")
+        chart = _by_series(base, series, domain, data["history"], tip, {"strokeWidth": 1.4 if index_page else 1.5},
+                           45 if index_page else 60)
+        add("history", _by_gpu(chart.properties(width=max(220, 34 * len(snapshots)), height=260), gpus) if index_page
+            else chart.properties(width=max(160, 40 * len(snapshots)), height=240))
+    order = list(texts)
+    return sorted(charts, key=lambda chart: order.index(chart.name))
+
+
+def _nodes(node: Any) -> Any:
+    """Every dict and list inside a specification, depth first."""
+    yield node
+    for value in node.values() if isinstance(node, dict) else node if isinstance(node, list) else ():
+        yield from _nodes(value)
+
+
+# Vega's named colour schemes a chart here may use for a categorical field, and how many colours each has.
+SCHEME_SIZES = {"category10": 10, "tableau10": 10, "tableau20": 20, "category20": 20}
+IDENTIFYING_CHANNELS = ("shape", "strokeDash", "text", "x", "y", "row", "column", "facet")
+
+
+def ambiguous_encodings(spec: dict[str, Any]) -> list[str]:
+    """What makes a chart's categories (models, GPUs, deployments) hard to tell apart: a field coloured with
+    more values than its palette has colours, and no other channel (shape, stroke dash, text label,
+    position or facet) on the same field; or colour and shape pairs that repeat."""
+    colours: dict[str, list[str]] = {}
+    shapes: dict[str, list[str]] = {}
+    identified: set[str] = set()
+    domains: dict[str, list[Any]] = {}
+    for node in _nodes({key: value for key, value in spec.items() if key != "datasets"}):
+        if not isinstance(node, dict):
+            continue
+        channels = list((node.get("encoding") or {}).items())
+        if isinstance(node.get("facet"), dict):
+            channels += [("facet", definition) for definition in [node["facet"], *node["facet"].values()]]
+        for channel, definition in channels:
+            name = definition.get("field") if isinstance(definition, dict) else None
+            if name is None:
+                continue
+            scale = definition.get("scale") or {}
+            if isinstance(scale.get("domain"), list):
+                domains.setdefault(name, scale["domain"])
+            if channel in ("color", "fill", "stroke"):
+                scheme = scale.get("scheme", "category10")
+                colours[name] = scale["range"] if isinstance(scale.get("range"), list) else [
+                    f"{scheme}-{index}" for index in range(SCHEME_SIZES.get(scheme, 10))]
+            elif channel == "shape" and isinstance(scale.get("range"), list):
+                shapes[name] = scale["range"]
+            elif channel in IDENTIFYING_CHANNELS:
+                identified.add(name)
+    problems = []
+    for name, palette in colours.items():
+        values = domains.get(name) or sorted(
+            {row.get(name) for rows in spec.get("datasets", {}).values() for row in rows} - {None}, key=str)
+        if len(values) <= len(palette) or name in identified:
+            continue
+        if name not in shapes:
+            problems.append(f"{name}: {len(values)} values coloured with {len(palette)} colours and no other channel")
+            continue
+        pairs = {(palette[index % len(palette)], shapes[name][index % len(shapes[name])])
+                 for index in range(len(values))}
+        if len(pairs) < len(values):
+            problems.append(f"{name}: {len(values)} values but only {len(pairs)} distinct colour and shape pairs")
+    return problems
