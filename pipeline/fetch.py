@@ -1,10 +1,7 @@
-"""Fetch: copy one upstream snapshot (a local public/data directory or an http(s) URL of one) into
-OUT/raw/<snapshot-id>/ with a manifest of what was fetched, from where, and when.
-
-The fetched snapshot is an archive that belongs to OUT: its files are copies, never links to files
-someone else can edit, and a published snapshot's files and manifest never change. Content that
-differs from what was published before under the same snapshot id is refused, naming the files.
-"""
+"""Fetch: copy one upstream snapshot (a local public/data folder or an http(s) URL of one) into
+OUT/raw/<snapshot-id>/ with a manifest of what was fetched, from where, and when. The archive belongs
+to OUT: its files are copies, never links, and a published snapshot's files never change; content that
+differs from what was published under the same id is refused, naming the files."""
 
 import contextlib
 import functools
@@ -29,26 +26,28 @@ from pipeline.files import read_typed, replace_directory, write_bytes_atomic, wr
 from pipeline.fingerprint import data_sha256, file_sha256
 from pipeline.paths import Paths
 from pipeline.progress import each
-from pipeline.settings import (  # noqa: F401 (re-exported for the modules that fetch)
+from pipeline.settings import (  # noqa: F401 (the upstream's settings, re-exported for the modules that fetch)
     COMMIT_PATTERN, DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_TIMEOUT_S, GITHUB_API, GITHUB_RAW,
     GITHUB_TOKEN_VARIABLE, UPSTREAM_PATH, UPSTREAM_REPOSITORY,
 )
 
 MANIFEST = "manifest.json"
-# snapshot.json is written beside the shared snapshots (not by the upstream) with the commit facts.
+# Written beside the shared snapshots (not by the upstream): the facts of the commit a folder holds.
 COMMIT_FACTS = "snapshot.json"
+_CommitFacts = TypedDict("_CommitFacts", {key: str | None for key in (
+    "repository", "commit", "commit_time", "commit_subject", "tasks_last_commit_date")}, total=False)
 PINNED_COMMIT_PATTERN = re.compile(r"/([0-9a-f]{40})/")
 MAX_REDIRECTS = 5
-READ_CHUNK = 1 << 16
 LOCAL_HINT = "offline? a local copy works too: make SOURCE=<folder>"
 # Per local source folder and file: size, mtime and ctime in ns, inode and sha256, as git's index keeps
 # them. A file whose entry matches is not read again; any other (cp -a, rsync -a, an edit in place, a
-# git checkout: each gives a new ctime or inode) is hashed.
+# git checkout: each gives a new ctime or inode) is hashed. An entry touched within RACY_WINDOW_NS of
+# writing the cache could change again within the same timestamp tick: it is left out (git's rule).
 STAT_CACHE = ".stat-cache.json"
-StatEntry = tuple[int, int, int, int, str]
-# An entry touched this recently when the cache is written could be edited again within the same
-# timestamp tick; it is left out, so the next run hashes that file (git's "racily clean" rule).
 RACY_WINDOW_NS = 2_000_000_000
+# What a fetch by URL reads of index.json and the task files: the files they imply.
+_Index = msgspec.defstruct("_Index", [("tasks", list[str])])
+_TaskFile = msgspec.defstruct("_TaskFile", [("configurations", list[msgspec.defstruct("_Row", [("model_id", str)])])])
 
 
 class FileEntry(TypedDict):
@@ -61,28 +60,8 @@ class Manifest(TypedDict):
     snapshot_id: str
     source: str
     retrieved: str
-    upstream: dict[str, str]  # the commit facts (COMMIT_FACTS), where known
+    upstream: dict[str, str]  # the commit facts, where known
     files: list[FileEntry]
-
-
-class _CommitFacts(TypedDict, total=False):
-    repository: str | None
-    commit: str | None
-    commit_time: str | None
-    commit_subject: str | None
-    tasks_last_commit_date: str | None
-
-
-class _Row(msgspec.Struct):
-    model_id: str
-
-
-class _TaskFile(msgspec.Struct):
-    configurations: list[_Row]
-
-
-class _Index(msgspec.Struct):
-    tasks: list[str]
 
 
 @dataclass(frozen=True)
@@ -92,9 +71,14 @@ class FetchResult:
     file_count: int
     total_bytes: int
     changed: bool
-    # sha256 of the manifest's files and upstream facts: what the snapshot is, whatever its id.
-    content_sha256: str
+    content_sha256: str  # content_digest: what the snapshot is, whatever its id
     notices: tuple[str, ...] = ()
+
+
+def _result(target: Path, upstream: Mapping[str, str], files: list[FileEntry], changed: bool,
+            notices: tuple[str, ...] = ()) -> FetchResult:
+    return FetchResult(target.name, target, len(files), sum(entry["size"] for entry in files), changed,
+                       content_digest(upstream, files), notices)
 
 
 @functools.cache
@@ -106,14 +90,14 @@ def _dictionary_pattern(table: str, column: str) -> re.Pattern[str]:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "TASK_NAME_PATTERN":  # read from the dictionary when first asked for, not on every fetch
+    if name == "TASK_NAME_PATTERN":  # read from the dictionary when asked for, not by every fetch
         return _dictionary_pattern("tasks", "task")
     raise AttributeError(name)
 
 
 def content_digest(upstream: Mapping[str, str], files: list[FileEntry]) -> str:
     """sha256 of the upstream facts and files as json.dumps(sort_keys=True) writes them (non-ASCII as
-    \\u escapes), the form the content ids of snapshots without a commit were first made from."""
+    \\u escapes): the form the ids of snapshots without a commit have always been made from."""
     text = msgspec.json.format(msgspec.json.encode({"upstream": upstream, "files": files}, order="sorted"), indent=0)
     return data_sha256(re.sub(rb"[^\x00-\x7f]+", _json_escape, text))
 
@@ -125,10 +109,10 @@ def _json_escape(match: re.Match[bytes]) -> bytes:
 
 class HttpReader:
     """The requests of one fetch over urllib3's pool (one connection reused for every file). Each has
-    a wall-clock deadline (`timeout_s`) within the fetch's (`fetch_deadline_s`): urllib3's timeouts
-    bound each socket wait, and at the deadline the response is shut down, so a server that trickles
-    bytes holds the fetch (and OUT's lock) past neither. Redirects are followed only to http(s) on the
-    same host; bodies are streamed and capped at `max_file_bytes`."""
+    a deadline (`timeout_s`) within the fetch's (`fetch_deadline_s`): urllib3's timeouts bound each
+    socket wait and, at the deadline, the response is shut down, so a server that trickles bytes holds
+    the fetch (and OUT's lock) past neither. Redirects only to http(s) on the same host; bodies are
+    streamed and capped at `max_file_bytes`."""
 
     def __init__(self, timeout_s: float, max_file_bytes: int, fetch_deadline_s: float,
                  offline_hint: str = LOCAL_HINT) -> None:
@@ -137,8 +121,7 @@ class HttpReader:
         self.timeout_s, self.max_file_bytes, self.fetch_deadline_s = timeout_s, max_file_bytes, fetch_deadline_s
         self.offline_hint = offline_hint
         self.restart_deadline()
-        # Retries off: a failure is reported at once, and redirects are checked here before any is followed.
-        self.pool = urllib3.PoolManager(retries=False)
+        self.pool = urllib3.PoolManager(retries=False)  # a failure said at once; redirects checked here
 
     def restart_deadline(self) -> None:
         """Start a new fetch's deadline (one per snapshot when many are fetched in a row)."""
@@ -160,14 +143,14 @@ class HttpReader:
                 if (left := deadline - time.monotonic()) <= 0:
                     raise self._timed_out(asked)
                 response = self.pool.request("GET", url, headers={"User-Agent": "energy-index", **(headers or {})},
-                                             preload_content=False, redirect=False,
-                                             timeout=urllib3.Timeout(connect=left, read=left))
+                                             timeout=urllib3.Timeout(connect=left, read=left),
+                                             preload_content=False, redirect=False)
                 if response.status not in (301, 302, 303, 307, 308):
                     break
                 response.close()
                 moved = urllib.parse.urljoin(url, response.headers.get("Location", ""))
-                new = urllib.parse.urlsplit(moved)
-                if new.scheme not in ("http", "https") or new.hostname != urllib.parse.urlsplit(url).hostname:
+                if urllib.parse.urlsplit(moved).scheme not in ("http", "https") or (
+                        urllib.parse.urlsplit(moved).hostname != urllib.parse.urlsplit(url).hostname):
                     raise PipelineError(f"{asked}: refused redirect to {moved} (only http(s) on the same host)")
                 url = moved
             else:
@@ -180,13 +163,20 @@ class HttpReader:
             response.release_conn()
             return response.status, response.headers, body
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            if isinstance(error, urllib3.exceptions.NewConnectionError):  # refused, no route, unknown host
-                raise PipelineError(f"{asked}: {str(error).rpartition(': ')[2]} ({self.offline_hint})") from None
-            if isinstance(error, urllib3.exceptions.ConnectTimeoutError):
-                raise PipelineError(f"{asked}: no connection within {self.timeout_s:g} s ({self.offline_hint})") from None
-            if isinstance(error, (urllib3.exceptions.TimeoutError, TimeoutError)) or time.monotonic() >= deadline:
-                raise self._timed_out(asked) from None
-            raise PipelineError(f"{asked}: {getattr(error, 'reason', None) or error} ({self.offline_hint})") from None
+            raise self._failure(asked, error, deadline) from None
+
+    def _failure(self, url: str, error: Exception, deadline: float) -> PipelineError:
+        from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, TimeoutError as ReadTimeout
+
+        if isinstance(error, NewConnectionError):  # refused, no route, unknown host (a ConnectTimeoutError too)
+            reason = str(error).rpartition(": ")[2]
+        elif isinstance(error, ConnectTimeoutError):
+            reason = f"no connection within {self.timeout_s:g} s"
+        elif isinstance(error, (ReadTimeout, TimeoutError)) or time.monotonic() >= deadline:
+            return self._timed_out(url)
+        else:
+            reason = getattr(error, "reason", None) or str(error)
+        return PipelineError(f"{url}: {reason} ({self.offline_hint})")
 
     def _read(self, url: str, response: Any, deadline: float, target: Path | None) -> bytes:
         declared = response.headers.get("Content-Length", "")
@@ -195,20 +185,19 @@ class HttpReader:
                                 f"{declared}); raise --max-file-bytes if that is expected")
         cut = threading.Event()
 
-        def cut_off() -> None:
+        def cut_off() -> None:  # a read waiting on the socket returns at once
             cut.set()
             with contextlib.suppress(OSError, ValueError, RuntimeError):
-                response.shutdown()  # a read waiting on the socket returns at once
+                response.shutdown()
 
         timer = threading.Timer(max(0.0, deadline - time.monotonic()), cut_off)
-        timer.daemon = True
         timer.start()
         chunks, size = [], 0
         try:
             if target is not None:
                 target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "wb") if target is not None else contextlib.nullcontext() as handle:
-                while chunk := response.read1(READ_CHUNK):
+                while chunk := response.read1(1 << 16):
                     if (size := size + len(chunk)) > self.max_file_bytes:
                         raise PipelineError(f"{url}: larger than the size cap of {self.max_file_bytes} bytes")
                     handle.write(chunk) if handle is not None else chunks.append(chunk)
@@ -226,53 +215,45 @@ class HttpReader:
     def download(self, base_url: str, name: str, staging: Path) -> FileEntry:
         """Write the file `name` of the snapshot at `base_url` into `staging`; return its manifest entry."""
         url = f"{base_url.rstrip('/')}/{urllib.parse.quote(name)}"
-        status, _, _ = self.get(url, target=staging / name)
-        if status != 200:
-            try:
-                phrase = HTTPStatus(status).phrase
-            except ValueError:
-                phrase = ""
+        if (status := self.get(url, target=staging / name)[0]) != 200:
+            phrase = HTTPStatus(status).phrase if status in iter(HTTPStatus) else ""
             raise PipelineError(f"{url}: HTTP {status} {phrase}")
         return _entry(staging, name)
 
 
 def _entry(folder: Path, name: str) -> FileEntry:
-    """A manifest entry, of the archived copy itself, not of a source someone may be editing."""
-    path = folder / name
-    return {"path": name, "sha256": file_sha256(path), "size": path.stat().st_size}
+    """A file's manifest entry: of the archived copy itself, not of a source someone may be editing."""
+    return {"path": name, "sha256": file_sha256(folder / name), "size": (folder / name).stat().st_size}
 
 
 def git_blob_sha(path: Path) -> str:
     """The hash git gives a file's content: what GitHub's tree listing says each file is."""
-    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
     with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, lambda: digest).hexdigest()
+        return hashlib.file_digest(handle, lambda: hashlib.sha1(f"blob {path.stat().st_size}\0".encode())).hexdigest()
 
 
-def _fetch_url(source: str, staging: Path, reader: HttpReader, listing: Mapping[str, tuple[int, str]] | None) -> list[FileEntry]:
-    """Download a snapshot into `staging`: the files `listing` names (name -> size and git hash, as the
-    commit's tree lists them: every file of the folder, as a local copy holds them), each checked; or
-    else index.json, the task files it lists and the model files those imply."""
+def _fetch_url(source: str, staging: Path, reader: HttpReader,
+               listing: Mapping[str, tuple[int, str]] | None) -> list[FileEntry]:
+    """Download the files `listing` names (name -> size and git hash, as a commit's tree lists every
+    file of the folder), each checked; without one, index.json, its tasks' files and the model files
+    those imply."""
     from schemas.rules import MODEL_ID_PATTERN
 
     if urllib.parse.urlsplit(source).scheme not in ("http", "https"):
         raise PipelineError(f"{source}: only http:// and https:// URLs can be fetched")
     if listing is not None:
         files = [reader.download(source, name, staging) for name in each(sorted(listing), "fetch", "file")]
-        for entry in files:
-            size, blob = listing[entry["path"]]
+        for entry, (size, blob) in zip(files, (listing[entry["path"]] for entry in files)):
             if entry["size"] != size or git_blob_sha(staging / entry["path"]) != blob:
                 raise PipelineError(f"{source}/{entry['path']}: not the file the commit's tree lists ({size} bytes, "
                                     f"git hash {blob[:12]}); received {entry['size']} bytes that differ; run again")
         return files
     files = [reader.download(source, "index.json", staging)]
     tasks = read_typed(staging / "index.json", _Index, "index.json").tasks
-    task_name = _dictionary_pattern("tasks", "task")
-    if not all(task_name.match(task) for task in tasks):
+    if not all(_dictionary_pattern("tasks", "task").match(task) for task in tasks):
         raise PipelineError("index.json: field 'tasks' must be a list of task names (lower-case, digits, '-')")
     for task in each(tasks, "fetch", "task"):
-        name = f"tasks/{task}.json"
-        files.append(reader.download(source, name, staging))
+        files.append(reader.download(source, name := f"tasks/{task}.json", staging))
         for model_id in sorted({row.model_id for row in read_typed(staging / name, _TaskFile, name).configurations}):
             if not re.fullmatch(MODEL_ID_PATTERN, model_id):
                 raise PipelineError(f"{name}: model_id {model_id!r} would not give a safe file name")
@@ -280,45 +261,37 @@ def _fetch_url(source: str, staging: Path, reader: HttpReader, listing: Mapping[
     return sorted(files, key=lambda entry: entry["path"])
 
 
-def _local_files(root: Path) -> list[str]:
-    """The upstream files below `root`, sorted, refusing links that lead outside it."""
-    resolved_root = root.resolve()
-    names = []
-    for pattern in ("index.json", "tasks/*.json", "models/*.json"):
-        folder_is_link = (root / pattern).parent.is_symlink()
-        for path in root.glob(pattern):
-            # Only a link can lead outside; resolving every file would cost a second per 6,000 files.
-            if (folder_is_link or path.is_symlink()) and not (target := path.resolve()).is_relative_to(resolved_root):
-                raise PipelineError(f"{path}: a link to {target}, outside the source directory; refused")
-            if path.is_file():
-                names.append(path.relative_to(root).as_posix())
-    return sorted(names)
-
-
-def _check_local_source(source: str) -> Path:
+def _local_files(source: str) -> tuple[Path, list[str]]:
+    """The snapshot folder `source` and its upstream files, sorted, refusing links that lead outside it."""
     root, expected = Path(source), "SOURCE must be a local public/data folder or an http(s) URL"
-    if not root.exists():
-        raise PipelineError(f"{source}: no such folder; {expected}")
     if not root.is_dir():
-        raise PipelineError(f"{source}: not a folder; {expected}")
+        raise PipelineError(f"{source}: {'not a folder' if root.exists() else 'no such folder'}; {expected}")
     if not (root / "index.json").is_file():
         if any((child / "index.json").is_file() for child in root.iterdir() if child.is_dir()):
             raise PipelineError(
                 f"{source}: a folder of snapshot folders, not one snapshot; give one of them, or ingest them all "
-                f"with '{command_name()} history --source {source}' (make history HISTORY=...)"
-            )
-        raise PipelineError(f"{source}: not a snapshot folder (no index.json); expected the upstream public/data layout")
-    return root
+                f"with '{command_name()} history --source {source}' (make history HISTORY=...)")
+        raise PipelineError(
+            f"{source}: not a snapshot folder (no index.json); expected the upstream public/data layout")
+    inside, names = root.resolve(), []
+    for pattern in ("index.json", "tasks/*.json", "models/*.json"):
+        folder_is_link = (root / pattern).parent.is_symlink()
+        for path in root.glob(pattern):
+            # Only a link can lead outside; resolving every file would cost a second per 6,000 files.
+            if (folder_is_link or path.is_symlink()) and not (target := path.resolve()).is_relative_to(inside):
+                raise PipelineError(f"{path}: a link to {target}, outside the source directory; refused")
+            if path.is_file():
+                names.append(path.relative_to(root).as_posix())
+    return root, sorted(names)
 
 
 def _describe_local(paths: Paths, root: Path, names: list[str], max_file_bytes: int) -> list[FileEntry]:
     """Each local file's manifest entry, hashing only the files whose stat the cache does not hold."""
-    cache_path = paths.raw_dir / STAT_CACHE
+    cache_path, key = paths.raw_dir / STAT_CACHE, str(root.resolve())
     try:
-        cache = read_typed(cache_path, dict[str, dict[str, StatEntry]])
+        cache = read_typed(cache_path, dict[str, dict[str, tuple[int, int, int, int, str]]])
     except (OSError, PipelineError):
         cache = {}
-    key = str(root.resolve())
     known, fresh, files = cache.get(key, {}), {}, []
     racy_after = time.time_ns() - RACY_WINDOW_NS
     for name in names:
@@ -326,8 +299,7 @@ def _describe_local(paths: Paths, root: Path, names: list[str], max_file_bytes: 
         if stat.st_size > max_file_bytes:
             raise PipelineError(f"{root / name}: larger than the size cap of {max_file_bytes} bytes")
         now = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
-        cached = known.get(name)
-        sha256 = cached[4] if cached is not None and cached[:4] == now else file_sha256(root / name)
+        sha256 = cached[4] if (cached := known.get(name)) and cached[:4] == now else file_sha256(root / name)
         if max(stat.st_mtime_ns, stat.st_ctime_ns) < racy_after:
             fresh[name] = (*now, sha256)
         files.append({"path": name, "sha256": sha256, "size": stat.st_size})
@@ -337,8 +309,7 @@ def _describe_local(paths: Paths, root: Path, names: list[str], max_file_bytes: 
 
 
 def _local_commit_facts(root: Path) -> dict[str, str]:
-    path = root / COMMIT_FACTS
-    if not path.is_file():
+    if not (path := root / COMMIT_FACTS).is_file():
         return {}
     facts = {key: value for key, value in read_typed(path, _CommitFacts).items() if value is not None}
     if "commit" in facts and not COMMIT_PATTERN.match(facts["commit"]):
@@ -350,7 +321,7 @@ def _local_commit_facts(root: Path) -> dict[str, str]:
 
 def _is_commit_time(text: str) -> bool:
     try:
-        return bool(re.match(r"^\d{4}-\d{2}-\d{2}T", text)) and commit_moment(text) is not None
+        return re.match(r"^\d{4}-\d{2}-\d{2}T", text) is not None and bool(commit_moment(text))
     except ValueError:
         return False
 
@@ -364,8 +335,7 @@ def commit_moment(commit_time: str) -> datetime:
 def snapshot_id_of(upstream: Mapping[str, str], files: list[FileEntry]) -> str:
     """The UTC date of the commit and its short hash: the same id for a commit whether its facts come
     from GitHub's API (times in UTC) or a folder's snapshot.json (times in the committer's zone)."""
-    commit = upstream.get("commit")
-    if commit and upstream.get("commit_time"):
+    if (commit := upstream.get("commit")) and upstream.get("commit_time"):
         return f"{commit_moment(upstream['commit_time']).date().isoformat()}-{commit[:7]}"
     return commit[:7] if commit else f"local-{content_digest(upstream, files)[:12]}"
 
@@ -392,58 +362,45 @@ def _point_latest_at(paths: Paths, snapshot_id: str) -> None:
     write_bytes_atomic(paths.latest_snapshot_pointer, f"{snapshot_id}\n".encode())
 
 
-def _check_same_content(paths: Paths, snapshot_id: str, upstream: dict[str, str], files: list[FileEntry]) -> bool:
+def _held_already(paths: Paths, snapshot_id: str, upstream: dict[str, str], files: list[FileEntry]) -> bool:
     """True if OUT/raw already holds exactly this snapshot. Different content under the id of a
     published snapshot is refused; under an unpublished one (a failed earlier fetch) it is replaced."""
-    target = paths.raw_snapshot(snapshot_id)
-    if not (target / MANIFEST).is_file():
+    if not (paths.raw_snapshot(snapshot_id) / MANIFEST).is_file():
         return False
-    previous = read_manifest(target)
+    previous = read_manifest(paths.raw_snapshot(snapshot_id))
     if previous["files"] == files and previous["upstream"] == upstream:
         return True
     published = Paths(paths.out)
     if snapshot_id in published.parquet_files("snapshots") or (
-        published.parquet_dir / "snapshots" / f"{snapshot_id}.parquet"  # a build from before the hive layout
-    ).is_file():
+            published.parquet_dir / "snapshots" / f"{snapshot_id}.parquet").is_file():  # before the hive layout
         before, now = ({entry["path"]: entry for entry in listed} for listed in (previous["files"], files))
-        differing = sorted(path for path in before.keys() | now.keys() if before.get(path) != now.get(path))
-        if previous["upstream"] != upstream:
-            differing.insert(0, COMMIT_FACTS)
+        differing = [COMMIT_FACTS] if previous["upstream"] != upstream else []
+        differing += sorted(path for path in before.keys() | now.keys() if before.get(path) != now.get(path))
         shown = ", ".join(differing[:10]) + (f" and {len(differing) - 10} more" if len(differing) > 10 else "")
         raise PipelineError(
             f"these files differ from snapshot {snapshot_id} as it was published: {shown}. A published snapshot "
-            f"never changes: to ingest changed data, give it its own identity (remove or edit {COMMIT_FACTS})"
-        )
+            f"never changes: to ingest changed data, give it its own identity (remove or edit {COMMIT_FACTS})")
     return False
 
 
-def fetch(
-    source: str,
-    paths: Paths,
-    *,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-    fetch_deadline_s: float = DEFAULT_FETCH_DEADLINE_S,
-    commit_time: str | None = None,
-    reader: HttpReader | None = None,
-    commit_facts: dict[str, str] | None = None,
-    listing: Mapping[str, tuple[int, str]] | None = None,
-) -> FetchResult:
-    """Bring `source` into OUT/raw/<snapshot-id>/. A local folder whose content is already there is
-    only read where its files' stat changed, and nothing is written. For a URL, `reader` carries the
-    transfer's deadlines when the fetch has already made requests of its own (the upstream's API),
-    `commit_facts` are the upstream facts of the commit the URL is pinned to, and `listing` its files
-    (name -> size and git hash) as the commit's tree lists them."""
+def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+          max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, fetch_deadline_s: float = DEFAULT_FETCH_DEADLINE_S,
+          commit_time: str | None = None, reader: HttpReader | None = None,
+          commit_facts: dict[str, str] | None = None, listing: Mapping[str, tuple[int, str]] | None = None,
+          ) -> FetchResult:
+    """Bring `source` into OUT/raw/<snapshot-id>/. A local folder is read only where its files' stat
+    changed, and copied only when its content is not there yet. For a URL, `reader` carries deadlines
+    already running (the upstream's API was asked first), `commit_facts` are the upstream facts of the
+    commit the URL is pinned to and `listing` its files as the commit's tree lists them."""
     is_url = "://" in source
     staging = paths.raw_dir / f".staging-{os.getpid()}"
-    # The caller holds OUT's lock: a staging folder left here was left by a run that was stopped.
-    for leftover in paths.raw_dir.glob(".staging-*"):
+    for leftover in paths.raw_dir.glob(".staging-*"):  # left by a run that was stopped (we hold OUT's lock)
         shutil.rmtree(leftover, ignore_errors=True)
     try:
         if is_url:
             staging.mkdir(parents=True)
-            files = _fetch_url(source, staging, reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s),
-                               listing)
+            reader = reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s)
+            files = _fetch_url(source, staging, reader, listing)
             pinned = PINNED_COMMIT_PATTERN.search(urllib.parse.urlsplit(source).path + "/")
             upstream = {"commit": pinned.group(1)} if pinned else {}
             if commit_facts is not None:
@@ -451,66 +408,50 @@ def fetch(
                     raise PipelineError(f"{source}: not the URL of commit {commit_facts['commit']}")
                 upstream = dict(commit_facts)
         else:
-            root = _check_local_source(source)
-            names = _local_files(root)
-            upstream = _local_commit_facts(root)
-            files = _describe_local(paths, root, names, max_file_bytes)
+            root, names = _local_files(source)
+            upstream, files = _local_commit_facts(root), _describe_local(paths, root, names, max_file_bytes)
         upstream = _with_commit_time(upstream, commit_time, source)
-        snapshot_id = snapshot_id_of(upstream, files)
-        target = paths.raw_snapshot(snapshot_id)
-        changed = not _check_same_content(paths, snapshot_id, upstream, files)
-        if changed:
+        target = paths.raw_snapshot(snapshot_id := snapshot_id_of(upstream, files))
+        if changed := not _held_already(paths, snapshot_id, upstream, files):
             if not is_url:
                 staging.mkdir(parents=True)
                 for name in names:
                     (staging / name).parent.mkdir(exist_ok=True)
-                    shutil.copyfile(root / name, staging / name)  # the kernel copies (sendfile)
-                copied = [_entry(staging, name) for name in names]
-                if copied != files:
-                    changing = sorted(a["path"] for a, b in zip(copied, files) if a != b)
+                    shutil.copyfile(root / name, staging / name)  # the kernel copies it (sendfile)
+                if changing := [entry["path"] for name, entry in zip(names, files) if _entry(staging, name) != entry]:
                     raise PipelineError(f"{source}: files changed while they were being fetched "
                                         f"({', '.join(changing[:5])}); run again")
-            manifest: Manifest = {
-                "snapshot_id": snapshot_id, "source": source if is_url else str(root.resolve()),
-                "retrieved": datetime.now(timezone.utc).date().isoformat(), "upstream": upstream, "files": files,
-            }
-            write_json_atomic(staging / MANIFEST, manifest)
+            write_json_atomic(staging / MANIFEST, Manifest(
+                snapshot_id=snapshot_id, source=source if is_url else str(root.resolve()),
+                retrieved=datetime.now(timezone.utc).date().isoformat(), upstream=upstream, files=files))
             replace_directory(staging, target)
         _point_latest_at(paths, snapshot_id)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    notices = ()
-    if not upstream.get("commit_time"):
-        notices = (
-            f"{source} has no commit time (no snapshot.json): it is snapshot {snapshot_id}, placed in the history by "
-            f"the day it was first fetched, {read_manifest(target)['retrieved']}. To place it by its upstream commit, "
-            f"give --commit-time (make COMMIT_TIME=2026-02-16T09:48:29Z) or a snapshot.json with commit_time beside "
-            "its files",
-        )
-    return FetchResult(snapshot_id, target, len(files), sum(f["size"] for f in files), changed,
-                       content_digest(upstream, files), notices)
+    notices = () if upstream.get("commit_time") else (
+        f"{source} has no commit time (no snapshot.json): it is snapshot {snapshot_id}, placed in the history by "
+        f"the day it was first fetched, {read_manifest(target)['retrieved']}. To place it by its upstream commit, "
+        "give --commit-time (make COMMIT_TIME=2026-02-16T09:48:29Z) or a snapshot.json with commit_time beside its "
+        "files",)
+    return _result(target, upstream, files, changed, notices)
 
 
 def held_snapshot(paths: Paths, snapshot_id: str) -> FetchResult:
-    """A snapshot OUT/raw already holds, described as a fetch that changed nothing (the last fetch's
-    pointer now names it)."""
-    target = paths.raw_snapshot(check_snapshot_id(snapshot_id))
-    manifest = read_manifest(target)
+    """A snapshot OUT/raw already holds, as a fetch that changed nothing (the last fetch's pointer now
+    names it)."""
+    manifest = read_manifest(target := paths.raw_snapshot(check_snapshot_id(snapshot_id)))
     _point_latest_at(paths, snapshot_id)
-    files = manifest["files"]
-    return FetchResult(snapshot_id, target, len(files), sum(f["size"] for f in files), False,
-                       content_digest(manifest["upstream"], files))
+    return _result(target, manifest["upstream"], manifest["files"], False)
 
 
 def _held_manifests(paths: Paths) -> dict[Path, Manifest]:
-    """Each snapshot folder of OUT/raw with its manifest."""
     return {path.parent: read_typed(path, Manifest) for path in sorted(paths.raw_dir.glob(f"[!.]*/{MANIFEST}"))}
 
 
 def held_snapshot_ids(paths: Paths) -> dict[str, str]:
     """The snapshots OUT/raw holds with a known commit: full commit hash -> snapshot id."""
-    return {m["upstream"]["commit"]: folder.name for folder, m in _held_manifests(paths).items()
-            if m["upstream"].get("commit")}
+    return {manifest["upstream"]["commit"]: folder.name for folder, manifest in _held_manifests(paths).items()
+            if manifest["upstream"].get("commit")}
 
 
 def move_to_current_ids(paths: Paths) -> dict[str, str]:
@@ -520,17 +461,15 @@ def move_to_current_ids(paths: Paths) -> dict[str, str]:
     the next run finishes the move."""
     moved = {}
     for old, manifest in _held_manifests(paths).items():
-        new_id = check_snapshot_id(snapshot_id_of(manifest["upstream"], manifest["files"]))
-        if new_id == old.name:
+        if (new_id := check_snapshot_id(snapshot_id_of(manifest["upstream"], manifest["files"]))) == old.name:
             continue
-        target = paths.raw_snapshot(new_id)
-        if not (target / MANIFEST).is_file():
+        if not (paths.raw_snapshot(new_id) / MANIFEST).is_file():
             staging = paths.raw_dir / f".staging-{os.getpid()}"
             shutil.rmtree(staging, ignore_errors=True)
             shutil.copytree(old, staging, copy_function=os.link)
             # Replaced by rename, so the manifest linked from the old folder is not written through.
             write_json_atomic(staging / MANIFEST, {**manifest, "snapshot_id": new_id})
-            replace_directory(staging, target)
+            replace_directory(staging, paths.raw_snapshot(new_id))
         shutil.rmtree(old)
         moved[old.name] = new_id
     pointer = paths.latest_snapshot_pointer
@@ -545,13 +484,12 @@ def stale_published_ids(paths: Paths) -> dict[str, str]:
     # After move_to_current_ids every fetched snapshot's folder has its current id: only a published
     # snapshot with no folder of its name can have an id of an earlier rule.
     held = {folder.name for folder in paths.raw_dir.iterdir()} if paths.raw_dir.is_dir() else set()
-    files = [path for s, path in Paths(paths.out).parquet_files("snapshots").items() if s not in held]
-    if not files:
+    if not (files := [str(path) for s, path in Paths(paths.out).parquet_files("snapshots").items() if s not in held]):
         return {}
     import pyarrow.parquet as pq
 
-    rows = pq.read_table([str(path) for path in files], columns=["snapshot_id", "commit", "commit_time"], partitioning=None).to_pylist()
-    current = {row["snapshot_id"]: snapshot_id_of({"commit": row["commit"], "commit_time": row["commit_time"].isoformat()}, [])
+    rows = pq.read_table(files, columns=["snapshot_id", "commit", "commit_time"], partitioning=None).to_pylist()
+    current = {row["snapshot_id"]: snapshot_id_of({**row, "commit_time": row["commit_time"].isoformat()}, [])
                for row in rows if row["commit"] and row["commit_time"]}
     return {old: new for old, new in current.items() if old != new}
 
@@ -561,9 +499,8 @@ def _with_commit_time(upstream: dict[str, str], commit_time: str | None, source:
     if commit_time is None:
         return upstream
     if upstream.get("commit_time") not in (None, commit_time):
-        raise PipelineError(
-            f"{source}: --commit-time {commit_time} contradicts its snapshot.json ({upstream['commit_time']})"
-        )
+        raise PipelineError(f"{source}: --commit-time {commit_time} contradicts its snapshot.json "
+                            f"({upstream['commit_time']})")
     if not _is_commit_time(commit_time):
         raise PipelineError(f"--commit-time {commit_time!r} is not an ISO 8601 time")
     return {**upstream, "commit_time": commit_time}

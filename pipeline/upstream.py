@@ -9,15 +9,15 @@ import os
 import re
 import urllib.parse
 from collections.abc import Mapping
-from datetime import datetime, timezone
-from typing import Any
+from datetime import datetime, timedelta, timezone
+from typing import Annotated, Any
 
 import msgspec
 
 from pipeline.errors import PipelineError
 from pipeline.fetch import (
     GITHUB_API, GITHUB_RAW, GITHUB_TOKEN_VARIABLE, UPSTREAM_PATH, UPSTREAM_REPOSITORY, FetchResult, HttpReader,
-    commit_moment, fetch, held_snapshot, held_snapshot_ids, snapshot_id_of,
+    commit_moment, fetch, held_snapshot, held_snapshot_ids,
 )
 from pipeline.files import read_typed, write_json_atomic
 from pipeline.paths import Paths
@@ -26,11 +26,12 @@ from pipeline.settings import COMMIT_PATTERN
 REPOSITORY_URL = f"https://github.com/{UPSTREAM_REPOSITORY}"
 OFFLINE_HINT = "offline? go on with a local copy, make SOURCE=<folder>, or a commit already fetched, make COMMIT=<sha>"
 PAGE_SIZE = 100  # GitHub's largest page; the upstream's whole history of public/data fits in one today
-SHA_PATTERN = re.compile(r"^[0-9a-f]{40}$")
+Sha = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{40}$")]  # a full commit hash
 NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
-# The files of a snapshot folder (as a local fetch takes them: index.json, tasks/*.json, models/*.json),
-# with names safe to write.
-DATA_FILE = re.compile(r"^(index\.json|tasks/[A-Za-z0-9._-]+\.json|models/[A-Za-z0-9._-]+\.json)$")
+# The files of a snapshot folder, as a local fetch takes them (index.json, tasks/*.json, models/*.json),
+# and the names among them safe to write.
+DATA_FILE = re.compile(rf"^{UPSTREAM_PATH}/(index\.json|(?:tasks|models)/[^/]+\.json)$")
+SAFE_NAME = re.compile(r"^(index\.json|(?:tasks|models)/[A-Za-z0-9._-]+\.json)$")
 
 
 class Commit(msgspec.Struct, frozen=True):
@@ -38,48 +39,15 @@ class Commit(msgspec.Struct, frozen=True):
     time: str
     subject: str
 
-    @property
-    def snapshot_id(self) -> str:
-        return snapshot_id_of({"commit": self.sha, "commit_time": self.time}, [])
 
-
-# The parts of GitHub's answers that are read: a commit listing's entries, a tree, an error.
-class _Committer(msgspec.Struct):
-    date: str
-
-
-class _CommitDetails(msgspec.Struct):
-    committer: _Committer
-    message: str
-
-
-class _ListedCommit(msgspec.Struct):
-    sha: str
-    commit: _CommitDetails
-
-
-class _TreeEntry(msgspec.Struct):
-    path: str
-    type: str
-    sha: str | None = None
-    size: int | None = None
-
-
-class _Tree(msgspec.Struct):
-    tree: list[_TreeEntry]
-    truncated: bool = False
-
-
-class _ApiError(msgspec.Struct):
-    message: str = ""
-
-
-class _ListingState(msgspec.Struct):
-    """The newest commit's listing as last answered (OUT/raw/.upstream.json), for a conditional request."""
-
-    url: str
-    etag: str
-    newest: Commit
+# The parts of GitHub's answers read here: a commit of a listing, a commit's tree, an error's message.
+_ListedCommit = msgspec.defstruct("_ListedCommit", [("sha", Sha), ("commit", msgspec.defstruct(
+    "_CommitDetails", [("message", str), ("committer", msgspec.defstruct("_Committer", [("date", str)]))]))])
+_Tree = msgspec.defstruct("_Tree", [("tree", list[msgspec.defstruct("_TreeEntry", [
+    ("path", str), ("type", str), ("sha", str | None, None), ("size", int | None, None)])]), ("truncated", bool, False)])
+_ApiError = msgspec.defstruct("_ApiError", [("message", str, "")])
+# OUT/raw/.upstream.json: the newest commit's listing as last answered, for a conditional request.
+_ListingState = msgspec.defstruct("_ListingState", [("url", str), ("etag", str), ("newest", Commit)])
 
 
 def check_ref(text: str) -> str:
@@ -129,29 +97,25 @@ class GitHub:
         now = datetime.now(timezone.utc)
         reset, retry_after = headers.get("X-RateLimit-Reset", ""), headers.get("Retry-After", "")
         at = (datetime.fromtimestamp(int(reset), timezone.utc) if reset.isdigit()
-              else datetime.fromtimestamp(now.timestamp() + int(retry_after), timezone.utc) if retry_after.isdigit()
-              else None)
+              else now + timedelta(seconds=int(retry_after)) if retry_after.isdigit() else None)
         when = (f"it resets at {at:%Y-%m-%d %H:%M:%S} UTC (in {max(0, round((at - now).total_seconds() / 60))} min)"
                 if at else "it resets within the hour")
         limit = headers.get("X-RateLimit-Limit", "")
         allowance = f"{limit} requests an hour" if limit else "its hourly allowance"
         token = "with GITHUB_TOKEN" if self.token else "without GITHUB_TOKEN; set one for 5,000"
         return (f"{url}: GitHub's rate limit is used up ({allowance} {token}); {when}. Until then: "
-                f"make SOURCE=<folder>, or make COMMIT=<sha> of a commit already fetched")
+                "make SOURCE=<folder>, or make COMMIT=<sha> of a commit already fetched")
 
     def _page(self, url: str, etag: str | None = None) -> tuple[list[Commit] | None, Mapping[str, str]]:
         """A page of the commit listing (None when not modified since `etag`)."""
         listed, headers = self._api(url, list[_ListedCommit], etag)
-        commits = []
-        for entry in listed or []:
-            if not SHA_PATTERN.match(entry.sha):
-                raise PipelineError(f"{url}: {entry.sha!r} is not a commit hash")
+        commits = [Commit(entry.sha, entry.commit.committer.date, entry.commit.message.split("\n")[0].strip())
+                   for entry in listed or []]
+        for commit in commits:
             try:
-                commit_moment(entry.commit.committer.date)
+                commit_moment(commit.time)
             except ValueError:
-                raise PipelineError(f"{url}: commit {entry.sha}: {entry.commit.committer.date!r} is not an ISO 8601 "
-                                    "time") from None
-            commits.append(Commit(entry.sha, entry.commit.committer.date, entry.commit.message.split("\n")[0].strip()))
+                raise PipelineError(f"{url}: commit {commit.sha}: {commit.time!r} is not an ISO 8601 time") from None
         return (None if listed is None else commits), headers
 
     def newest(self, paths: Paths) -> Commit:
@@ -215,13 +179,9 @@ class GitHub:
             raise PipelineError(f"{url}: expected the commit's whole tree (an untruncated 'tree' list)")
         files = {}
         for entry in tree.tree:
-            name = entry.path.removeprefix(f"{UPSTREAM_PATH}/")
-            folder, _, file_name = name.rpartition("/")
-            if entry.type != "blob" or name == entry.path or not (
-                name == "index.json" or (folder in ("tasks", "models") and file_name.endswith(".json"))
-            ):
-                continue  # what a local fetch of the folder leaves out too
-            if not DATA_FILE.match(name):
+            if entry.type != "blob" or not (data_file := DATA_FILE.match(entry.path)):
+                continue
+            if not SAFE_NAME.match(name := data_file.group(1)):
                 raise PipelineError(f"{url}: {entry.path} would not give a safe file name; refused")
             if entry.size is None or entry.sha is None:
                 raise PipelineError(f"{url}: {entry.path} has no size or sha")
