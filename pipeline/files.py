@@ -1,8 +1,6 @@
 """Atomic writes and JSON reading: the ways the pipeline touches files."""
 
 import functools
-import json
-import math
 import os
 import shutil
 import tempfile
@@ -76,54 +74,6 @@ def replace_directory(staged: Path, target: Path) -> None:
         shutil.rmtree(retired, ignore_errors=True)
     else:
         os.replace(staged, target)
-
-
-def _finite_float(text: str) -> float:
-    if not math.isfinite(value := float(text)):
-        raise ValueError(f"number {text} is out of range for a 64-bit float")
-    return value
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
-def _no_conflicting_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object, refusing a key given twice with different values (the same value twice is harmless
-    and real: the upstream's 2025-12-15 text-to-image file repeats weight_precision in every entry)."""
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj and obj[key] != value:
-            raise ValueError(f"key {key!r} appears twice in one object with different values")
-        obj[key] = value
-    return obj
-
-
-def load_json_strict(path: Path, display_name: str | None = None) -> Any:
-    return parse_json_strict(path.read_bytes(), display_name or str(path))
-
-
-def parse_json_strict(raw: bytes, name: str) -> Any:
-    """JSON as RFC 8259 says: UTF-8 without BOM, no NaN/Infinity, no key given two values; a failure
-    names `name` and the position. The standard library's parser, because msgspec (fast, and used
-    wherever a file is well formed) keeps a repeated key's last value and gives no line and column."""
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raise PipelineError(f"{name}: starts with a UTF-8 byte order mark, which JSON does not allow")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise PipelineError(f"{name}: invalid UTF-8 at byte {error.start}") from None
-    try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
-                          object_pairs_hook=_no_conflicting_keys)
-    except json.JSONDecodeError as error:
-        raise PipelineError(
-            f"{name}: malformed JSON at line {error.lineno} column {error.colno} (char {error.pos}): {error.msg}"
-        ) from None
-    except ValueError as error:
-        raise PipelineError(f"{name}: invalid JSON: {error}") from None
-    except RecursionError:
-        raise PipelineError(f"{name}: JSON nested too deeply to parse") from None
 
 
 @functools.cache
