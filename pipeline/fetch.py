@@ -461,8 +461,9 @@ def move_to_current_ids(paths: Paths) -> dict[str, str]:
     the next run finishes the move."""
     moved = {}
     for old, manifest in _held_manifests(paths).items():
-        if (new_id := check_snapshot_id(snapshot_id_of(manifest["upstream"], manifest["files"]))) == old.name:
+        if (new_id := snapshot_id_of(manifest["upstream"], manifest["files"])) == old.name:
             continue
+        check_snapshot_id(new_id)
         if not (paths.raw_snapshot(new_id) / MANIFEST).is_file():
             staging = paths.raw_dir / f".staging-{os.getpid()}"
             shutil.rmtree(staging, ignore_errors=True)
