@@ -6,6 +6,7 @@ differs from what was published under the same id is refused, naming the files."
 import contextlib
 import functools
 import hashlib
+import io
 import os
 import re
 import shutil
@@ -149,8 +150,8 @@ class HttpReader:
                     break
                 response.close()
                 moved = urllib.parse.urljoin(url, response.headers.get("Location", ""))
-                if urllib.parse.urlsplit(moved).scheme not in ("http", "https") or (
-                        urllib.parse.urlsplit(moved).hostname != urllib.parse.urlsplit(url).hostname):
+                new, old = urllib.parse.urlsplit(moved), urllib.parse.urlsplit(url)
+                if new.scheme not in ("http", "https") or new.hostname != old.hostname:
                     raise PipelineError(f"{asked}: refused redirect to {moved} (only http(s) on the same host)")
                 url = moved
             else:
@@ -192,15 +193,15 @@ class HttpReader:
 
         timer = threading.Timer(max(0.0, deadline - time.monotonic()), cut_off)
         timer.start()
-        chunks, size = [], 0
+        size = 0
         try:
             if target is not None:
                 target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "wb") if target is not None else contextlib.nullcontext() as handle:
-                while chunk := response.read1(1 << 16):
-                    if (size := size + len(chunk)) > self.max_file_bytes:
+            with open(target, "wb") if target is not None else io.BytesIO() as handle:
+                while chunk := response.read1(1 << 16):  # one socket read at most
+                    if (size := size + handle.write(chunk)) > self.max_file_bytes:
                         raise PipelineError(f"{url}: larger than the size cap of {self.max_file_bytes} bytes")
-                    handle.write(chunk) if handle is not None else chunks.append(chunk)
+                body = b"" if target is not None else handle.getvalue()
         except Exception:
             if cut.is_set():
                 raise self._timed_out(url) from None
@@ -210,7 +211,7 @@ class HttpReader:
             timer.join()
         if cut.is_set():
             raise self._timed_out(url)
-        return b"".join(chunks)
+        return body
 
     def download(self, base_url: str, name: str, staging: Path) -> FileEntry:
         """Write the file `name` of the snapshot at `base_url` into `staging`; return its manifest entry."""
@@ -243,7 +244,8 @@ def _fetch_url(source: str, staging: Path, reader: HttpReader,
         raise PipelineError(f"{source}: only http:// and https:// URLs can be fetched")
     if listing is not None:
         files = [reader.download(source, name, staging) for name in each(sorted(listing), "fetch", "file")]
-        for entry, (size, blob) in zip(files, (listing[entry["path"]] for entry in files)):
+        for entry in files:
+            size, blob = listing[entry["path"]]
             if entry["size"] != size or git_blob_sha(staging / entry["path"]) != blob:
                 raise PipelineError(f"{source}/{entry['path']}: not the file the commit's tree lists ({size} bytes, "
                                     f"git hash {blob[:12]}); received {entry['size']} bytes that differ; run again")
@@ -314,16 +316,19 @@ def _local_commit_facts(root: Path) -> dict[str, str]:
     facts = {key: value for key, value in read_typed(path, _CommitFacts).items() if value is not None}
     if "commit" in facts and not COMMIT_PATTERN.match(facts["commit"]):
         raise PipelineError(f"{path}: commit {facts['commit']!r} is not a git commit hash")
-    if "commit_time" in facts and not _is_commit_time(facts["commit_time"]):
-        raise PipelineError(f"{path}: commit_time {facts['commit_time']!r} is not an ISO 8601 time")
+    if "commit_time" in facts:
+        _checked_time(facts["commit_time"], f"{path}: commit_time")
     return facts
 
 
-def _is_commit_time(text: str) -> bool:
+def _checked_time(text: str, what: str) -> str:
+    """`text` if it is an ISO 8601 time (a date, T, a time of day); else an error naming `what`."""
     try:
-        return re.match(r"^\d{4}-\d{2}-\d{2}T", text) is not None and bool(commit_moment(text))
+        if re.match(r"^\d{4}-\d{2}-\d{2}T", text) and commit_moment(text):
+            return text
     except ValueError:
-        return False
+        pass
+    raise PipelineError(f"{what} {text!r} is not an ISO 8601 time")
 
 
 def commit_moment(commit_time: str) -> datetime:
@@ -502,6 +507,4 @@ def _with_commit_time(upstream: dict[str, str], commit_time: str | None, source:
     if upstream.get("commit_time") not in (None, commit_time):
         raise PipelineError(f"{source}: --commit-time {commit_time} contradicts its snapshot.json "
                             f"({upstream['commit_time']})")
-    if not _is_commit_time(commit_time):
-        raise PipelineError(f"--commit-time {commit_time!r} is not an ISO 8601 time")
-    return {**upstream, "commit_time": commit_time}
+    return {**upstream, "commit_time": _checked_time(commit_time, "--commit-time")}
