@@ -27,7 +27,7 @@ from pipeline.files import read_typed, replace_directory, write_bytes_atomic, wr
 from pipeline.fingerprint import data_sha256, file_sha256
 from pipeline.paths import Paths
 from pipeline.progress import each
-from pipeline.settings import (  # noqa: F401 (the upstream's settings, re-exported for the modules that fetch)
+from pipeline.settings import (  # noqa: F401 (GITHUB_*, UPSTREAM_*: re-exported for older imports)
     COMMIT_PATTERN, DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_TIMEOUT_S, GITHUB_API, GITHUB_RAW,
     GITHUB_TOKEN_VARIABLE, UPSTREAM_PATH, UPSTREAM_REPOSITORY,
 )
@@ -120,7 +120,7 @@ class HttpReader:
         import urllib3
 
         self.timeout_s, self.max_file_bytes, self.fetch_deadline_s = timeout_s, max_file_bytes, fetch_deadline_s
-        self.offline_hint = offline_hint
+        self.offline_hint = offline_hint  # where to go on when the network is not there
         self.restart_deadline()
         self.pool = urllib3.PoolManager(retries=False)  # a failure said at once; redirects checked here
 
@@ -442,8 +442,7 @@ def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
 
 
 def held_snapshot(paths: Paths, snapshot_id: str) -> FetchResult:
-    """A snapshot OUT/raw already holds, as a fetch that changed nothing (the last fetch's pointer now
-    names it)."""
+    """A snapshot OUT/raw already holds, as a fetch that changed nothing (LATEST now names it)."""
     manifest = read_manifest(target := paths.raw_snapshot(check_snapshot_id(snapshot_id)))
     _point_latest_at(paths, snapshot_id)
     return _result(target, manifest["upstream"], manifest["files"], False)

@@ -15,13 +15,12 @@ from typing import Annotated, Any
 import msgspec
 
 from pipeline.errors import PipelineError
-from pipeline.fetch import (
-    GITHUB_API, GITHUB_RAW, GITHUB_TOKEN_VARIABLE, UPSTREAM_PATH, UPSTREAM_REPOSITORY, FetchResult, HttpReader,
-    commit_moment, fetch, held_snapshot, held_snapshot_ids,
-)
+from pipeline.fetch import FetchResult, HttpReader, commit_moment, fetch, held_snapshot, held_snapshot_ids
 from pipeline.files import read_typed, write_json_atomic
 from pipeline.paths import Paths
-from pipeline.settings import COMMIT_PATTERN
+from pipeline.settings import (
+    COMMIT_PATTERN, GITHUB_API, GITHUB_RAW, GITHUB_TOKEN_VARIABLE, UPSTREAM_PATH, UPSTREAM_REPOSITORY,
+)
 
 REPOSITORY_URL = f"https://github.com/{UPSTREAM_REPOSITORY}"
 OFFLINE_HINT = "offline? go on with a local copy, make SOURCE=<folder>, or a commit already fetched, make COMMIT=<sha>"
@@ -43,8 +42,9 @@ class Commit(msgspec.Struct, frozen=True):
 # The parts of GitHub's answers read here: a commit of a listing, a commit's tree, an error's message.
 _ListedCommit = msgspec.defstruct("_ListedCommit", [("sha", Sha), ("commit", msgspec.defstruct(
     "_CommitDetails", [("message", str), ("committer", msgspec.defstruct("_Committer", [("date", str)]))]))])
-_Tree = msgspec.defstruct("_Tree", [("tree", list[msgspec.defstruct("_TreeEntry", [
-    ("path", str), ("type", str), ("sha", str | None, None), ("size", int | None, None)])]), ("truncated", bool, False)])
+_TreeEntry = msgspec.defstruct("_TreeEntry", [("path", str), ("type", str), ("sha", str | None, None),
+                                              ("size", int | None, None)])
+_Tree = msgspec.defstruct("_Tree", [("tree", list[_TreeEntry]), ("truncated", bool, False)])
 _ApiError = msgspec.defstruct("_ApiError", [("message", str, "")])
 # OUT/raw/.upstream.json: the newest commit's listing as last answered, for a conditional request.
 _ListingState = msgspec.defstruct("_ListingState", [("url", str), ("etag", str), ("newest", Commit)])
