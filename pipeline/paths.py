@@ -14,13 +14,14 @@ Layout under OUT:
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent
+PROJECT_ROOT = PACKAGE.parent
 SQL_DIR = PROJECT_ROOT / "sql"
-SOURCE_CARD = Path(__file__).resolve().parent / "source_card.toml"
-AUDIT_RULES = Path(__file__).resolve().parent / "audit_rules.toml"
-LATENCY_TIERS = Path(__file__).resolve().parent / "latency_tiers.toml"
-ECOLOGITS = Path(__file__).resolve().parent / "ecologits.toml"
-BOUNDARY_FACTORS = Path(__file__).resolve().parent / "boundary_factors.toml"
+SOURCE_CARD = PACKAGE / "source_card.toml"
+AUDIT_RULES = PACKAGE / "audit_rules.toml"
+LATENCY_TIERS = PACKAGE / "latency_tiers.toml"
+ECOLOGITS = PACKAGE / "ecologits.toml"
+BOUNDARY_FACTORS = PACKAGE / "boundary_factors.toml"
 
 PUBLISHED_OUTPUTS = ("parquet", "energy_index.duckdb", "index")
 HIVE_KEY = "snapshot_id"
@@ -114,18 +115,19 @@ class Paths:
 
 def code_digest() -> str:
     """What outputs depend on besides the input and the parameters: this code, its declarations and
-    the libraries' versions."""
-    import hashlib
+    the libraries' versions (their {name}-{version}.dist-info folders, found in a millisecond where
+    reading each one's metadata takes tens, which a refresh with nothing to do would pay)."""
     from importlib.metadata import version
+    from importlib.util import find_spec
 
-    package = Path(__file__).parent
-    sources = [
-        *package.glob("*.py"), *package.glob("*.toml"), *(PROJECT_ROOT / "schemas").glob("*.py"),
-        *(PROJECT_ROOT / "schemas").glob("*.toml"), *SQL_DIR.glob("*.sql"),
-    ]
-    digest = hashlib.sha256()
-    for path in sorted(sources):
-        digest.update(f"{path.relative_to(PROJECT_ROOT)}\0".encode() + path.read_bytes())
-    for library in ("duckdb", "pyarrow", "pandera", "pandas", "orjson", "msgspec"):
-        digest.update(f"\0{library}={version(library)}".encode())
-    return digest.hexdigest()
+    from pipeline.fingerprint import files_sha256
+
+    schemas = PROJECT_ROOT / "schemas"
+    sources = [*PACKAGE.glob("*.py"), *PACKAGE.glob("*.toml"), *schemas.glob("*.py"), *schemas.glob("*.toml"),
+               *SQL_DIR.rglob("*.sql")]
+    libraries = []
+    for name in ("duckdb", "pyarrow", "pandera", "pandas", "msgspec"):
+        origin = (spec := find_spec(name)) and spec.origin
+        found = list(Path(origin).parent.parent.glob(f"{name}-*.dist-info")) if origin else []
+        libraries.append(found[0].name if len(found) == 1 else f"{name}={version(name)}")
+    return files_sha256(sources, PROJECT_ROOT, "\0".join(libraries))

@@ -7,12 +7,15 @@ every step replaces files rather than writing them in place, so the published bu
 until the next publish, so a reader that opened it before the switch keeps a consistent view.
 """
 
-import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
 
+import msgspec
+
+from pipeline.errors import PipelineError
+from pipeline.files import read_typed, write_json_atomic
+from pipeline.fingerprint import file_sha256
 from pipeline.paths import PARQUET_FILE, PUBLISHED_OUTPUTS, Paths, hive_key
 
 STAGING_PREFIX = "staging-"
@@ -21,19 +24,18 @@ STAGING_PREFIX = "staging-"
 FILE_RECORD = "published-files.json"
 
 
-def _link_copy(source: Path, target: Path) -> None:
-    """Recreate `source` at `target` with hard links: no bytes copied, no inode shared for writing."""
-    shutil.copytree(source, target, copy_function=os.link, symlinks=True)
+class _FileRecord(msgspec.Struct):
+    files: dict[str, tuple[int, str]]  # path in the generation -> (size, sha256)
 
 
 def begin(paths: Paths) -> Paths:
-    """A private generation seeded with the published files. The caller holds the refresh lock."""
+    """A private generation seeded with hard links to the published files. The caller holds the lock."""
     paths.generations_dir.mkdir(parents=True, exist_ok=True)
     for leftover in paths.generations_dir.glob(f"{STAGING_PREFIX}*"):
         shutil.rmtree(leftover, ignore_errors=True)
     staging = paths.generations_dir / f"{STAGING_PREFIX}{os.getpid()}"
     if paths.current.is_dir():
-        _link_copy(paths.current.resolve(), staging)
+        shutil.copytree(paths.current.resolve(), staging, copy_function=os.link, symlinks=True)
         _move_to_hive_layout(staging / "parquet")
     else:
         staging.mkdir()
@@ -44,11 +46,10 @@ def _move_to_hive_layout(parquet: Path) -> None:
     """Builds before the hive layout kept <table>/<id>.parquet; the staged links move to
     <table>/snapshot_id=<id>/data.parquet (the published files stay where they are)."""
     for legacy in sorted(parquet.glob("*/*.parquet")):
-        if legacy.name == PARQUET_FILE:
-            continue  # a reference table's one file (<table>/data.parquet), never per snapshot
-        target = legacy.parent / f"{hive_key(legacy.parent.name)}={legacy.stem}" / PARQUET_FILE
-        target.parent.mkdir(exist_ok=True)
-        os.replace(legacy, target)
+        if legacy.name != PARQUET_FILE:  # a reference table's one file is never per snapshot
+            target = legacy.parent / f"{hive_key(legacy.parent.name)}={legacy.stem}" / PARQUET_FILE
+            target.parent.mkdir(exist_ok=True)
+            os.replace(legacy, target)
 
 
 def abandon(staged: Paths) -> None:
@@ -65,39 +66,14 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def _published_generations(paths: Paths) -> list[Path]:
-    return sorted(
-        (p for p in paths.generations_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
-    )
+    return sorted((p for p in paths.generations_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def _generation_files(generation: Path) -> list[Path]:
-    return sorted(p for p in generation.rglob("*") if p.is_file() and not p.is_symlink() and p.name != FILE_RECORD)
-
-
-def _record_files(staged: Path, published: Path | None) -> None:
-    """Write the staged generation's FILE_RECORD. A file still hard-linked to the published one (the
-    same inode) keeps its recorded digest; only the files this run wrote are read."""
-    recorded: dict[str, list] = {}
-    if published is not None:
-        try:
-            recorded = json.loads((published / FILE_RECORD).read_text(encoding="utf-8"))["files"]
-        except (OSError, ValueError, KeyError):
-            recorded = {}
-    files = {}
-    for path in _generation_files(staged):
-        name = path.relative_to(staged).as_posix()
-        stat = path.stat()
-        before = _stat_or_none(published / name) if published is not None else None
-        if name in recorded and before is not None and os.path.samestat(stat, before):
-            files[name] = recorded[name]
-        else:
-            files[name] = [stat.st_size, _sha256(path)]
-    (staged / FILE_RECORD).write_text(json.dumps({"files": files}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+def _recorded(generation: Path) -> dict[str, tuple[int, str]] | None:
+    try:
+        return read_typed(generation / FILE_RECORD, _FileRecord).files
+    except (OSError, PipelineError):
+        return None
 
 
 def _stat_or_none(path: Path) -> os.stat_result | None:
@@ -107,6 +83,21 @@ def _stat_or_none(path: Path) -> os.stat_result | None:
         return None
 
 
+def _record_files(staged: Path, published: Path | None) -> None:
+    """Write the staged generation's FILE_RECORD. A file still hard-linked to the published one (the
+    same inode) keeps its recorded digest; only the files this run wrote are read."""
+    recorded = (_recorded(published) if published is not None else None) or {}
+    files = {}
+    for path in sorted(staged.rglob("*")):
+        if path.is_symlink() or not path.is_file() or path.name == FILE_RECORD:
+            continue
+        name, stat = path.relative_to(staged).as_posix(), path.stat()
+        before = _stat_or_none(published / name) if published is not None and name in recorded else None
+        same = before is not None and os.path.samestat(stat, before)
+        files[name] = recorded[name] if same else (stat.st_size, file_sha256(path))
+    write_json_atomic(staged / FILE_RECORD, {"files": files})
+
+
 def damaged_files(paths: Paths) -> list[tuple[str, str]] | None:
     """The published files that differ from what was published, as (path relative to the generation,
     what is wrong): missing, another size, or another sha256. None when the generation has no readable
@@ -114,19 +105,16 @@ def damaged_files(paths: Paths) -> list[tuple[str, str]] | None:
     if not paths.current.is_dir():
         return []
     generation = paths.current.resolve()
-    try:
-        recorded = json.loads((generation / FILE_RECORD).read_text(encoding="utf-8"))["files"]
-    except (OSError, ValueError, KeyError):
+    if (recorded := _recorded(generation)) is None:
         return None
     damaged = []
     for name, (size, digest) in sorted(recorded.items()):
         path = generation / name
-        stat = _stat_or_none(path)
-        if stat is None:
+        if (stat := _stat_or_none(path)) is None:
             damaged.append((name, "missing"))
         elif stat.st_size != size:
             damaged.append((name, f"{stat.st_size:,} bytes, published with {size:,}"))
-        elif _sha256(path) != digest:
+        elif file_sha256(path) != digest:
             damaged.append((name, "its content differs from what was published (sha256)"))
     return damaged
 
@@ -137,8 +125,7 @@ def publish(staged: Paths) -> Path:
     paths = Paths(staged.out)
     _record_files(staged.generation, paths.current.resolve() if paths.current.is_dir() else None)
     existing = _published_generations(paths)
-    number = int(existing[-1].name) + 1 if existing else 1
-    final = paths.generations_dir / f"{number:06d}"
+    final = paths.generations_dir / f"{int(existing[-1].name) + 1 if existing else 1:06d}"
     os.rename(staged.generation, final)
     _fsync_directory(paths.generations_dir)
 
@@ -146,18 +133,15 @@ def publish(staged: Paths) -> Path:
     pointer.unlink(missing_ok=True)
     os.symlink(final.relative_to(paths.out), pointer)
     os.replace(pointer, paths.current)
-    for name in PUBLISHED_OUTPUTS:
+    for name in PUBLISHED_OUTPUTS:  # fixed links into current (an output of older code may stand there)
         link = paths.out / name
-        if link.is_symlink():
-            continue
-        if link.is_dir():
-            shutil.rmtree(link)
-        elif link.exists():
-            link.unlink()
-        os.symlink(Path("current") / name, link)
+        if not link.is_symlink():
+            if link.is_dir():
+                shutil.rmtree(link)
+            link.unlink(missing_ok=True)
+            os.symlink(Path("current") / name, link)
     _fsync_directory(paths.out)
 
-    previous = [g for g in _published_generations(paths) if g != final]
-    for retired in previous[:-1]:
+    for retired in [g for g in _published_generations(paths) if g != final][:-1]:
         shutil.rmtree(retired, ignore_errors=True)
     return final

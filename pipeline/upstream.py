@@ -5,49 +5,54 @@ that never change). The facts recorded are those a shared snapshot's snapshot.js
 The newest commit is asked for with the ETag of the last answer (If-None-Match), so that an unchanged
 upstream costs one small request that GitHub does not count against its rate limit."""
 
-import json
 import os
 import re
 import urllib.parse
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Annotated, Any
+
+import msgspec
 
 from pipeline.errors import PipelineError
-from pipeline.fetch import (
-    GITHUB_API, GITHUB_RAW, GITHUB_TOKEN_VARIABLE, UPSTREAM_PATH, UPSTREAM_REPOSITORY, FetchResult, HttpReader,
-    commit_moment, fetch, held_snapshot, held_snapshot_ids, snapshot_id_of,
-)
-from pipeline.files import parse_json_strict, write_bytes_atomic
+from pipeline.fetch import FetchResult, HttpReader, commit_moment, fetch, held_snapshot, held_snapshot_ids
+from pipeline.files import read_typed, write_json_atomic
 from pipeline.paths import Paths
-from pipeline.settings import COMMIT_PATTERN
+from pipeline.settings import (
+    COMMIT_PATTERN, GITHUB_API, GITHUB_RAW, GITHUB_TOKEN_VARIABLE, UPSTREAM_PATH, UPSTREAM_REPOSITORY,
+)
 
 REPOSITORY_URL = f"https://github.com/{UPSTREAM_REPOSITORY}"
 OFFLINE_HINT = "offline? go on with a local copy, make SOURCE=<folder>, or a commit already fetched, make COMMIT=<sha>"
-# GitHub's largest page; the upstream's whole history of public/data fits in one today.
-PAGE_SIZE = 100
-SHA_PATTERN = re.compile(r"^[0-9a-f]{40}$")
-REF_PATTERN = COMMIT_PATTERN
+PAGE_SIZE = 100  # GitHub's largest page; the upstream's whole history of public/data fits in one today
+Sha = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{40}$")]  # a full commit hash
 NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
-# The files of a snapshot folder (as a local fetch takes them: index.json, tasks/*.json, models/*.json),
-# with names safe to write.
-DATA_FILE = re.compile(r"^(index\.json|tasks/[A-Za-z0-9._-]+\.json|models/[A-Za-z0-9._-]+\.json)$")
+# The files of a snapshot folder, as a local fetch takes them (index.json, tasks/*.json, models/*.json),
+# and the names among them safe to write.
+DATA_FILE = re.compile(rf"^{UPSTREAM_PATH}/(index\.json|(?:tasks|models)/[^/]+\.json)$")
+SAFE_NAME = re.compile(r"^(index\.json|(?:tasks|models)/[A-Za-z0-9._-]+\.json)$")
 
 
-@dataclass(frozen=True)
-class Commit:
+class Commit(msgspec.Struct, frozen=True):
     sha: str
     time: str
     subject: str
 
-    @property
-    def snapshot_id(self) -> str:
-        return snapshot_id_of({"commit": self.sha, "commit_time": self.time}, [])
+
+# The parts of GitHub's answers read here: a commit of a listing, a commit's tree, an error's message.
+_ListedCommit = msgspec.defstruct("_ListedCommit", [("sha", Sha), ("commit", msgspec.defstruct(
+    "_CommitDetails", [("message", str), ("committer", msgspec.defstruct("_Committer", [("date", str)]))]))])
+_TreeEntry = msgspec.defstruct("_TreeEntry", [("path", str), ("type", str), ("sha", str | None, None),
+                                              ("size", int | None, None)])
+_Tree = msgspec.defstruct("_Tree", [("tree", list[_TreeEntry]), ("truncated", bool, False)])
+_ApiError = msgspec.defstruct("_ApiError", [("message", str, "")])
+# OUT/raw/.upstream.json: the newest commit's listing as last answered, for a conditional request.
+_ListingState = msgspec.defstruct("_ListingState", [("url", str), ("etag", str), ("newest", Commit)])
 
 
 def check_ref(text: str) -> str:
     """A commit hash, full or abbreviated to at least 7 hex digits."""
-    if not REF_PATTERN.match(text):
+    if not COMMIT_PATTERN.match(text):
         raise PipelineError(f"--commit {text!r} is not a commit hash (7 to 40 hex digits, e.g. 7885788)")
     return text
 
@@ -62,124 +67,99 @@ class GitHub:
         self.token = os.environ.get(GITHUB_TOKEN_VARIABLE) or None
 
     def listing_url(self, path: str = UPSTREAM_PATH, **query: str | int) -> str:
-        parameters = urllib.parse.urlencode({"path": path, **query})
-        return f"{self.api}/repos/{UPSTREAM_REPOSITORY}/commits?{parameters}"
+        return f"{self.api}/repos/{UPSTREAM_REPOSITORY}/commits?{urllib.parse.urlencode({'path': path, **query})}"
 
     def raw_url(self, sha: str) -> str:
         return f"{self.raw}/{UPSTREAM_REPOSITORY}/{sha}/{UPSTREAM_PATH}"
 
-    def _get(self, url: str, etag: str | None = None) -> tuple[int, Any, Any]:
+    def _api(self, url: str, shape: Any, etag: str | None = None) -> tuple[Any, Mapping[str, str]]:
+        """The answer at `url` decoded into `shape` (None for 304 Not Modified), and its headers."""
         headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         if etag:
             headers["If-None-Match"] = etag
         status, answer_headers, body = self.reader.get(url, headers)
-        assert isinstance(body, bytes)
         if status == 304:
-            return status, answer_headers, None
+            return None, answer_headers
         if status in (403, 429) and (answer_headers.get("X-RateLimit-Remaining") == "0"
                                      or "Retry-After" in answer_headers):
             raise PipelineError(self._rate_limited(url, answer_headers))
-        if status != 200:
-            message = ""
-            try:
-                message = json.loads(body).get("message", "")
-            except (ValueError, AttributeError):
-                pass
-            raise PipelineError(f"{url}: HTTP {status}{': ' + message if message else ''}")
-        return status, answer_headers, parse_json_strict(body, url)
+        try:
+            if status != 200:
+                message = msgspec.json.decode(body, type=_ApiError).message
+                raise PipelineError(f"{url}: HTTP {status}{': ' + message if message else ''}")
+            return msgspec.json.decode(body, type=shape), answer_headers
+        except msgspec.MsgspecError as error:
+            raise PipelineError(f"{url}: HTTP {status}" if status != 200 else f"{url}: {error}") from None
 
-    def _rate_limited(self, url: str, headers: Any) -> str:
+    def _rate_limited(self, url: str, headers: Mapping[str, str]) -> str:
         now = datetime.now(timezone.utc)
-        reset = headers.get("X-RateLimit-Reset", "")
-        if reset.isdigit():
-            at = datetime.fromtimestamp(int(reset), timezone.utc)
-        elif headers.get("Retry-After", "").isdigit():
-            at = datetime.fromtimestamp(now.timestamp() + int(headers["Retry-After"]), timezone.utc)
-        else:
-            at = None
+        reset, retry_after = headers.get("X-RateLimit-Reset", ""), headers.get("Retry-After", "")
+        at = (datetime.fromtimestamp(int(reset), timezone.utc) if reset.isdigit()
+              else now + timedelta(seconds=int(retry_after)) if retry_after.isdigit() else None)
         when = (f"it resets at {at:%Y-%m-%d %H:%M:%S} UTC (in {max(0, round((at - now).total_seconds() / 60))} min)"
                 if at else "it resets within the hour")
         limit = headers.get("X-RateLimit-Limit", "")
         allowance = f"{limit} requests an hour" if limit else "its hourly allowance"
         token = "with GITHUB_TOKEN" if self.token else "without GITHUB_TOKEN; set one for 5,000"
         return (f"{url}: GitHub's rate limit is used up ({allowance} {token}); {when}. Until then: "
-                f"make SOURCE=<folder>, or make COMMIT=<sha> of a commit already fetched")
+                "make SOURCE=<folder>, or make COMMIT=<sha> of a commit already fetched")
 
-    def _commit(self, entry: Any, url: str) -> Commit:
-        try:
-            sha, details = entry["sha"], entry["commit"]
-            time, message = details["committer"]["date"], details["message"]
-        except (KeyError, TypeError):
-            raise PipelineError(f"{url}: a commit without sha, commit.committer.date or commit.message") from None
-        if not (isinstance(sha, str) and SHA_PATTERN.match(sha)):
-            raise PipelineError(f"{url}: {sha!r} is not a commit hash")
-        try:
-            commit_moment(time)
-        except (TypeError, ValueError):
-            raise PipelineError(f"{url}: commit {sha}: {time!r} is not an ISO 8601 time") from None
-        return Commit(sha, time, str(message).split("\n", 1)[0].strip())
-
-    def _page(self, url: str, etag: str | None = None) -> tuple[list[Commit] | None, Any]:
-        status, headers, body = self._get(url, etag)
-        if status == 304:
-            return None, headers
-        if not isinstance(body, list):
-            raise PipelineError(f"{url}: expected a list of commits")
-        return [self._commit(entry, url) for entry in body], headers
+    def _page(self, url: str, etag: str | None = None) -> tuple[list[Commit] | None, Mapping[str, str]]:
+        """A page of the commit listing (None when not modified since `etag`)."""
+        listed, headers = self._api(url, list[_ListedCommit], etag)
+        commits = [Commit(entry.sha, entry.commit.committer.date, entry.commit.message.split("\n")[0].strip())
+                   for entry in listed or []]
+        for commit in commits:
+            try:
+                commit_moment(commit.time)
+            except ValueError:
+                raise PipelineError(f"{url}: commit {commit.sha}: {commit.time!r} is not an ISO 8601 time") from None
+        return (None if listed is None else commits), headers
 
     def newest(self, paths: Paths) -> Commit:
         """The newest commit that touched public/data, asked with the ETag of the last answer."""
         url = self.listing_url(per_page=1)
-        state: dict[str, Any] = {}
         try:
-            state = json.loads(paths.upstream_state.read_text(encoding="utf-8"))
-        except (FileNotFoundError, ValueError):
-            pass
-        known = state if state.get("url") == url and isinstance(state.get("newest"), dict) else {}
-        commits, headers = self._page(url, known.get("etag"))
+            known = read_typed(paths.upstream_state, _ListingState)
+        except (OSError, PipelineError):
+            known = None
+        known = known if known is not None and known.url == url else None
+        commits, headers = self._page(url, known.etag if known else None)
         if commits is None:
-            if not known:
+            if known is None:
                 raise PipelineError(f"{url}: answered 304 Not Modified to a request that was not conditional")
-            return Commit(**known["newest"])
+            return known.newest
         if not commits:
             raise PipelineError(f"{url}: no commit has touched {UPSTREAM_PATH}")
-        newest = commits[0]
         if headers.get("ETag"):
-            record = {"url": url, "etag": headers["ETag"], "newest": newest.__dict__}
-            paths.raw_dir.mkdir(parents=True, exist_ok=True)
-            write_bytes_atomic(paths.upstream_state, (json.dumps(record, indent=2) + "\n").encode())
-        return newest
+            write_json_atomic(paths.upstream_state, _ListingState(url, headers["ETag"], commits[0]))
+        return commits[0]
 
     def at(self, ref: str) -> Commit:
         """The newest commit at or before `ref` that touched public/data: `ref` itself when it did."""
         commits, _ = self._page(self.listing_url(sha=ref, per_page=1))
         if not commits:
-            raise PipelineError(f"commit {ref}: no commit at or before it touched {UPSTREAM_PATH} "
-                                f"of {REPOSITORY_URL}")
+            raise PipelineError(f"commit {ref}: no commit at or before it touched {UPSTREAM_PATH} of {REPOSITORY_URL}")
         return commits[0]
 
     def history(self, since: str | None = None) -> list[Commit]:
         """Every commit that touched public/data (from `since`, a date, on), oldest first, following
         the listing's pages."""
-        query: dict[str, str | int] = {"per_page": PAGE_SIZE}
-        if since:
-            query["since"] = f"{since}T00:00:00Z"
+        query: dict[str, str | int] = {"per_page": PAGE_SIZE, **({"since": f"{since}T00:00:00Z"} if since else {})}
         url: str | None = self.listing_url(**query)
-        commits: list[Commit] = []
+        commits: dict[str, Commit] = {}
         api = urllib.parse.urlsplit(self.api)
         while url:
             page, headers = self._page(url)
-            commits += page or []
-            match = NEXT_LINK.search(headers.get("Link", ""))
-            url = match.group(1) if match else None
+            commits.update((commit.sha, commit) for commit in page or [])
+            url = match.group(1) if (match := NEXT_LINK.search(headers.get("Link", ""))) else None
             if url and urllib.parse.urlsplit(url)[:2] != api[:2]:
                 raise PipelineError(f"{self.api}: refused a next page on another host or scheme: {url}")
-        unique = {commit.sha: commit for commit in commits}
-        return sorted(unique.values(), key=lambda commit: commit_moment(commit.time))
+        return sorted(commits.values(), key=lambda commit: commit_moment(commit.time))
 
-    def facts(self, commit: Commit) -> dict[str, Any]:
+    def facts(self, commit: Commit) -> dict[str, str]:
         """What a shared snapshot's snapshot.json records, for `commit` (times in UTC, as the API gives
         them): the repository, the commit, its time and subject, and the date of the last commit at or
         before it that touched the task files."""
@@ -194,24 +174,18 @@ class GitHub:
         """The snapshot's files at commit `sha` as its tree lists them: name -> (size, git hash). Unlike
         the files index.json implies, this has every file the folder holds, as a local copy does."""
         url = f"{self.api}/repos/{UPSTREAM_REPOSITORY}/git/trees/{sha}?recursive=1"
-        _, _, tree = self._get(url)
-        if not isinstance(tree, dict) or not isinstance(tree.get("tree"), list) or tree.get("truncated"):
+        tree, _ = self._api(url, _Tree)
+        if tree.truncated:
             raise PipelineError(f"{url}: expected the commit's whole tree (an untruncated 'tree' list)")
-        prefix = f"{UPSTREAM_PATH}/"
         files = {}
-        for entry in tree["tree"]:
-            path = entry.get("path") if isinstance(entry, dict) else None
-            if not (isinstance(path, str) and path.startswith(prefix) and entry.get("type") == "blob"):
+        for entry in tree.tree:
+            if entry.type != "blob" or not (data_file := DATA_FILE.match(entry.path)):
                 continue
-            name = path.removeprefix(prefix)
-            folder, _, file_name = name.rpartition("/")
-            if not (name == "index.json" or (folder in ("tasks", "models") and file_name.endswith(".json"))):
-                continue  # what a local fetch of the folder leaves out too
-            if not DATA_FILE.match(name):
-                raise PipelineError(f"{url}: {path} would not give a safe file name; refused")
-            if not (isinstance(entry.get("size"), int) and isinstance(entry.get("sha"), str)):
-                raise PipelineError(f"{url}: {path} has no size or sha")
-            files[name] = (entry["size"], entry["sha"])
+            if not SAFE_NAME.match(name := data_file.group(1)):
+                raise PipelineError(f"{url}: {entry.path} would not give a safe file name; refused")
+            if entry.size is None or entry.sha is None:
+                raise PipelineError(f"{url}: {entry.path} has no size or sha")
+            files[name] = (entry.size, entry.sha)
         if "index.json" not in files:
             raise PipelineError(f"{url}: commit {sha} has no {UPSTREAM_PATH}/index.json")
         return files

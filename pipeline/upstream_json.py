@@ -14,6 +14,7 @@ repeated key conflicts (the upstream's 2025-12-15 text-to-image file repeats one
 """
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from operator import attrgetter
@@ -22,7 +23,6 @@ from typing import Annotated, Any
 import msgspec
 
 from pipeline.errors import PipelineError
-from pipeline.files import parse_json_strict
 from schemas import dictionary
 from schemas.types import TYPES
 
@@ -76,6 +76,50 @@ def row_type(table: str, name: str, extra: tuple[tuple[str, Any, Any], ...] = ()
     top += [(parent, struct | None | Absent, ABSENT) for parent, struct in groups.items()]
     struct = msgspec.defstruct(name, [*top, *extra], kw_only=True, forbid_unknown_fields=True)
     return RowType(struct, paths, groups)
+
+
+def _finite_float(text: str) -> float:
+    if not math.isfinite(value := float(text)):
+        raise ValueError(f"number {text} is out of range for a 64-bit float")
+    return value
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _no_conflicting_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object, refusing a key given twice with different values (the same value twice is harmless
+    and real: the upstream's 2025-12-15 text-to-image file repeats weight_precision in every entry)."""
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj and obj[key] != value:
+            raise ValueError(f"key {key!r} appears twice in one object with different values")
+        obj[key] = value
+    return obj
+
+
+def parse_json_strict(raw: bytes, name: str) -> Any:
+    """JSON as RFC 8259 says: UTF-8 without BOM, no NaN/Infinity, no key given two values; a failure
+    names `name` and the position. The standard library's parser, because msgspec (fast, and used
+    wherever a file is well formed) keeps a repeated key's last value and gives no line and column."""
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise PipelineError(f"{name}: starts with a UTF-8 byte order mark, which JSON does not allow")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise PipelineError(f"{name}: invalid UTF-8 at byte {error.start}") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
+                          object_pairs_hook=_no_conflicting_keys)
+    except json.JSONDecodeError as error:
+        raise PipelineError(
+            f"{name}: malformed JSON at line {error.lineno} column {error.colno} (char {error.pos}): {error.msg}"
+        ) from None
+    except ValueError as error:
+        raise PipelineError(f"{name}: invalid JSON: {error}") from None
+    except RecursionError:
+        raise PipelineError(f"{name}: JSON nested too deeply to parse") from None
 
 
 class Irregular(Exception):

@@ -21,10 +21,11 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     redirects: dict[str, str] = {}
     stalled: set[str] = set()
     endless: set[str] = set()
+    released = threading.Event()  # set when the test ends: a stalled answer is never sent before that
 
     def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
         if self.path in self.stalled:
-            time.sleep(3)
+            self.released.wait()
             return
         if self.path in self.endless:
             self.send_response(200)
@@ -54,6 +55,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     (www / COMMIT / "public").mkdir(parents=True)
     os.symlink(NEWEST, www / COMMIT / "public" / "data")
     _Handler.redirects, _Handler.stalled, _Handler.endless = {}, set(), set()
+    _Handler.released = threading.Event()
     handler = functools.partial(_Handler, directory=str(www))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -61,6 +63,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}", www
     finally:
+        _Handler.released.set()
         httpd.shutdown()
         httpd.server_close()
 

@@ -152,24 +152,27 @@ def test_6_make_passes_any_path_as_a_value_and_runs_none_of_it(tmp_path: Path, n
 
 class _Trickle(http.server.BaseHTTPRequestHandler):
     mode = "trickle"
+    released = threading.Event()  # set when the test ends: the server stops sending
 
     def do_GET(self) -> None:  # noqa: N802
         if self.mode == "huge-length":
             self.send_response(200)
             self.send_header("Content-Length", str(10**12))
             self.end_headers()
-            time.sleep(5)
+            self.released.wait()  # the body never comes
             return
         self.send_response(200)
         self.end_headers()
         if self.mode == "trickle":
-            for _ in range(60):  # one byte every 0.2 s; the server stops by itself after 12 s
+            # One byte every 0.2 s, until the test ends (or 12 s at most).
+            for _ in range(60):
                 try:
                     self.wfile.write(b" ")
                     self.wfile.flush()
                 except OSError:
                     return
-                time.sleep(0.2)
+                if self.released.wait(0.2):
+                    return
         else:  # endless: 256 MiB at most, past the client's cap
             for _ in range(4096):
                 try:
@@ -183,11 +186,13 @@ class _Trickle(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def trickle_server() -> Iterator[str]:
+    _Trickle.released = threading.Event()
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}/data"
     finally:
+        _Trickle.released.set()
         httpd.shutdown()
         httpd.server_close()
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import PROJECT, SEED, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, read_json, snapshot_id, tree_digest
 from github_server import FakeGitHub, GitHubServer, shared_commits
 
-from pipeline.fetch import GITHUB_API, GITHUB_RAW
+from pipeline.settings import GITHUB_API, GITHUB_RAW
 from pipeline.paths import Paths
 from schemas import TABLE_NAMES
 
