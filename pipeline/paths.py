@@ -121,7 +121,7 @@ def code_digest() -> str:
     package = Path(__file__).parent
     sources = [
         *package.glob("*.py"), *package.glob("*.toml"), *(PROJECT_ROOT / "schemas").glob("*.py"),
-        *(PROJECT_ROOT / "schemas").glob("*.toml"), *SQL_DIR.glob("*.sql"),
+        *(PROJECT_ROOT / "schemas").glob("*.toml"), *SQL_DIR.rglob("*.sql"),
     ]
     digest = hashlib.sha256()
     for path in sorted(sources):

@@ -1,0 +1,76 @@
+-- index_uncertainty: how sure each index figure is: how many times its configuration was measured and
+-- how far its repeats lie apart, and how close the next-best configuration within the same latency
+-- limit comes (the margin by which the index's choice was made).
+-- grain: one row per best_configurations row
+-- key: (task, model_id, gpu)
+-- The runner-up is ranked as the index ranks: each other configuration by its lowest-energy repeat
+-- within the limit (token: median ITL within the deadline; diffusion: batch latency within the
+-- ceiling), ties to fewer GPUs, the smaller batch, the earlier repeat and entry. A runner-up as cheap
+-- as the index row is a tie (margin 0, choice_basis says the tie rule decided); a model and GPU with
+-- one configuration within the limit has no runner-up and no margin.
+create or replace view index_uncertainty as
+
+with
+
+candidates as (
+    select
+        snapshot_id, task, model_id, gpu, row_id, repeat, wh_per_million_output_tokens as wh_per_unit,
+        joules_per_output_token as joules_per_unit, num_gpus, max_num_seqs as batch_limit,
+        source_ordinal
+    from configurations
+    where under_itl_deadline
+    union all
+    select
+        snapshot_id, task, model_id, gpu, row_id, repeat, wh_per_output as wh_per_unit,
+        joules_per_output as joules_per_unit, num_gpus, batch_size as batch_limit, source_ordinal
+    from diffusion_configurations_current
+    where under_latency_ceiling
+),
+
+-- Every configuration but the index's own, each by its best repeat within the limit.
+others_ranked as (
+    select
+        c.task, c.model_id, c.gpu, c.row_id, c.wh_per_unit, c.joules_per_unit,
+        row_number() over (
+            partition by c.task, c.model_id, c.gpu
+            order by c.joules_per_unit, c.num_gpus, c.batch_limit, c.repeat, c.source_ordinal
+        ) as rank_among_others
+    from candidates as c
+    join best_configurations as b
+        on b.task = c.task and b.model_id = c.model_id and b.gpu = c.gpu and b.row_id != c.row_id
+),
+
+runner_up as (
+    select task, model_id, gpu, row_id, wh_per_unit, joules_per_unit
+    from others_ranked
+    where rank_among_others = 1
+),
+
+spread as (
+    select task, row_id, n_repeats, wh_per_unit_min, wh_per_unit_max
+    from configuration_points
+),
+
+uncertainty as (
+    select
+        b.snapshot_id, b.family, b.task, b.model_id, b.slug, b.gpu, b.row_id, b.repeat, b.unit_label,
+        s.n_repeats,
+        b.wh_per_unit,
+        s.wh_per_unit_min as wh_repeat_min,
+        s.wh_per_unit_max as wh_repeat_max,
+        r.row_id as runner_up_row_id,
+        r.wh_per_unit as runner_up_wh_per_unit,
+        r.wh_per_unit - b.wh_per_unit as margin_wh_per_unit,
+        (r.wh_per_unit - b.wh_per_unit) / b.wh_per_unit as margin_relative,
+        case
+            when r.row_id is null then 'only configuration within the limit'
+            when r.joules_per_unit = coalesce(b.joules_per_output_token, b.joules_per_output)
+                then 'tie on energy, decided by fewer GPUs, the smaller batch, then file order'
+            else 'lowest energy'
+        end as choice_basis
+    from best_configurations as b
+    left join spread as s on s.task = b.task and s.row_id = b.row_id
+    left join runner_up as r on r.task = b.task and r.model_id = b.model_id and r.gpu = b.gpu
+)
+
+select * from uncertainty;
