@@ -2,14 +2,9 @@
 -- snapshot has a configuration of it (or null), else an error naming it and the nearest names:
 -- select checked_index_name('model', 'Qwen/Qwen3-8') fails with "unknown model 'Qwen/Qwen3-8'; the
 -- nearest: Qwen/Qwen3-8B, ...".
--- grain: scalar macro
--- key: none
 create or replace macro checked_index_name(kind, name) as
     checked_name(kind, name, (
         select list(distinct case lower(kind) when 'task' then task when 'model' then model_id else gpu end)
-        from (
-            select task, model_id, gpu from configurations
-            union all
-            select task, model_id, gpu from diffusion_configurations_current
-        )
+        from unified_configurations
+        where in_index_snapshot
     ));

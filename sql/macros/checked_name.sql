@@ -2,8 +2,6 @@
 -- nearest names: checked_name('model', 'Qwen/Qwen3-8', ['Qwen/Qwen3-8B']) fails with
 -- "unknown model 'Qwen/Qwen3-8'; the nearest: Qwen/Qwen3-8B". The table macros check every
 -- identifier they are given with it, so that a misspelt one is an error, not an empty or all-new answer.
--- grain: scalar macro
--- key: none
 create or replace macro checked_name(kind, name, names) as
     case
         when name is null or list_contains(names, name::varchar) then name::varchar

@@ -2,8 +2,6 @@
 -- names that begin with the given text (a snapshot id's date) first, then names that contain it (a task's
 -- last word), then by edit distance to the whole name or to its last path segment (a model id as its
 -- slug), ignoring case.
--- grain: scalar macro
--- key: none
 create or replace macro closest_names(name, names) as (
     select string_agg(candidate, ', ' order by distance, candidate)
     from (

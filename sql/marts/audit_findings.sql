@@ -6,39 +6,12 @@ create or replace view audit_findings as
 
 with
 
-rules as (
-    select * from audit_rules
-),
-
--- A limit as text: six decimals, trailing zeros and point dropped (0.95, 20, 0). DuckDB and Spark print
--- a decimal alike, unlike printf's %g (Java's pads it: 0.00000); for limits of at most six decimals it
--- is what %g writes.
-limits as (
-    select
-        rules.*,
-        trim(trailing '.' from trim(trailing '0' from cast(cast(1 - tolerance as decimal(18, 6)) as varchar)))
-            as lower_text,
-        trim(trailing '.' from trim(trailing '0' from cast(cast(1 + tolerance as decimal(18, 6)) as varchar)))
-            as upper_text,
-        trim(trailing '.' from trim(trailing '0' from cast(cast(tolerance as decimal(18, 6)) as varchar)))
-            as tolerance_text,
-    from rules
-),
-
 token as (
     select * from configuration_history
 ),
 
 diffusion as (
     select * from diffusion_configuration_history
-),
-
-powered as (
-    select snapshot_id, 'token_configurations' as table_name, task, row_id, repeat, gpu, num_gpus, gpu_power_watts_total
-    from token
-    union all
-    select snapshot_id, 'diffusion_configurations', task, row_id, repeat, gpu, num_gpus, gpu_power_watts_total
-    from diffusion
 ),
 
 energy_identity as (
@@ -86,11 +59,11 @@ itl_tail as (
 power_fraction as (
     select
         p.snapshot_id,
-        p.table_name,
+        p.family || '_configurations' as table_name,
         'gpu_power_fraction' as rule,
         p.task || ':' || p.row_id || '#' || p.repeat as row_key,
         p.gpu_power_watts_total / (p.num_gpus * g.rated_board_power_w) as observed,
-    from powered as p
+    from unified_configurations as p
     join gpu_ratings as g on g.gpu = p.gpu
 ),
 
@@ -132,13 +105,9 @@ judged as (
             when 'at_least' then o.observed < r.tolerance
             else o.observed > r.tolerance
         end as is_breach,
-        case r.direction
-            when 'around_one' then r.lower_text || ' to ' || r.upper_text
-            when 'at_least' then 'at least ' || r.tolerance_text
-            else 'at most ' || r.tolerance_text
-        end as expected,
+        audit_expected(r.direction, r.tolerance) as expected,
     from observations as o
-    join limits as r on r.rule = o.rule
+    join audit_rules as r on r.rule = o.rule
 ),
 
 findings as (

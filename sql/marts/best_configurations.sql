@@ -3,13 +3,7 @@
 -- key: (task, model_id, gpu)
 create or replace view best_configurations as
 
-with
-
-current_best as (
-    select history.*
-    from best_configuration_history as history
-    -- on, not using: after a using join Spark puts snapshot_id first in history.*
-    join index_snapshot on index_snapshot.snapshot_id = history.snapshot_id
-)
-
-select * from current_best;
+select history.*
+from best_configuration_history as history
+-- on, not using: after a using join Spark puts snapshot_id first in history.*
+join index_snapshot on index_snapshot.snapshot_id = history.snapshot_id;

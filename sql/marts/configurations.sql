@@ -3,13 +3,7 @@
 -- key: (task, model_id, gpu, num_gpus, max_num_seqs, repeat)
 create or replace view configurations as
 
-with
-
-current_configurations as (
-    select history.*
-    from configuration_history as history
-    -- on, not using: after a using join Spark puts snapshot_id first in history.*
-    join index_snapshot on index_snapshot.snapshot_id = history.snapshot_id
-)
-
-select * from current_configurations;
+select history.*
+from configuration_history as history
+-- on, not using: after a using join Spark puts snapshot_id first in history.*
+join index_snapshot on index_snapshot.snapshot_id = history.snapshot_id;

@@ -3,13 +3,7 @@
 -- key: (task, row_id, repeat)
 create or replace view diffusion_configurations_current as
 
-with
-
-current_configurations as (
-    select history.*
-    from diffusion_configuration_history as history
-    -- on, not using: after a using join Spark puts snapshot_id first in history.*
-    join index_snapshot on index_snapshot.snapshot_id = history.snapshot_id
-)
-
-select * from current_configurations;
+select history.*
+from diffusion_configuration_history as history
+-- on, not using: after a using join Spark puts snapshot_id first in history.*
+join index_snapshot on index_snapshot.snapshot_id = history.snapshot_id;

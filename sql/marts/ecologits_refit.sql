@@ -17,23 +17,17 @@ coefficients as (
 
 candidates as (
     select
-        c.snapshot_id, c.task, c.gpu, t.latency_metric, t.latency_limit, c.model_id, c.num_gpus,
+        c.snapshot_id, c.task, c.gpu, c.latency_metric, t.latency_limit, c.model_id, c.num_gpus,
         m.activated_params_billions as active_params_b, m.total_params_billions as total_params_b,
-        wh_from_joules(c.joules_per_output_token) as wh_per_token,
+        wh_from_joules(c.joules_per_unit) as wh_per_token,
         row_number() over (
-            partition by c.snapshot_id, c.task, c.gpu, t.latency_metric, t.latency_limit, c.model_id
-            order by c.joules_per_output_token, c.num_gpus, c.repeat
+            partition by c.task, c.gpu, c.latency_metric, t.latency_limit, c.model_id order by c.preference
         ) as rank_within_model,
-    from configurations as c
+    from configuration_latencies as c
     join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id
-    join latency_tiers as t on t.family = 'token'
+    join latency_tiers as t on t.family = c.family and t.latency_metric = c.latency_metric
     cross join coefficients as k
-    where c.max_num_seqs = k.batch_size
-        and case t.latency_metric
-            when 'median_itl_ms' then c.median_itl_ms
-            when 'p90_itl_ms' then c.p90_itl_ms
-            when 'p99_itl_ms' then c.p99_itl_ms
-        end <= t.latency_limit
+    where c.in_index_snapshot and c.family = 'token' and c.batch_limit = k.batch_size and c.latency <= t.latency_limit
 ),
 
 points as (

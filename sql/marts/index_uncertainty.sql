@@ -3,41 +3,23 @@
 -- limit comes (the margin by which the index's choice was made).
 -- grain: one row per best_configurations row
 -- key: (task, model_id, gpu)
--- The runner-up is ranked as the index ranks: each other configuration by its lowest-energy repeat
--- within the limit (token: median ITL within the deadline; diffusion: batch latency within the
--- ceiling), ties to fewer GPUs, the smaller batch, the earlier repeat and entry. A runner-up as cheap
--- as the index row is a tie (margin 0, choice_basis says the tie rule decided); a model and GPU with
--- one configuration within the limit has no runner-up and no margin.
+-- The runner-up is ranked as the index ranks (unified_configurations' preference), among the other
+-- configurations within the limit. A runner-up as cheap as the index row is a tie (margin 0,
+-- choice_basis says the tie rule decided); a model and GPU with one configuration within the limit
+-- has no runner-up and no margin.
 create or replace view index_uncertainty as
 
 with
 
-candidates as (
-    select
-        snapshot_id, task, model_id, gpu, row_id, repeat, wh_per_million_output_tokens as wh_per_unit,
-        joules_per_output_token as joules_per_unit, num_gpus, max_num_seqs as batch_limit,
-        source_ordinal
-    from configurations
-    where under_itl_deadline
-    union all
-    select
-        snapshot_id, task, model_id, gpu, row_id, repeat, wh_per_output as wh_per_unit,
-        joules_per_output as joules_per_unit, num_gpus, batch_size as batch_limit, source_ordinal
-    from diffusion_configurations_current
-    where under_latency_ceiling
-),
-
--- Every configuration but the index's own, each by its best repeat within the limit.
+-- Every configuration within the limit but the index's own, each by its best repeat.
 others_ranked as (
     select
         c.task, c.model_id, c.gpu, c.row_id, c.wh_per_unit, c.joules_per_unit,
-        row_number() over (
-            partition by c.task, c.model_id, c.gpu
-            order by c.joules_per_unit, c.num_gpus, c.batch_limit, c.repeat, c.source_ordinal
-        ) as rank_among_others
-    from candidates as c
+        row_number() over (partition by c.task, c.model_id, c.gpu order by c.preference) as rank_among_others
+    from unified_configurations as c
     join best_configurations as b
         on b.task = c.task and b.model_id = c.model_id and b.gpu = c.gpu and b.row_id != c.row_id
+    where c.in_index_snapshot and c.is_within_latency_limit
 ),
 
 runner_up as (
