@@ -104,54 +104,51 @@ def _sql_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _parquet_files(paths: Paths) -> dict[tuple[str, str], str]:
-    """Every ingested Parquet file, (table, snapshot id) -> a signature that a re-ingest changes (the
-    file is replaced, so its inode and mtime change)."""
-    files = {}
-    for table in TABLES:
-        for snapshot_id, path in paths.parquet_files(table).items():
-            stat = path.stat()
-            files[(table, snapshot_id)] = f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
-        if not any(key[0] == table for key in files):
-            raise PipelineError(f"no snapshot has been ingested into table {table} yet; {NEXT_STEP}")
-    return files
+def _signature(path: Path) -> str:
+    """What a re-ingest changes: it replaces the file, so its inode and mtime change."""
+    stat = path.stat()
+    return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
 
 
 def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths, loaded: dict[tuple[str, str], str]) -> None:
     """Bring the data tables up to the Parquet files: all of them into new tables, or, in a copy of
     the published database (`loaded` says what it holds), only the snapshots added or re-ingested."""
-    files = _parquet_files(paths)
+    files = {(table, snapshot): _signature(path)
+             for table in TABLES for snapshot, path in paths.parquet_files(table).items()}
     for table in TABLES:
+        if not any(key[0] == table for key in files):
+            raise PipelineError(f"no snapshot has been ingested into table {table} yet; {NEXT_STEP}")
         if not loaded:
             connection.execute(
                 f"create table {table} as select * from read_parquet($files, union_by_name = true, hive_partitioning = false)",
                 {"files": [str(paths.parquet_path(table, s)) for (t, s) in files if t == table]},
             )
             continue
-        for key in sorted(loaded.keys() - files.keys()):
-            if key[0] == table:
+        for key in sorted(loaded.keys() | files.keys()):
+            if key[0] == table and loaded.get(key) != files.get(key):
                 connection.execute(f"delete from {table} where snapshot_id = $id", {"id": key[1]})
-        for key, signature in sorted(files.items()):
-            if key[0] == table and loaded.get(key) != signature:
-                connection.execute(f"delete from {table} where snapshot_id = $id", {"id": key[1]})
-                connection.execute(
-                    f"insert into {table} by name select * from read_parquet($file, hive_partitioning = false)",
-                    {"file": str(paths.parquet_path(table, key[1]))},
-                )
-    connection.execute("create or replace table build_inputs (table_name varchar, snapshot_id varchar,"
-                       " signature varchar, code varchar)")
+                if key in files:
+                    connection.execute(f"insert into {table} by name select * from read_parquet($file,"
+                                       " hive_partitioning = false)", {"file": str(paths.parquet_path(table, key[1]))})
     code = code_digest()
-    _insert_rows(connection, "build_inputs", ["table_name", "snapshot_id", "signature", "code"],
-                 [(table, snapshot, signature, code) for (table, snapshot), signature in sorted(files.items())])
+    _create_table(connection, "build_inputs", "table_name varchar, snapshot_id varchar, signature varchar, code varchar",
+                  [(*key, signature, code) for key, signature in sorted(files.items())])
+
+
+def _create_table(connection: duckdb.DuckDBPyConnection, table: str, columns: str, rows: list[tuple]) -> None:
+    """Create `table` with `columns` (DDL) and insert Python rows."""
+    connection.execute(f"create or replace table {table} ({columns})")
+    _insert_rows(connection, table, [column.split()[0] for column in columns.split(", ")], rows)
 
 
 def _insert_rows(connection: duckdb.DuckDBPyConnection, table: str, names: list[str], rows: list[tuple]) -> None:
     """Insert Python rows through one Arrow table: executemany inserts row by row (0.4 s for 500 rows here)."""
-    connection.register("rows_to_insert", pyarrow.Table.from_pylist([dict(zip(names, row)) for row in rows]))
-    try:
-        connection.execute(f"insert into {table} by name select * from rows_to_insert")
-    finally:
-        connection.unregister("rows_to_insert")
+    if rows:
+        connection.register("rows_to_insert", pyarrow.Table.from_pylist([dict(zip(names, row)) for row in rows]))
+        try:
+            connection.execute(f"insert into {table} by name select * from rows_to_insert")
+        finally:
+            connection.unregister("rows_to_insert")
 
 
 def _reusable_database(paths: Paths, staging: Path) -> dict[tuple[str, str], str]:
@@ -249,7 +246,7 @@ def load_latency_tiers(path: Path, metrics: dict[str, list[str]]) -> list[tuple[
     of its family's in `metrics` (the latency_metrics view)."""
     declared = decode_toml(path, LatencyTiers)
     rows, problems = [], []
-    groups = [("token", None, declared.token), *(("diffusion", task, limits) for task, limits in declared.diffusion.items())]
+    groups = [("token", None, declared.token), *(("diffusion", task, tiers) for task, tiers in declared.diffusion.items())]
     for family, task, limits in groups:
         for metric, values in limits.items():
             if metric not in metrics[family]:
@@ -266,7 +263,8 @@ def load_boundary_factors(path: Path = BOUNDARY_FACTORS) -> list[dict[str, objec
     each of its type, factors of at least 1 with low <= central <= high, and one central row per boundary."""
     rows = [msgspec.structs.asdict(factor) for factor in decode_toml(path, BoundaryFactors).factor]
     problems = [f"$.factor[{number}]: factors must satisfy 1 <= factor_low <= factor_central <= factor_high"
-                for number, row in enumerate(rows) if not row["factor_low"] <= row["factor_central"] <= row["factor_high"]]
+                for number, row in enumerate(rows)
+                if not row["factor_low"] <= row["factor_central"] <= row["factor_high"]]
     for boundary in ("server", "facility"):
         central = sum(row["boundary"] == boundary and row["central"] for row in rows)
         if central != 1:
@@ -283,7 +281,8 @@ REFERENCE_TABLES = ("build_parameters", "latency_tiers", "ecologits_coefficients
                     "latency_ceilings", "boundary_factors")
 # Each reference table's columns (besides build_parameters, made by build()).
 REFERENCE_COLUMNS = {
-    "latency_tiers": "family varchar not null, task varchar, latency_metric varchar not null, latency_limit double not null",
+    "latency_tiers": "family varchar not null, task varchar, latency_metric varchar not null,"
+    " latency_limit double not null",
     "ecologits_coefficients": "version varchar, source varchar, alpha double, beta double, gamma double,"
     " batch_size bigint, quantization_bits bigint, gpu_memory_gb double, memory_overhead double",
     "boundary_factors": "boundary varchar not null, factor_low double not null, factor_central double not null,"
@@ -300,9 +299,8 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
     """Facts declared in code that the views need: GPU ratings, latency ceilings and tiers, audit rules,
     boundary factors."""
     connection.execute(sql_object("latency_metrics").statement)
-    metrics: dict[str, list[str]] = {}
-    for family, metric in connection.execute("select family, latency_metric from latency_metrics order by metric_order").fetchall():
-        metrics.setdefault(family, []).append(metric)
+    metrics = dict(connection.execute("select family, list(latency_metric order by metric_order)"
+                                      " from latency_metrics group by family").fetchall())
     ceilings = load_source_card()["diffusion"]["default_batch_latency_ceiling_s"]
     rows = {
         "latency_tiers": load_latency_tiers(latency_tiers, metrics),
@@ -313,9 +311,7 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
         "latency_ceilings": sorted(ceilings.items()),
     }
     for table, columns in REFERENCE_COLUMNS.items():
-        connection.execute(f"create or replace table {table} ({columns})")
-        if rows[table]:
-            _insert_rows(connection, table, [column.split()[0] for column in columns.split(", ")], rows[table])
+        _create_table(connection, table, columns, rows[table])
 
 
 def _publish_reference_tables(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
@@ -335,9 +331,7 @@ def _publish_reference_tables(connection: duckdb.DuckDBPyConnection, paths: Path
         write_bytes_atomic(paths.reference_parquet_path(table), buffer.getvalue().to_pybytes())
 
 
-def create_views(
-    connection: duckdb.DuckDBPyConnection, store: Callable[[str], None] | None = None
-) -> list[str]:
+def create_views(connection: duckdb.DuckDBPyConnection, store: Callable[[str], None] | None = None) -> list[str]:
     """Create every view and macro in sql/ on `connection`, each after what it reads; a stored table
     is made by `store` when its turn comes (without one, as a view over its macro, for tests)."""
     order = views_in_dependency_order()
@@ -389,11 +383,9 @@ STORED_INPUT_TABLES = ("token_configurations", "diffusion_configurations")
 
 
 def _unit_inputs(paths: Paths, snapshot_ids: tuple[str, ...], context: str) -> bytes:
-    """A digest of what one stored unit was computed from: its snapshots' files (a re-ingest replaces
-    a file, so its inode and mtime change), the build parameters and the SQL."""
-    signatures = [f"{table}/{snapshot_id}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
-                  for snapshot_id in snapshot_ids for table in STORED_INPUT_TABLES
-                  for stat in [paths.parquet_path(table, snapshot_id).stat()]]
+    """A digest of what one stored unit was computed from: its snapshots' files, the build parameters and the SQL."""
+    signatures = [f"{table}/{snapshot_id}:{_signature(paths.parquet_path(table, snapshot_id))}"
+                  for snapshot_id in snapshot_ids for table in STORED_INPUT_TABLES]
     return data_sha256("\n".join([context, *signatures]).encode()).encode()
 
 
@@ -466,18 +458,15 @@ def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
     """Comment every table, view and column from the field dictionary and fill data_dictionary.
     A column with no dictionary entry fails the build: nothing reaches a reader undocumented."""
     # Created empty first, so that it lists itself.
-    connection.execute(
-        "create or replace table data_dictionary (object_name varchar, kind varchar, object_description varchar,"
-        " column_name varchar, position bigint, data_type varchar, unit varchar, description varchar, source varchar)"
-    )
+    columns = ("object_name varchar, kind varchar, object_description varchar, column_name varchar, position bigint,"
+               " data_type varchar, unit varchar, description varchar, source varchar")
+    _create_table(connection, "data_dictionary", columns, [])
     objects = dict(connection.execute(
         "select table_name, 'table' from duckdb_tables() where schema_name = 'main' and not internal"
         " union all select view_name, 'view' from duckdb_views() where schema_name = 'main' and not internal"
     ).fetchall())
-    descriptions = {
-        name: view_description(name) if kind == "view" else dictionary.table_description(name)
-        for name, kind in objects.items()
-    }
+    descriptions = {name: view_description(name) if kind == "view" else dictionary.table_description(name)
+                    for name, kind in objects.items()}
     rows, statements, missing = [], [], []
     for name, column, position, data_type in connection.execute(
         "select table_name, column_name, column_index, data_type from duckdb_columns()"
@@ -493,13 +482,10 @@ def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
                      entry.description, _column_source(name, column)))
     if missing:
         raise PipelineError("columns missing from the field dictionary (schemas/dictionary.toml)", missing)
-    statements += [
-        f"comment on {objects[name]} {name} is {_sql_literal(description)};" for name, description in descriptions.items()
-    ]
+    statements += [f"comment on {objects[name]} {name} is {_sql_literal(text)};" for name, text in descriptions.items()]
     # One transaction: committed one by one, the 600-odd comments took twice as long.
     connection.execute("\n".join(["begin;", *statements, "commit;"]))
-    _insert_rows(connection, "data_dictionary", ["object_name", "kind", "object_description", "column_name", "position",
-                                                 "data_type", "unit", "description", "source"], rows)
+    _insert_rows(connection, "data_dictionary", [column.split()[0] for column in columns.split(", ")], rows)
 
 
 def build(
@@ -512,21 +498,19 @@ def build(
         raise PipelineError(f"ITL deadline must be a positive number of milliseconds, got {itl_deadline_ms}")
     paths.build_root.mkdir(parents=True, exist_ok=True)
     staging = paths.build_root / f".{paths.database.name}.{os.getpid()}.tmp"
-    for leftover in (staging, Path(f"{staging}.wal")):
+    leftovers = (staging, Path(f"{staging}.wal"))
+    for leftover in leftovers:
         leftover.unlink(missing_ok=True)
     notices: list[str] = []
     try:
         loaded = {} if full else _reusable_database(paths, staging)
-        connection = connect(
-            str(staging), config={"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}"}
-        )
+        connection = connect(str(staging), config={"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}"})
         try:
             _load_tables(connection, paths, loaded)
             snapshot_ids = [row[0] for row in connection.execute("select snapshot_id from snapshots order by 1").fetchall()]
             if snapshot_id is not None and snapshot_id not in snapshot_ids:
-                raise PipelineError(
-                    f"snapshot {snapshot_id} is not in the Parquet tables; ingested: {', '.join(snapshot_ids)}"
-                )
+                raise PipelineError(f"snapshot {snapshot_id} is not in the Parquet tables; "
+                                    f"ingested: {', '.join(snapshot_ids)}")
             connection.execute(
                 "create or replace table build_parameters as"
                 " select $snapshot_id::varchar as snapshot_id, $deadline::double as itl_deadline_ms,"
@@ -542,6 +526,6 @@ def build(
             connection.close()
         os.replace(staging, paths.database)
     finally:
-        staging.unlink(missing_ok=True)
-        Path(f"{staging}.wal").unlink(missing_ok=True)
+        for leftover in leftovers:
+            leftover.unlink(missing_ok=True)
     return BuildResult(paths.database, list(view_files()), appended=bool(loaded), notices=tuple(notices))

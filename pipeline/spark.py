@@ -15,7 +15,9 @@ from pathlib import Path
 import sqlglot
 from sqlglot import exp
 
-from pipeline.build import REFERENCE_TABLES, STORED, SqlObject, sql_object, sql_path, view_description, views_in_dependency_order
+from pipeline.build import (
+    REFERENCE_TABLES, STORED, SqlObject, sql_object, sql_path, view_description, views_in_dependency_order,
+)
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.paths import Paths

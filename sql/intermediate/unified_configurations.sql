@@ -2,10 +2,9 @@
 -- shape: each family's columns (the other family's null), then what every answer compares them by:
 -- the figure per unit (wh_per_unit per unit_label, joules_per_unit), the batch limit (max_num_seqs or
 -- batch size), throughput, whether the configuration is within its latency limit (token: median ITL
--- within the deadline; diffusion: batch latency within the ceiling), and its preference: its rank
--- among the configurations of its snapshot, task, model and GPU by the index's tie-break, lowest
--- energy, then fewer GPUs, the smaller batch, the earlier repeat and entry; is_best marks the most
--- preferred within the latency limit (the index row).
+-- within the deadline; diffusion: batch latency within the ceiling), and its preference: the index's
+-- tie-break as one key to order by, lowest energy, then fewer GPUs, the smaller batch, the earlier
+-- repeat and entry. Every view that picks a best row (the index, tiers, runner-up, refit) orders by it.
 -- grain: one row per snapshot × task file entry
 -- key: (snapshot_id, task, row_id, repeat)
 create or replace view unified_configurations as
@@ -41,22 +40,12 @@ both_families as (
         unit, joules_per_output, wh_per_output, outputs_per_second, batch_latency_s, under_latency_ceiling,
         joules_per_output, batch_size, outputs_per_second, under_latency_ceiling
     from diffusion_configuration_history
-),
-
-preferred as (
-    select
-        both_families.*,
-        snapshot_id in (select snapshot_id from index_snapshot) as in_index_snapshot,
-        row_number() over (
-            partition by snapshot_id, task, model_id, gpu
-            order by joules_per_unit, num_gpus, batch_limit, repeat, source_ordinal
-        ) as preference
-    from both_families
 )
 
 select
-    preferred.*,
-    is_within_latency_limit and preference = min(case when is_within_latency_limit then preference end) over (
-        partition by snapshot_id, task, model_id, gpu
-    ) as is_best
-from preferred;
+    both_families.*,
+    snapshot_id in (select snapshot_id from index_snapshot) as in_index_snapshot,
+    {
+        'energy': joules_per_unit, 'gpus': num_gpus, 'batch': batch_limit, 'repeat': repeat, 'entry': source_ordinal
+    } as preference
+from both_families;

@@ -11,50 +11,24 @@ pairs as (
     select checked_snapshot_id(older_id) as older_snapshot_id, checked_snapshot_id(newer_id) as newer_snapshot_id
 ),
 
-tolerance as (
-    select change_relative_tolerance from build_parameters
-),
-
-best as (
-    select snapshot_id, task, model_id, slug, gpu, row_id, repeat, unit_label, wh_per_unit
-    from best_configuration_history
-    where snapshot_id in (select older_snapshot_id from pairs union all select newer_snapshot_id from pairs)
-),
-
-older_best as (
-    select p.*, b.* exclude (snapshot_id)
+sides as (
+    select p.*, b.snapshot_id, b.task, b.model_id, b.slug, b.gpu, b.row_id, b.repeat, b.unit_label, b.wh_per_unit
     from pairs as p
-    join best as b on b.snapshot_id = p.older_snapshot_id
-),
-
-newer_best as (
-    select p.*, b.* exclude (snapshot_id)
-    from pairs as p
-    join best as b on b.snapshot_id = p.newer_snapshot_id
+    join best_configuration_history as b on b.snapshot_id in (p.older_snapshot_id, p.newer_snapshot_id)
 ),
 
 compared as (
     select
         coalesce(o.older_snapshot_id, n.older_snapshot_id) as older_snapshot_id,
         coalesce(o.newer_snapshot_id, n.newer_snapshot_id) as newer_snapshot_id,
-        coalesce(o.task, n.task) as task,
-        coalesce(o.model_id, n.model_id) as model_id,
-        coalesce(o.slug, n.slug) as slug,
-        coalesce(o.gpu, n.gpu) as gpu,
-        o.row_id as old_row_id,
-        n.row_id as new_row_id,
-        o.repeat as old_repeat,
-        n.repeat as new_repeat,
+        coalesce(o.task, n.task) as task, coalesce(o.model_id, n.model_id) as model_id,
+        coalesce(o.slug, n.slug) as slug, coalesce(o.gpu, n.gpu) as gpu,
+        o.row_id as old_row_id, n.row_id as new_row_id, o.repeat as old_repeat, n.repeat as new_repeat,
         coalesce(o.unit_label, n.unit_label) as unit_label,
-        o.wh_per_unit as old_wh_per_unit,
-        n.wh_per_unit as new_wh_per_unit,
-    from older_best as o
-    full join newer_best as n
-        on n.older_snapshot_id = o.older_snapshot_id
-        and n.newer_snapshot_id = o.newer_snapshot_id
-        and n.task = o.task
-        and n.model_id = o.model_id
-        and n.gpu = o.gpu
+        o.wh_per_unit as old_wh_per_unit, n.wh_per_unit as new_wh_per_unit
+    from (select * from sides where snapshot_id = older_snapshot_id) as o
+    full join (select * from sides where snapshot_id = newer_snapshot_id) as n
+        on n.task = o.task and n.model_id = o.model_id and n.gpu = o.gpu
 ),
 
 judged as (
@@ -65,12 +39,12 @@ judged as (
             when new_row_id is null then 'removed'
             when old_row_id != new_row_id or old_repeat != new_repeat then 'best configuration changed'
             when abs(new_wh_per_unit - old_wh_per_unit)
-                > tolerance.change_relative_tolerance * greatest(old_wh_per_unit, new_wh_per_unit)
+                > b.change_relative_tolerance * greatest(old_wh_per_unit, new_wh_per_unit)
                 then 'figure changed'
         end as change,
-        new_wh_per_unit / old_wh_per_unit - 1 as relative_change,
+        new_wh_per_unit / old_wh_per_unit - 1 as relative_change
     from compared
-    cross join tolerance
+    cross join build_parameters as b
 )
 
 select * from judged where change is not null;

@@ -6,18 +6,12 @@
 -- key: (boundary)
 create or replace view boundary_factor_ranges as
 
-with
-
-ranges as (
-    select
-        boundary,
-        min(factor_low) as factor_low,
-        max(case when central then factor_central end) as factor_central,
-        max(factor_high) as factor_high,
-        count(*) as source_count,
-        max(case when central then source end) as central_source
-    from boundary_factors
-    group by boundary
-)
-
-select * from ranges;
+select
+    boundary,
+    min(factor_low) as factor_low,
+    max(case when central then factor_central end) as factor_central,
+    max(factor_high) as factor_high,
+    count(*) as source_count,
+    max(case when central then source end) as central_source
+from boundary_factors
+group by boundary;

@@ -11,10 +11,6 @@ create or replace view ecologits_refit as
 
 with
 
-coefficients as (
-    select * from ecologits_coefficients
-),
-
 candidates as (
     select
         c.snapshot_id, c.task, c.gpu, c.latency_metric, t.latency_limit, c.model_id, c.num_gpus,
@@ -26,7 +22,7 @@ candidates as (
     from configuration_latencies as c
     join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id
     join latency_tiers as t on t.family = c.family and t.latency_metric = c.latency_metric
-    cross join coefficients as k
+    cross join ecologits_coefficients as k
     where c.in_index_snapshot and c.family = 'token' and c.batch_limit = k.batch_size and c.latency <= t.latency_limit
 ),
 
@@ -37,7 +33,7 @@ points as (
             * pow(2, ceil(log2(ceil(k.memory_overhead * p.total_params_b * k.quantization_bits / 8 / k.gpu_memory_gb))))
             as ecologits_wh_per_token,
     from candidates as p
-    cross join coefficients as k
+    cross join ecologits_coefficients as k
     where p.rank_within_model = 1
 ),
 
@@ -75,24 +71,20 @@ fitted as (
         mean_y - mean_x * sxy / nullif(sxx, 0) as wh_per_token_intercept,
         case when sxx = 0 then null when syy = 0 then 1 else sxy * sxy / (sxx * syy) end as r_squared,
     from moments
-),
-
-judged as (
-    select
-        f.snapshot_id, f.task, f.gpu, f.latency_metric, f.latency_limit, f.models,
-        f.wh_per_token_per_billion_active, f.wh_per_token_intercept, f.r_squared,
-        min(p.wh_per_token - (f.wh_per_token_intercept + f.wh_per_token_per_billion_active * p.active_params_b))
-            as min_residual_wh_per_token,
-        max(p.wh_per_token - (f.wh_per_token_intercept + f.wh_per_token_per_billion_active * p.active_params_b))
-            as max_residual_wh_per_token,
-        median(p.ecologits_wh_per_token / p.wh_per_token) as ecologits_over_measured_median,
-        min(p.ecologits_wh_per_token / p.wh_per_token) as ecologits_over_measured_min,
-        max(p.ecologits_wh_per_token / p.wh_per_token) as ecologits_over_measured_max,
-        any_value(k.batch_size) as concurrency,
-    from fitted as f
-    join points as p using (snapshot_id, task, gpu, latency_metric, latency_limit)
-    cross join coefficients as k
-    group by all
 )
 
-select * from judged;
+select
+    f.snapshot_id, f.task, f.gpu, f.latency_metric, f.latency_limit, f.models,
+    f.wh_per_token_per_billion_active, f.wh_per_token_intercept, f.r_squared,
+    min(p.wh_per_token - (f.wh_per_token_intercept + f.wh_per_token_per_billion_active * p.active_params_b))
+        as min_residual_wh_per_token,
+    max(p.wh_per_token - (f.wh_per_token_intercept + f.wh_per_token_per_billion_active * p.active_params_b))
+        as max_residual_wh_per_token,
+    median(p.ecologits_wh_per_token / p.wh_per_token) as ecologits_over_measured_median,
+    min(p.ecologits_wh_per_token / p.wh_per_token) as ecologits_over_measured_min,
+    max(p.ecologits_wh_per_token / p.wh_per_token) as ecologits_over_measured_max,
+    any_value(k.batch_size) as concurrency,
+from fitted as f
+join points as p using (snapshot_id, task, gpu, latency_metric, latency_limit)
+cross join ecologits_coefficients as k
+group by all;

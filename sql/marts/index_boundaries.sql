@@ -9,14 +9,6 @@ create or replace view index_boundaries as
 
 with
 
-server_factor as (
-    select factor_low, factor_central, factor_high from boundary_factor_ranges where boundary = 'server'
-),
-
-facility_factor as (
-    select factor_low, factor_central, factor_high from boundary_factor_ranges where boundary = 'facility'
-),
-
 server_figures as (
     select
         b.task, b.model_id, b.gpu, b.row_id, b.unit_label, b.wh_per_unit,
@@ -24,25 +16,19 @@ server_figures as (
         b.wh_per_unit * s.factor_central as server_central,
         b.wh_per_unit * s.factor_high as server_high
     from best_configurations as b
-    cross join server_factor as s
-),
-
-bounded as (
-    select
-        task, model_id, gpu, row_id, 'gpu_only' as boundary, 1 as boundary_position, unit_label, wh_per_unit,
-        wh_per_unit as wh_per_unit_low, wh_per_unit as wh_per_unit_central, wh_per_unit as wh_per_unit_high
-    from server_figures
-    union all
-    select
-        task, model_id, gpu, row_id, 'server', 2, unit_label, wh_per_unit,
-        server_low, server_central, server_high
-    from server_figures
-    union all
-    select
-        g.task, g.model_id, g.gpu, g.row_id, 'facility', 3, g.unit_label, g.wh_per_unit,
-        g.server_low * f.factor_low, g.server_central * f.factor_central, g.server_high * f.factor_high
-    from server_figures as g
-    cross join facility_factor as f
+    join boundary_factor_ranges as s on s.boundary = 'server'
 )
 
-select * from bounded;
+select
+    task, model_id, gpu, row_id, 'gpu_only' as boundary, 1 as boundary_position, unit_label, wh_per_unit,
+    wh_per_unit as wh_per_unit_low, wh_per_unit as wh_per_unit_central, wh_per_unit as wh_per_unit_high
+from server_figures
+union all
+select task, model_id, gpu, row_id, 'server', 2, unit_label, wh_per_unit, server_low, server_central, server_high
+from server_figures
+union all
+select
+    g.task, g.model_id, g.gpu, g.row_id, 'facility', 3, g.unit_label, g.wh_per_unit,
+    g.server_low * f.factor_low, g.server_central * f.factor_central, g.server_high * f.factor_high
+from server_figures as g
+join boundary_factor_ranges as f on f.boundary = 'facility';

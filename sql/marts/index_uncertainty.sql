@@ -23,36 +23,21 @@ others_ranked as (
 ),
 
 runner_up as (
-    select task, model_id, gpu, row_id, wh_per_unit, joules_per_unit
-    from others_ranked
-    where rank_among_others = 1
-),
-
-spread as (
-    select task, row_id, n_repeats, wh_per_unit_min, wh_per_unit_max
-    from configuration_points
-),
-
-uncertainty as (
-    select
-        b.snapshot_id, b.family, b.task, b.model_id, b.slug, b.gpu, b.row_id, b.repeat, b.unit_label,
-        s.n_repeats,
-        b.wh_per_unit,
-        s.wh_per_unit_min as wh_repeat_min,
-        s.wh_per_unit_max as wh_repeat_max,
-        r.row_id as runner_up_row_id,
-        r.wh_per_unit as runner_up_wh_per_unit,
-        r.wh_per_unit - b.wh_per_unit as margin_wh_per_unit,
-        (r.wh_per_unit - b.wh_per_unit) / b.wh_per_unit as margin_relative,
-        case
-            when r.row_id is null then 'only configuration within the limit'
-            when r.joules_per_unit = coalesce(b.joules_per_output_token, b.joules_per_output)
-                then 'tie on energy, decided by fewer GPUs, the smaller batch, then file order'
-            else 'lowest energy'
-        end as choice_basis
-    from best_configurations as b
-    left join spread as s on s.task = b.task and s.row_id = b.row_id
-    left join runner_up as r on r.task = b.task and r.model_id = b.model_id and r.gpu = b.gpu
+    select * from others_ranked where rank_among_others = 1
 )
 
-select * from uncertainty;
+select
+    b.snapshot_id, b.family, b.task, b.model_id, b.slug, b.gpu, b.row_id, b.repeat, b.unit_label, s.n_repeats,
+    b.wh_per_unit, s.wh_per_unit_min as wh_repeat_min, s.wh_per_unit_max as wh_repeat_max,
+    r.row_id as runner_up_row_id, r.wh_per_unit as runner_up_wh_per_unit,
+    r.wh_per_unit - b.wh_per_unit as margin_wh_per_unit,
+    (r.wh_per_unit - b.wh_per_unit) / b.wh_per_unit as margin_relative,
+    case
+        when r.row_id is null then 'only configuration within the limit'
+        when r.joules_per_unit = coalesce(b.joules_per_output_token, b.joules_per_output)
+            then 'tie on energy, decided by fewer GPUs, the smaller batch, then file order'
+        else 'lowest energy'
+    end as choice_basis
+from best_configurations as b
+left join configuration_points as s on s.task = b.task and s.row_id = b.row_id
+left join runner_up as r on r.task = b.task and r.model_id = b.model_id and r.gpu = b.gpu;
