@@ -22,8 +22,9 @@ candidates as (
     from configuration_latencies as c
     join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id
     join latency_tiers as t on t.family = c.family and t.latency_metric = c.latency_metric
-    cross join ecologits_coefficients as k
-    where c.in_index_snapshot and c.family = 'token' and c.batch_limit = k.batch_size and c.latency <= t.latency_limit
+    -- a scalar subquery, not a cross join: DuckDB 1.5 fails on the latter ("expression type mismatch").
+    where c.in_index_snapshot and c.family = 'token' and c.latency <= t.latency_limit
+        and c.batch_limit = (select batch_size from ecologits_coefficients)
 ),
 
 points as (
