@@ -45,7 +45,7 @@ def parse_parameter(text: str) -> tuple[str, Any]:
     return name, value
 
 
-# An unknown identifier as the table macros report it (sql/checked_name.sql).
+# An unknown identifier as the table macros report it (sql/macros/checked_name.sql).
 IDENTIFIER_ERROR = re.compile(r"^Invalid Input Error: (?=unknown (snapshot|task|model|GPU) ')")
 
 
