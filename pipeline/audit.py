@@ -1,6 +1,6 @@
 """The audit summary printed after a refresh or a history, read from the audit_findings view: per rule,
-what its number measures (with unit and bound) and the findings; after a history, every snapshot."""
-
+what its number measures (with unit and bound, as the audit_expected macro writes it) and the findings;
+after a history, every snapshot."""
 
 from pipeline.database import connect
 from pipeline.errors import command_name, out_option
@@ -14,7 +14,7 @@ def audit_summary(paths: Paths, every_snapshot: bool = False) -> str:
         snapshot_id = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
         rows = connection.execute(
             """
-            select r.rule, r.severity, r.measure, r.direction, r.tolerance, count(f.rule) as findings,
+            select r.rule, r.severity, r.measure, audit_expected(r.direction, r.tolerance), count(f.rule) as findings,
                    list(f.row_key || ' = ' || printf('%.3g', f.observed) order by f.row_key)
                        filter (where f.rule is not null)[1:$examples] as examples
             from audit_rules as r
@@ -31,11 +31,10 @@ def audit_summary(paths: Paths, every_snapshot: bool = False) -> str:
             group by s.snapshot_id, s.position order by s.position
             """
         ).fetchall() if every_snapshot else []
-    total = sum(row[5] for row in rows)
+    total = sum(row[4] for row in rows)
     lines = [f"audit: {snapshot_id}: {total} finding(s); none blocks the build"]
-    for rule, severity, measure, direction, tolerance, findings, examples in rows:
-        bound = {"around_one": f"1 ± {tolerance:g}", "at_least": f"≥ {tolerance:g}"}.get(direction, f"≤ {tolerance:g}")
-        lines.append(f"  {severity:<5} {findings:>5}  {rule}, expected {bound}")
+    for rule, severity, measure, expected, findings, examples in rows:
+        lines.append(f"  {severity:<5} {findings:>5}  {rule}, expected {expected}")
         lines.append(f"               {measure}")
         lines.extend(f"               e.g. {example}" for example in examples or [])
     if per_snapshot:

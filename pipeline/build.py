@@ -1,22 +1,26 @@
 """Build: load the Parquet tables into a DuckDB database with the views in sql/, published by rename."""
 
 import functools
-import hashlib
 import os
 import shutil
 import re
-import tomllib
+from graphlib import CycleError, TopologicalSorter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal, TypeVar
 
 import duckdb
+import msgspec
 import pyarrow
 import pyarrow.parquet as pq
+import sqlglot
+from sqlglot import exp
 
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import atomic_path, write_bytes_atomic
+from pipeline.fingerprint import data_sha256, files_sha256
 from pipeline.progress import progress
 from pipeline.paths import (
     AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest, hive_key,
@@ -33,7 +37,10 @@ CHANGE_RELATIVE_TOLERANCE = 1e-9
 # engine writes its own storage format by default, which older clients (the DuckDB CLI, Metabase's
 # and Node's drivers) refuse; this asks it for the format that release reads.
 OLDEST_SUPPORTED_DUCKDB = "1.1.0"
-INPUTS_HEADER = re.compile(r"^-- inputs:(.*)$", re.MULTILINE)
+# A sql/ file's statement: view or macro, its name, a macro's parameters, "table" for a table macro, the body.
+SQL_OBJECT = re.compile(
+    r"^create or replace (?P<kind>view|macro)\s+(?P<name>\w+)\s*(?:\((?P<parameters>.*?)\)\s*)?as\s+"
+    r"(?P<table>table\s+)?(?P<body>.*?);?\s*\Z", re.DOTALL | re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -46,88 +53,102 @@ class BuildResult:
 
 @functools.cache
 def view_files() -> dict[str, Path]:
-    return {path.stem: path for path in sorted(SQL_DIR.glob("*.sql"))}
+    """Every view and macro of sql/ and its subfolders (the layers), by name."""
+    return {path.stem: path for path in sorted(SQL_DIR.rglob("*.sql"))}
 
 
-def views_in_dependency_order(files: dict[str, Path]) -> list[str]:
-    """Order the sql/ files and the stored tables (STORED) so each comes after what its '-- inputs:'
-    header names (a stored table after its macro and snapshot_history)."""
-    inputs = {name: {STORED[name][0], "snapshot_history"} for name in STORED}
-    for name, path in files.items():
-        header = INPUTS_HEADER.search(path.read_text(encoding="utf-8"))
-        if header is None:
-            raise PipelineError(f"{path}: no '-- inputs:' header line naming the tables and views it reads")
-        inputs[name] = {item.strip() for item in header.group(1).split(",") if item.strip()}
-    ordered: list[str] = []
-    visiting: set[str] = set()
+def sql_path(name: str) -> str:
+    return view_files()[name].relative_to(SQL_DIR.parent).as_posix()
 
-    def visit(name: str) -> None:
-        if name in ordered:
-            return
-        if name in visiting:
-            raise PipelineError(f"sql/{name}.sql: views depend on each other in a cycle")
-        visiting.add(name)
-        for dependency in sorted(inputs[name] & inputs.keys()):
-            visit(dependency)
-        ordered.append(name)
 
-    for name in sorted(inputs):
-        visit(name)
-    return ordered
+@dataclass(frozen=True)
+class SqlObject:
+    kind: str  # "view", "macro" (scalar) or "table macro"
+    parameters: tuple[str, ...]
+    body: exp.Expression  # the view's query or the macro's expression, parsed by sqlglot
+    statement: str  # the file's CREATE statement
+
+
+@functools.cache
+def sql_object(name: str) -> SqlObject:
+    """A sql/ file's one CREATE statement, parsed: what it defines and the query or expression it runs."""
+    text = view_files()[name].read_text(encoding="utf-8")
+    match = SQL_OBJECT.search(text)
+    if match is None or match["name"] != name:
+        raise PipelineError(f"{sql_path(name)}: not one 'create or replace view|macro {name} ... as' statement")
+    try:
+        body = sqlglot.parse_one(match["body"], read="duckdb")
+    except sqlglot.errors.ParseError as error:
+        raise PipelineError(f"{sql_path(name)}: {str(error).splitlines()[0]}") from None
+    kind = "view" if match["kind"] == "view" else "table macro" if match["table"] else "macro"
+    parameters = tuple(part.split(":=")[0].strip() for part in (match["parameters"] or "").split(",") if part.strip())
+    return SqlObject(kind, parameters, body, text[match.start():])
+
+
+def views_in_dependency_order() -> list[str]:
+    """The sql/ objects and the stored tables (STORED), each after the tables, views and macros its SQL
+    reads (a stored table after its macro and snapshot_history): sqlglot finds them in the parsed SQL."""
+    known = view_files().keys() | STORED.keys()
+    graph = {table: {macro, "snapshot_history"} for table, (macro, _) in STORED.items()}
+    for name in view_files():
+        body = sql_object(name).body
+        local = {cte.alias for cte in body.find_all(exp.CTE)}
+        graph[name] = {node.name for node in body.find_all(exp.Table, exp.Anonymous)} & known - local - {name}
+    try:
+        return list(TopologicalSorter(graph).static_order())
+    except CycleError as error:
+        raise PipelineError(f"sql/: views depend on each other in a cycle: {' -> '.join(error.args[1])}") from None
 
 
 def _sql_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _parquet_files(paths: Paths) -> dict[tuple[str, str], str]:
-    """Every ingested Parquet file, (table, snapshot id) -> a signature that a re-ingest changes (the
-    file is replaced, so its inode and mtime change)."""
-    files = {}
-    for table in TABLES:
-        for snapshot_id, path in paths.parquet_files(table).items():
-            stat = path.stat()
-            files[(table, snapshot_id)] = f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
-        if not any(key[0] == table for key in files):
-            raise PipelineError(f"no snapshot has been ingested into table {table} yet; {NEXT_STEP}")
-    return files
+def _signature(path: Path) -> str:
+    """What a re-ingest changes: it replaces the file, so its inode and mtime change."""
+    stat = path.stat()
+    return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
 
 
 def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths, loaded: dict[tuple[str, str], str]) -> None:
     """Bring the data tables up to the Parquet files: all of them into new tables, or, in a copy of
     the published database (`loaded` says what it holds), only the snapshots added or re-ingested."""
-    files = _parquet_files(paths)
+    files = {(table, snapshot): _signature(path)
+             for table in TABLES for snapshot, path in paths.parquet_files(table).items()}
     for table in TABLES:
+        if not any(key[0] == table for key in files):
+            raise PipelineError(f"no snapshot has been ingested into table {table} yet; {NEXT_STEP}")
         if not loaded:
             connection.execute(
                 f"create table {table} as select * from read_parquet($files, union_by_name = true, hive_partitioning = false)",
                 {"files": [str(paths.parquet_path(table, s)) for (t, s) in files if t == table]},
             )
             continue
-        for key in sorted(loaded.keys() - files.keys()):
-            if key[0] == table:
+        for key in sorted(loaded.keys() | files.keys()):
+            if key[0] == table and loaded.get(key) != files.get(key):
                 connection.execute(f"delete from {table} where snapshot_id = $id", {"id": key[1]})
-        for key, signature in sorted(files.items()):
-            if key[0] == table and loaded.get(key) != signature:
-                connection.execute(f"delete from {table} where snapshot_id = $id", {"id": key[1]})
-                connection.execute(
-                    f"insert into {table} by name select * from read_parquet($file, hive_partitioning = false)",
-                    {"file": str(paths.parquet_path(table, key[1]))},
-                )
-    connection.execute("create or replace table build_inputs (table_name varchar, snapshot_id varchar,"
-                       " signature varchar, code varchar)")
+                if key in files:
+                    connection.execute(f"insert into {table} by name select * from read_parquet($file,"
+                                       " hive_partitioning = false)", {"file": str(paths.parquet_path(table, key[1]))})
     code = code_digest()
-    _insert_rows(connection, "build_inputs", ["table_name", "snapshot_id", "signature", "code"],
-                 [(table, snapshot, signature, code) for (table, snapshot), signature in sorted(files.items())])
+    _create_table(connection, "build_inputs", "table_name varchar, snapshot_id varchar, signature varchar, code varchar",
+                  [(*key, signature, code) for key, signature in sorted(files.items())])
+
+
+def _create_table(connection: duckdb.DuckDBPyConnection, table: str, columns: str, rows: list[tuple]) -> None:
+    """Create `table` with `columns` (DDL) and insert Python rows."""
+    connection.execute(f"create or replace table {table} ({columns})")
+    _insert_rows(connection, table, [column.split()[0] for column in columns.split(", ")], rows)
 
 
 def _insert_rows(connection: duckdb.DuckDBPyConnection, table: str, names: list[str], rows: list[tuple]) -> None:
     """Insert Python rows through one Arrow table: executemany inserts row by row (0.4 s for 500 rows here)."""
-    connection.register("rows_to_insert", pyarrow.Table.from_pylist([dict(zip(names, row)) for row in rows]))
-    try:
-        connection.execute(f"insert into {table} by name select * from rows_to_insert")
-    finally:
-        connection.unregister("rows_to_insert")
+    if rows:
+        connection.register("rows_to_insert", pyarrow.Table.from_pylist([dict(zip(names, row)) for row in rows]))
+        try:
+            connection.execute(f"insert into {table} by name select * from rows_to_insert")
+        finally:
+            connection.unregister("rows_to_insert")
 
 
 def _reusable_database(paths: Paths, staging: Path) -> dict[tuple[str, str], str]:
@@ -150,111 +171,104 @@ def _reusable_database(paths: Paths, staging: Path) -> dict[tuple[str, str], str
     return {(table, snapshot): signature for table, snapshot, signature, _ in rows}
 
 
-def load_audit_rules() -> list[dict[str, object]]:
-    with AUDIT_RULES.open("rb") as handle:
-        declared = tomllib.load(handle)
-    expected = {"table", "severity", "tolerance", "why", "direction", "measure"}
-    rules = []
-    for rule, fields in declared.items():
-        if (set(fields) != expected or fields["severity"] not in ("info", "warn")
-                or fields["direction"] not in ("around_one", "at_least", "at_most")
-                or round(float(fields["tolerance"]), 6) != float(fields["tolerance"])):
-            raise PipelineError(
-                f"{AUDIT_RULES}: rule {rule} must have exactly {sorted(expected)}, severity info or warn, "
-                "direction around_one, at_least or at_most, and a tolerance of at most six decimals "
-                "(audit_findings writes it with six)"
-            )
-        rules.append({"rule": rule, "table_name": fields["table"], "severity": fields["severity"],
-                      "tolerance": float(fields["tolerance"]), "direction": fields["direction"],
-                      "measure": fields["measure"], "why": fields["why"]})
-    return rules
+Positive = Annotated[float, msgspec.Meta(gt=0)]
+Factor = Annotated[float, msgspec.Meta(ge=1)]
+Text = Annotated[str, msgspec.Meta(pattern=r"\S")]
 
 
-def load_latency_tiers(path: Path) -> list[tuple[str, str | None, str, float]]:
-    """(family, task, latency metric, limit) rows from a latency_tiers.toml layout, checked."""
+class AuditRule(msgspec.Struct, forbid_unknown_fields=True):
+    table: str
+    severity: Literal["info", "warn"]
+    tolerance: float
+    why: str
+    direction: Literal["around_one", "at_least", "at_most"]
+    measure: str
+
+
+class LatencyTiers(msgspec.Struct, forbid_unknown_fields=True):
+    token: dict[str, Annotated[list[Positive], msgspec.Meta(min_length=1)]] = {}
+    diffusion: dict[str, dict[str, Annotated[list[Positive], msgspec.Meta(min_length=1)]]] = {}
+
+
+class BoundaryFactor(msgspec.Struct, forbid_unknown_fields=True):
+    """A [[factor]] of boundary_factors.toml, its fields in the boundary_factors table's column order."""
+    boundary: Literal["server", "facility"]
+    factor_low: Factor
+    factor_central: Factor
+    factor_high: Factor
+    central: bool
+    covers: Text
+    derivation: Text
+    source: Text
+    url: Annotated[str, msgspec.Meta(pattern=r"^https://")]
+    year: int
+    quoted_figure: Text
+
+
+class BoundaryFactors(msgspec.Struct, forbid_unknown_fields=True):
+    factor: Annotated[list[BoundaryFactor], msgspec.Meta(min_length=1)]
+
+
+class EcologitsCoefficients(msgspec.Struct, forbid_unknown_fields=True):
+    version: str
+    source: str
+    alpha: float
+    beta: float
+    gamma: float
+    batch_size: int
+    quantization_bits: int
+    gpu_memory_gb: float
+    memory_overhead: float
+
+
+T = TypeVar("T")
+
+
+def decode_toml(path: Path, kind: type[T]) -> T:
+    """A TOML file as `kind`; a file that is not is an error naming it and the path inside it."""
     try:
-        with path.open("rb") as handle:
-            declared = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise PipelineError(f"{path}: cannot read latency tiers: {error}") from None
-    metrics = {"token": ("median_itl_ms", "p90_itl_ms", "p99_itl_ms"), "diffusion": ("batch_latency_s",)}
+        return msgspec.toml.decode(path.read_bytes(), type=kind)
+    except (OSError, msgspec.DecodeError) as error:
+        raise PipelineError(f"{path}: {error}") from None
+
+
+def load_audit_rules() -> list[tuple]:
+    """The audit_rules table's rows: rule, table_name, severity, tolerance, direction, measure, why."""
+    rules = decode_toml(AUDIT_RULES, dict[str, AuditRule])
+    for rule, fields in rules.items():
+        if round(fields.tolerance, 6) != fields.tolerance:
+            raise PipelineError(f"{AUDIT_RULES}: $.{rule}.tolerance: at most six decimals (audit_findings writes six)")
+    return [(rule, f.table, f.severity, f.tolerance, f.direction, f.measure, f.why) for rule, f in rules.items()]
+
+
+def load_latency_tiers(path: Path, metrics: dict[str, list[str]]) -> list[tuple[str, str | None, str, float]]:
+    """(family, task, latency metric, limit) rows from a latency_tiers.toml layout, each metric one
+    of its family's in `metrics` (the latency_metrics view)."""
+    declared = decode_toml(path, LatencyTiers)
     rows, problems = [], []
-    groups = [("token", None, declared.get("token", {}))]
-    groups += [("diffusion", task, limits) for task, limits in declared.get("diffusion", {}).items()]
+    groups = [("token", None, declared.token), *(("diffusion", task, tiers) for task, tiers in declared.diffusion.items())]
     for family, task, limits in groups:
         for metric, values in limits.items():
-            where = f"[{family}{'.' + task if task else ''}] {metric}"
             if metric not in metrics[family]:
+                where = f"$.{family}{'.' + task if task else ''}.{metric}"
                 problems.append(f"{where}: not a latency metric of {family} tasks ({', '.join(metrics[family])})")
-            elif not (isinstance(values, list) and values and all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values)):
-                problems.append(f"{where}: must be a list of positive numbers")
-            else:
-                rows += [(family, task, metric, float(value)) for value in sorted(set(values))]
-    if set(declared) - {"token", "diffusion"}:
-        problems.append(f"unknown sections {sorted(set(declared) - {'token', 'diffusion'})}; expected token, diffusion")
+            rows += [(family, task, metric, value) for value in sorted(set(values))]
     if problems:
         raise PipelineError(f"{path}: latency tiers are not valid", problems)
     return rows
 
 
-# boundary_factors.toml: each [[factor]]'s keys and their types, in the table's column order.
-BOUNDARY_FACTOR_KEYS = {
-    "boundary": str, "factor_low": float, "factor_central": float, "factor_high": float, "central": bool,
-    "covers": str, "derivation": str, "source": str, "url": str, "year": int, "quoted_figure": str,
-}
-BOUNDARIES = ("server", "facility")
-
-
-def _is_of_type(value: object, kind: type) -> bool:
-    """TOML's types as the table wants them: a whole number is a float too; a boolean is not a number."""
-    if isinstance(value, bool):
-        return kind is bool
-    if kind is float:
-        return isinstance(value, (int, float))
-    return isinstance(value, kind)
-
-
 def load_boundary_factors(path: Path = BOUNDARY_FACTORS) -> list[dict[str, object]]:
     """The [[factor]] rows of a boundary_factors.toml, checked strictly: every key present and no other,
     each of its type, factors of at least 1 with low <= central <= high, and one central row per boundary."""
-    try:
-        with path.open("rb") as handle:
-            declared = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise PipelineError(f"{path}: cannot read boundary factors: {error}") from None
-    problems = []
-    if set(declared) - {"factor"}:
-        problems.append(f"unknown top-level keys {sorted(set(declared) - {'factor'})}; expected [[factor]] tables")
-    factors = declared.get("factor", [])
-    if not isinstance(factors, list) or not factors:
-        problems.append("no [[factor]] tables")
-        factors = []
-    rows = []
-    for number, fields in enumerate(factors, start=1):
-        where = f"[[factor]] {number}"
-        missing, unknown = BOUNDARY_FACTOR_KEYS.keys() - fields.keys(), fields.keys() - BOUNDARY_FACTOR_KEYS.keys()
-        if missing or unknown:
-            problems.append(f"{where}: missing keys {sorted(missing)}, unknown keys {sorted(unknown)}")
-            continue
-        wrong = [key for key, kind in BOUNDARY_FACTOR_KEYS.items() if not _is_of_type(fields[key], kind)]
-        if wrong:
-            problems.append(f"{where}: wrong type for {wrong} (expected {[BOUNDARY_FACTOR_KEYS[k].__name__ for k in wrong]})")
-            continue
-        if fields["boundary"] not in BOUNDARIES:
-            problems.append(f"{where}: boundary {fields['boundary']!r} is not one of {', '.join(BOUNDARIES)}")
-        if not 1 <= fields["factor_low"] <= fields["factor_central"] <= fields["factor_high"]:
-            problems.append(f"{where}: factors must satisfy 1 <= factor_low <= factor_central <= factor_high")
-        empty = [key for key, kind in BOUNDARY_FACTOR_KEYS.items() if kind is str and not fields[key].strip()]
-        if empty:
-            problems.append(f"{where}: empty {empty}")
-        if not fields["url"].startswith("https://"):
-            problems.append(f"{where}: url must be an https:// address")
-        rows.append({key: float(fields[key]) if kind is float else fields[key] for key, kind in BOUNDARY_FACTOR_KEYS.items()})
-    for boundary in BOUNDARIES:
-        central = [row for row in rows if row["boundary"] == boundary and row["central"]]
-        if len(central) != 1:
-            problems.append(f"boundary {boundary}: needs exactly one row with central = true, has {len(central)}")
+    rows = [msgspec.structs.asdict(factor) for factor in decode_toml(path, BoundaryFactors).factor]
+    problems = [f"$.factor[{number}]: factors must satisfy 1 <= factor_low <= factor_central <= factor_high"
+                for number, row in enumerate(rows)
+                if not row["factor_low"] <= row["factor_central"] <= row["factor_high"]]
+    for boundary in ("server", "facility"):
+        central = sum(row["boundary"] == boundary and row["central"] for row in rows)
+        if central != 1:
+            problems.append(f"boundary {boundary}: needs exactly one row with central = true, has {central}")
     if problems:
         raise PipelineError(f"{path}: boundary factors are not valid", problems)
     return rows
@@ -265,45 +279,39 @@ def load_boundary_factors(path: Path = BOUNDARY_FACTORS) -> list[dict[str, objec
 # the Parquet alone (Spark: pipeline/spark.py).
 REFERENCE_TABLES = ("build_parameters", "latency_tiers", "ecologits_coefficients", "gpu_ratings", "audit_rules",
                     "latency_ceilings", "boundary_factors")
+# Each reference table's columns (besides build_parameters, made by build()).
+REFERENCE_COLUMNS = {
+    "latency_tiers": "family varchar not null, task varchar, latency_metric varchar not null,"
+    " latency_limit double not null",
+    "ecologits_coefficients": "version varchar, source varchar, alpha double, beta double, gamma double,"
+    " batch_size bigint, quantization_bits bigint, gpu_memory_gb double, memory_overhead double",
+    "boundary_factors": "boundary varchar not null, factor_low double not null, factor_central double not null,"
+    " factor_high double not null, central boolean not null, covers varchar not null, derivation varchar not null,"
+    " source varchar not null, url varchar not null, year integer not null, quoted_figure varchar not null",
+    "gpu_ratings": "gpu varchar primary key, rated_board_power_w double not null",
+    "audit_rules": "rule varchar primary key, table_name varchar not null, severity varchar not null,"
+    " tolerance double not null, direction varchar not null, measure varchar not null, why varchar not null",
+    "latency_ceilings": "task varchar primary key, batch_latency_ceiling_s double not null",
+}
 
 
 def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: Path = LATENCY_TIERS) -> None:
     """Facts declared in code that the views need: GPU ratings, latency ceilings and tiers, audit rules,
     boundary factors."""
-    connection.execute(
-        "create or replace table latency_tiers (family varchar not null, task varchar, latency_metric varchar not null,"
-        " latency_limit double not null)"
-    )
-    connection.executemany("insert into latency_tiers values (?, ?, ?, ?)", load_latency_tiers(latency_tiers))
-    with ECOLOGITS.open("rb") as handle:
-        ecologits = tomllib.load(handle)
-    connection.execute(
-        "create or replace table ecologits_coefficients as select $version::varchar as version, $source::varchar as source,"
-        " $alpha::double as alpha, $beta::double as beta, $gamma::double as gamma, $batch_size::bigint as batch_size,"
-        " $quantization_bits::bigint as quantization_bits, $gpu_memory_gb::double as gpu_memory_gb,"
-        " $memory_overhead::double as memory_overhead",
-        ecologits,
-    )
-    connection.execute(
-        "create or replace table boundary_factors (boundary varchar not null, factor_low double not null,"
-        " factor_central double not null, factor_high double not null, central boolean not null, covers varchar not null,"
-        " derivation varchar not null, source varchar not null, url varchar not null, year integer not null,"
-        " quoted_figure varchar not null)"
-    )
-    _insert_rows(connection, "boundary_factors", list(BOUNDARY_FACTOR_KEYS), [tuple(row.values()) for row in load_boundary_factors()])
-    connection.execute("create or replace table gpu_ratings (gpu varchar primary key, rated_board_power_w double not null)")
-    connection.executemany("insert into gpu_ratings values (?, ?)", sorted(RATED_BOARD_POWER_W.items()))
-    connection.execute(
-        "create or replace table audit_rules (rule varchar primary key, table_name varchar not null, severity varchar not null,"
-        " tolerance double not null, direction varchar not null, measure varchar not null, why varchar not null)"
-    )
-    connection.executemany(
-        "insert into audit_rules values ($rule, $table_name, $severity, $tolerance, $direction, $measure, $why)",
-        load_audit_rules()
-    )
+    connection.execute(sql_object("latency_metrics").statement)
+    metrics = dict(connection.execute("select family, list(latency_metric order by metric_order)"
+                                      " from latency_metrics group by family").fetchall())
     ceilings = load_source_card()["diffusion"]["default_batch_latency_ceiling_s"]
-    connection.execute("create or replace table latency_ceilings (task varchar primary key, batch_latency_ceiling_s double not null)")
-    connection.executemany("insert into latency_ceilings values (?, ?)", sorted(ceilings.items()))
+    rows = {
+        "latency_tiers": load_latency_tiers(latency_tiers, metrics),
+        "ecologits_coefficients": [tuple(msgspec.structs.astuple(decode_toml(ECOLOGITS, EcologitsCoefficients)))],
+        "boundary_factors": [tuple(row.values()) for row in load_boundary_factors()],
+        "gpu_ratings": sorted(RATED_BOARD_POWER_W.items()),
+        "audit_rules": load_audit_rules(),
+        "latency_ceilings": sorted(ceilings.items()),
+    }
+    for table, columns in REFERENCE_COLUMNS.items():
+        _create_table(connection, table, columns, rows[table])
 
 
 def _publish_reference_tables(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
@@ -323,13 +331,10 @@ def _publish_reference_tables(connection: duckdb.DuckDBPyConnection, paths: Path
         write_bytes_atomic(paths.reference_parquet_path(table), buffer.getvalue().to_pybytes())
 
 
-def create_views(
-    connection: duckdb.DuckDBPyConnection, store: Callable[[str], None] | None = None
-) -> list[str]:
+def create_views(connection: duckdb.DuckDBPyConnection, store: Callable[[str], None] | None = None) -> list[str]:
     """Create every view and macro in sql/ on `connection`, each after what it reads; a stored table
     is made by `store` when its turn comes (without one, as a view over its macro, for tests)."""
-    files = view_files()
-    order = views_in_dependency_order(files)
+    order = views_in_dependency_order()
     for name in order:
         if name in STORED:
             macro, kind = STORED[name]
@@ -339,30 +344,29 @@ def create_views(
                 connection.execute(f"create or replace view {name} as select * from {macro}(null)")
             continue
         try:
-            connection.execute(files[name].read_text(encoding="utf-8"))
+            connection.execute(sql_object(name).statement)
         except duckdb.Error as error:
-            raise PipelineError(f"sql/{name}.sql: {error}") from None
+            raise PipelineError(f"{sql_path(name)}: {error}") from None
     return [name for name in order if name not in STORED]
 
 
-def view_description(path: Path) -> str:
-    """A view's description from its sql/ header: what it holds, its grain and its key."""
-    text = path.read_text(encoding="utf-8")
-    header = text[: text.index("\ncreate ")] if "\ncreate " in text else text
+def view_description(name: str) -> str:
+    """A view's description from its sql/ header: what it holds (the first comment lines), its grain
+    and its key (a label's indented comment lines continue it)."""
+    header = view_files()[name].read_text(encoding="utf-8").split("\ncreate ")[0].splitlines()
     fields: dict[str, list[str]] = {"what": []}
     current = "what"
-    for line in header.splitlines():
-        body = line.removeprefix("--").strip()
-        label, _, rest = body.partition(":")
-        if label in ("grain", "key", "inputs"):
-            current, body = label, rest.strip()
-            fields[current] = []
-        elif current in ("inputs",) or not line.startswith("--"):
+    for line in header:
+        label, _, rest = line.removeprefix("--").strip().partition(":")
+        if label in ("grain", "key"):
+            current = label
+            fields[current] = [rest.strip()]
+        elif current == "what" or line.startswith("--  "):
+            fields[current].append(line.removeprefix("--").strip())
+        else:
             break
-        fields[current].append(body)
     what = " ".join(fields["what"]).split(":", 1)[1].strip()
-    grain, key = " ".join(fields.get("grain", [])), " ".join(fields.get("key", []))
-    return f"{what[0].upper()}{what[1:]} Grain: {grain}. Key: {key}."
+    return f"{what[0].upper()}{what[1:]} Grain: {' '.join(fields['grain'])}. Key: {' '.join(fields['key'])}."
 
 
 # Tables stored beside the ingested ones, one Parquet file per snapshot (or per consecutive pair,
@@ -379,14 +383,10 @@ STORED_INPUT_TABLES = ("token_configurations", "diffusion_configurations")
 
 
 def _unit_inputs(paths: Paths, snapshot_ids: tuple[str, ...], context: str) -> bytes:
-    """A digest of what one stored unit was computed from: its snapshots' files (a re-ingest replaces
-    a file, so its inode and mtime change), the build parameters and the SQL."""
-    digest = hashlib.sha256(context.encode())
-    for snapshot_id in snapshot_ids:
-        for table in STORED_INPUT_TABLES:
-            stat = paths.parquet_path(table, snapshot_id).stat()
-            digest.update(f"{table}/{snapshot_id}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}".encode())
-    return digest.hexdigest().encode()
+    """A digest of what one stored unit was computed from: its snapshots' files, the build parameters and the SQL."""
+    signatures = [f"{table}/{snapshot_id}:{_signature(paths.parquet_path(table, snapshot_id))}"
+                  for snapshot_id in snapshot_ids for table in STORED_INPUT_TABLES]
+    return data_sha256("\n".join([context, *signatures]).encode()).encode()
 
 
 def _stored_inputs(target: Path, notices: list[str]) -> bytes | None:
@@ -405,10 +405,8 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
     """Compute the stored rows of every unit (snapshot or consecutive pair) whose file is missing,
     stale or unreadable, drop those no longer wanted, and load them all as the table."""
     macro, kind = STORED[table]
-    code = hashlib.sha256(b"".join(path.read_bytes() for path in sorted(SQL_DIR.glob("*.sql"))))
-    code.update(SOURCE_CARD.read_bytes())
     parameters = connection.execute("select itl_deadline_ms, change_relative_tolerance from build_parameters").fetchone()
-    context = f"{code.hexdigest()}:{parameters!r}"
+    context = files_sha256([*view_files().values(), SOURCE_CARD], SQL_DIR.parent, repr(parameters))
     history = connection.execute(
         "select previous_snapshot_id, snapshot_id from snapshot_history order by position"
     ).fetchall()
@@ -447,9 +445,9 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
 def _column_source(table: str, column: str) -> str:
     """Where a column comes from: an upstream JSON key, the pipeline, or the view that computes it."""
     if table in STORED:
-        return f"sql/{STORED[table][0]}.sql"
+        return sql_path(STORED[table][0])
     if table not in TABLES:
-        return f"sql/{table}.sql" if table in view_files() else dictionary.table_source(table)
+        return sql_path(table) if table in view_files() else dictionary.table_source(table)
     json_path = json_paths(TABLES[table]).get(column)
     if json_path is None:
         return "pipeline (ingest)"
@@ -460,19 +458,15 @@ def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
     """Comment every table, view and column from the field dictionary and fill data_dictionary.
     A column with no dictionary entry fails the build: nothing reaches a reader undocumented."""
     # Created empty first, so that it lists itself.
-    connection.execute(
-        "create or replace table data_dictionary (object_name varchar, kind varchar, object_description varchar,"
-        " column_name varchar, position bigint, data_type varchar, unit varchar, description varchar, source varchar)"
-    )
+    columns = ("object_name varchar, kind varchar, object_description varchar, column_name varchar, position bigint,"
+               " data_type varchar, unit varchar, description varchar, source varchar")
+    _create_table(connection, "data_dictionary", columns, [])
     objects = dict(connection.execute(
         "select table_name, 'table' from duckdb_tables() where schema_name = 'main' and not internal"
         " union all select view_name, 'view' from duckdb_views() where schema_name = 'main' and not internal"
     ).fetchall())
-    files = view_files()
-    descriptions = {
-        name: view_description(files[name]) if kind == "view" else dictionary.table_description(name)
-        for name, kind in objects.items()
-    }
+    descriptions = {name: view_description(name) if kind == "view" else dictionary.table_description(name)
+                    for name, kind in objects.items()}
     rows, statements, missing = [], [], []
     for name, column, position, data_type in connection.execute(
         "select table_name, column_name, column_index, data_type from duckdb_columns()"
@@ -488,13 +482,10 @@ def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
                      entry.description, _column_source(name, column)))
     if missing:
         raise PipelineError("columns missing from the field dictionary (schemas/dictionary.toml)", missing)
-    statements += [
-        f"comment on {objects[name]} {name} is {_sql_literal(description)};" for name, description in descriptions.items()
-    ]
+    statements += [f"comment on {objects[name]} {name} is {_sql_literal(text)};" for name, text in descriptions.items()]
     # One transaction: committed one by one, the 600-odd comments took twice as long.
     connection.execute("\n".join(["begin;", *statements, "commit;"]))
-    _insert_rows(connection, "data_dictionary", ["object_name", "kind", "object_description", "column_name", "position",
-                                                 "data_type", "unit", "description", "source"], rows)
+    _insert_rows(connection, "data_dictionary", [column.split()[0] for column in columns.split(", ")], rows)
 
 
 def build(
@@ -507,21 +498,19 @@ def build(
         raise PipelineError(f"ITL deadline must be a positive number of milliseconds, got {itl_deadline_ms}")
     paths.build_root.mkdir(parents=True, exist_ok=True)
     staging = paths.build_root / f".{paths.database.name}.{os.getpid()}.tmp"
-    for leftover in (staging, Path(f"{staging}.wal")):
+    leftovers = (staging, Path(f"{staging}.wal"))
+    for leftover in leftovers:
         leftover.unlink(missing_ok=True)
     notices: list[str] = []
     try:
         loaded = {} if full else _reusable_database(paths, staging)
-        connection = connect(
-            str(staging), config={"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}"}
-        )
+        connection = connect(str(staging), config={"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}"})
         try:
             _load_tables(connection, paths, loaded)
             snapshot_ids = [row[0] for row in connection.execute("select snapshot_id from snapshots order by 1").fetchall()]
             if snapshot_id is not None and snapshot_id not in snapshot_ids:
-                raise PipelineError(
-                    f"snapshot {snapshot_id} is not in the Parquet tables; ingested: {', '.join(snapshot_ids)}"
-                )
+                raise PipelineError(f"snapshot {snapshot_id} is not in the Parquet tables; "
+                                    f"ingested: {', '.join(snapshot_ids)}")
             connection.execute(
                 "create or replace table build_parameters as"
                 " select $snapshot_id::varchar as snapshot_id, $deadline::double as itl_deadline_ms,"
@@ -537,6 +526,6 @@ def build(
             connection.close()
         os.replace(staging, paths.database)
     finally:
-        staging.unlink(missing_ok=True)
-        Path(f"{staging}.wal").unlink(missing_ok=True)
+        for leftover in leftovers:
+            leftover.unlink(missing_ok=True)
     return BuildResult(paths.database, list(view_files()), appended=bool(loaded), notices=tuple(notices))

@@ -27,7 +27,7 @@ from pipeline.paths import Paths
 from pipeline.settings import BOUNDARIES
 
 LOCKED_DOWN = ("enable_external_access", "autoload_known_extensions", "autoinstall_known_extensions")
-# An unknown identifier as the table macros report it (sql/checked_name.sql).
+# An unknown identifier as the table macros report it (sql/macros/checked_name.sql).
 IDENTIFIER_ERROR = re.compile(r"^Invalid Input Error: (?=unknown (snapshot|task|model|GPU) ')")
 COPY_OPTIONS = {"csv": "format csv, header false", "jsonl": "format json", "parquet": "format parquet"}
 

@@ -9,14 +9,15 @@ view over its Parquet folder with the columns, in the order, the DuckDB table ha
 the stored tables they fill are read from their Parquet instead.
 """
 
-import re
-from dataclasses import dataclass
+import dataclasses
 from pathlib import Path
 
 import sqlglot
 from sqlglot import exp
 
-from pipeline.build import REFERENCE_TABLES, STORED, view_description, view_files, views_in_dependency_order
+from pipeline.build import (
+    REFERENCE_TABLES, STORED, SqlObject, sql_object, sql_path, view_description, views_in_dependency_order,
+)
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.paths import Paths
@@ -31,17 +32,9 @@ SESSION_SETTINGS = (
 )
 # Every statement ends with this, and no statement holds it: split on it to run one at a time.
 STATEMENT_END = ";\n"
-MACRO = re.compile(r"create or replace macro\s+(\w+)\s*\((.*?)\)\s+as\s+(table\s+)?(.*?);?\s*$", re.DOTALL)
-VIEW = re.compile(r"create or replace view\s+\w+\s+as\b.*", re.DOTALL)
 
 
-@dataclass(frozen=True)
-class ScalarMacro:
-    parameters: tuple[str, ...]
-    body: exp.Expression
-
-
-def _inline_macros(expression: exp.Expression, macros: dict[str, ScalarMacro]) -> exp.Expression:
+def _inline_macros(expression: exp.Expression, macros: dict[str, SqlObject]) -> exp.Expression:
     """Replace every call of a scalar macro by its body, the parameters by the arguments (DuckDB's
     macros are the same substitution)."""
     atomic = (exp.Column, exp.Literal, exp.Func, exp.Case, exp.Paren, exp.Null, exp.Boolean)
@@ -65,32 +58,14 @@ def _inline_macros(expression: exp.Expression, macros: dict[str, ScalarMacro]) -
     return expression.transform(inline)
 
 
-def _scalar_macro(name: str, text: str, macros: dict[str, ScalarMacro]) -> ScalarMacro | None:
-    """The macro a sql/ file defines, None for a table macro."""
-    statement = text[text.index("create or replace macro"):]
-    match = MACRO.match(statement)
-    if match is None or match.group(1) != name:
-        raise PipelineError(f"sql/{name}.sql: not read as 'create or replace macro {name}(...) as ...'")
-    if match.group(3):
-        return None
-    parameters = tuple(part.strip() for part in match.group(2).split(",") if part.strip())
-    body = _inline_macros(sqlglot.parse_one(match.group(4), read="duckdb"), macros)
-    return ScalarMacro(parameters, body)
-
-
-def view_statement(name: str, text: str, macros: dict[str, ScalarMacro]) -> str:
+def view_statement(name: str, macros: dict[str, SqlObject]) -> str:
     """One sql/ view as a Spark CREATE OR REPLACE TEMPORARY VIEW statement."""
-    match = VIEW.search(text)
-    if match is None:
-        raise PipelineError(f"sql/{name}.sql: no 'create or replace view {name} as' statement")
     try:
-        tree = sqlglot.parse_one(match.group(0), read="duckdb")
-        tree = _inline_macros(tree, macros)
+        tree = _inline_macros(sqlglot.parse_one(sql_object(name).statement, read="duckdb"), macros)
         tree.set("properties", exp.Properties(expressions=[exp.TemporaryProperty()]))
-        sql = tree.sql(dialect="spark", pretty=True, comments=False, unsupported_level=sqlglot.ErrorLevel.RAISE)
+        return tree.sql(dialect="spark", pretty=True, comments=False, unsupported_level=sqlglot.ErrorLevel.RAISE)
     except sqlglot.errors.SqlglotError as error:
-        raise PipelineError(f"sql/{name}.sql: not translated to Spark SQL: {str(error).splitlines()[0]}") from None
-    return sql
+        raise PipelineError(f"{sql_path(name)}: not translated to Spark SQL: {str(error).splitlines()[0]}") from None
 
 
 def _quoted(identifier: str) -> str:
@@ -123,8 +98,6 @@ def spark_sql(paths: Paths, parquet_root: str | None = None) -> str:
     if not database.is_file():
         raise PipelineError(f"{database}: no published build to describe; {NEXT_STEP}")
     root = (parquet_root or str(Path(paths.out).resolve() / "parquet")).rstrip("/")
-    files = view_files()
-    texts = {name: path.read_text(encoding="utf-8") for name, path in files.items()}
     with connect(database, read_only=True) as connection:
         columns: dict[str, list[tuple[str, str]]] = {}
         for table, column, data_type in connection.execute(
@@ -148,17 +121,13 @@ def spark_sql(paths: Paths, parquet_root: str | None = None) -> str:
                                 f"{database} is older than the Spark SQL; rebuild it (energy-index build)")
         statements.append(f"-- {table}: {'the published Parquet' if present else 'no rows in this build'}\n"
                           + _table_statement(table, columns[table], f"{root}/{table}" if present else None))
-    macros: dict[str, ScalarMacro] = {}
-    for name in views_in_dependency_order(files):
-        if name in STORED:
-            continue
-        text = texts[name]
-        if "create or replace macro" in text:
-            macro = _scalar_macro(name, text, macros)
-            if macro is not None:
-                macros[name] = macro
-            continue
-        statements.append(f"-- {name}: {view_description(files[name])}\n" + view_statement(name, text, macros))
+    macros: dict[str, SqlObject] = {}
+    for name in views_in_dependency_order():
+        defined = sql_object(name) if name not in STORED else None
+        if defined is not None and defined.kind == "macro":
+            macros[name] = dataclasses.replace(defined, body=_inline_macros(defined.body, macros))
+        elif defined is not None and defined.kind == "view":
+            statements.append(f"-- {name}: {view_description(name)}\n" + view_statement(name, macros))
     for statement in statements:
         if STATEMENT_END in statement:
             raise PipelineError(f"a statement holds ';' at the end of a line, which ends a statement here: "

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 from test_views import connect, diffusion_measured, fetch, measured
 
-from pipeline.build import BOUNDARY_FACTOR_KEYS, load_boundary_factors
+from pipeline.build import REFERENCE_COLUMNS, load_boundary_factors
 from pipeline.cli import cli
 from pipeline.errors import PipelineError
 from pipeline.paths import BOUNDARY_FACTORS, Paths
@@ -107,14 +107,16 @@ def valid_rows() -> list[dict]:
 
 
 @pytest.mark.parametrize("damage, expected", [
-    (lambda rows: rows[0].pop("url"), r"\[\[factor\]\] 1: missing keys \['url'\], unknown keys \[\]"),
-    (lambda rows: rows[1].update(pue=1.5), r"\[\[factor\]\] 2: missing keys \[\], unknown keys \['pue'\]"),
-    (lambda rows: rows[0].update(factor_low="1.1"), r"\[\[factor\]\] 1: wrong type for \['factor_low'\]"),
-    (lambda rows: rows[0].update(year=True), r"\[\[factor\]\] 1: wrong type for \['year'\]"),
-    (lambda rows: rows[0].update(boundary="rack"), r"boundary 'rack' is not one of server, facility"),
-    (lambda rows: rows[1].update(factor_low=1.4), r"factor_low <= factor_central <= factor_high"),
+    (lambda rows: rows[0].pop("url"), r"missing required field `url` - at `\$\.factor\[0\]`"),
+    (lambda rows: rows[1].update(pue=1.5), r"unknown field `pue` - at `\$\.factor\[1\]`"),
+    (lambda rows: rows[0].update(factor_low="1.1"), r"Expected `float`, got `str` - at `\$\.factor\[0\]\.factor_low`"),
+    (lambda rows: rows[0].update(year=True), r"Expected `int`, got `bool` - at `\$\.factor\[0\]\.year`"),
+    (lambda rows: rows[0].update(boundary="rack"), r"Invalid enum value 'rack' - at `\$\.factor\[0\]\.boundary`"),
+    (lambda rows: rows[1].update(factor_low=1.4), r"\$\.factor\[1\]: factors must satisfy 1 <= factor_low <= factor_central"),
     (lambda rows: rows[1].update(central=False), r"boundary facility: needs exactly one row with central = true, has 0"),
-    (lambda rows: rows[0].update(url="example.org"), r"\[\[factor\]\] 1: url must be an https:// address"),
+    (lambda rows: rows[0].update(url="example.org"), r"Expected `str` matching regex '\^https://' - at `\$\.factor\[0\]\.url`"),
+    (lambda rows: rows[0].update(covers=" "), r"- at `\$\.factor\[0\]\.covers`"),
+    (lambda rows: rows[0].update(factor_low=0.9), r"Expected `float` >= 1.0 - at `\$\.factor\[0\]\.factor_low`"),
 ])
 def test_a_damaged_factor_file_is_refused_naming_the_file_and_the_key(tmp_path: Path, damage, expected) -> None:
     rows = valid_rows()
@@ -123,11 +125,13 @@ def test_a_damaged_factor_file_is_refused_naming_the_file_and_the_key(tmp_path: 
     path = write_factors(tmp_path / "factors.toml", rows)
     with pytest.raises(PipelineError) as refused:
         load_boundary_factors(path)
-    assert str(path) in str(refused.value) and re.search(expected, str(refused.value)), str(refused.value)
+    message = " ".join([str(refused.value), *refused.value.details])
+    assert str(path) in message and re.search(expected, message), message
 
 
 def test_the_factor_file_has_exactly_the_tables_columns() -> None:
-    assert list(load_boundary_factors(BOUNDARY_FACTORS)[0]) == list(BOUNDARY_FACTOR_KEYS)
+    columns = [column.split()[0] for column in REFERENCE_COLUMNS["boundary_factors"].split(", ")]
+    assert list(load_boundary_factors(BOUNDARY_FACTORS)[0]) == columns
 
 
 def test_on_the_newest_snapshot_every_index_row_has_three_boundaries_in_order(newest_build: Paths) -> None:

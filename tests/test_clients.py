@@ -101,7 +101,7 @@ def test_the_data_dictionary_covers_every_column_and_agrees_with_the_catalog(his
     by_column = {(row[0], row[1]): row for row in documented}
     assert by_column[("configurations", "median_itl_ms")][6] == "ms"
     assert by_column[("token_configurations", "median_itl_ms")][7] == "tasks/<task>.json configurations[].median_itl_ms"
-    assert by_column[("configurations", "wh_per_million_output_tokens")][7] == "sql/configurations.sql"
+    assert by_column[("configurations", "wh_per_million_output_tokens")][7] == "sql/marts/configurations.sql"
     assert "diffusion" in by_column[("best_configuration_history", "row_id")][4]
     # No entry of the dictionary describes a column that no longer exists.
     fields, overrides = dictionary.documented_names()

@@ -1,5 +1,0 @@
--- wh_from_joules: macro; joules as watt-hours (1 Wh = 3,600 J).
--- grain: scalar macro
--- key: none
--- inputs:
-create or replace macro wh_from_joules(joules) as joules / 3600;
