@@ -301,7 +301,7 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
         "insert into audit_rules values ($rule, $table_name, $severity, $tolerance, $direction, $measure, $why)",
         load_audit_rules()
     )
-    ceilings = load_source_card()["diffusion"]["default_batch_latency_ceiling_s"]
+    ceilings = load_source_card().diffusion.default_batch_latency_ceiling_s
     connection.execute("create or replace table latency_ceilings (task varchar primary key, batch_latency_ceiling_s double not null)")
     connection.executemany("insert into latency_ceilings values (?, ?)", sorted(ceilings.items()))
 

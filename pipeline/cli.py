@@ -690,7 +690,7 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
 def _add_build_options(parser: argparse.ArgumentParser) -> None:
     from pipeline.source_card import load_source_card
 
-    default_deadline = load_source_card()["token"]["default_itl_deadline_ms"]
+    default_deadline = load_source_card().token.default_itl_deadline_ms
     parser.add_argument(
         "--itl-deadline-ms", type=_positive_float, default=float(default_deadline), metavar="MS",
         help=f"median inter-token latency ceiling for the best configurations (default: {default_deadline},"

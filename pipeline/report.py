@@ -26,12 +26,10 @@ import duckdb
 
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline.export import (FAMILIES, TIER_FIELDS, TIER_WH_DECIMALS, configuration_formatter, diffusion_task_header,
-                             format_tier, task_header)
+from pipeline.export import FAMILIES, TIER_FIELDS, TaskPlan, energy_decimals, task_plans
 from pipeline.files import replace_directory
 from pipeline.paths import Paths
 from pipeline.progress import progress
-from pipeline.source_card import load_source_card
 
 # Vega's tableau10: ten colours a reader tells apart. A chart with more models than colours gives each
 # model a colour and a shape, the pair unique up to len(MODEL_COLOURS) * len(MODEL_SHAPES) = 70 models
@@ -75,6 +73,7 @@ class Task:
     unit: str | None
     header: dict[str, Any]
     data: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    plan: TaskPlan | None = None
 
     @property
     def unit_title(self) -> str:
@@ -100,7 +99,7 @@ class Task:
 
     def rounded(self, row: dict[str, Any]) -> dict[str, Any]:
         """A view row with its energy and latency columns rounded as the index files round them."""
-        energy = TIER_WH_DECIMALS[self.family]
+        energy = energy_decimals(self.plan.unit)
         digits = {"wh_per_unit": energy, "wh_per_unit_low": energy, "wh_per_unit_high": energy,
                   "wh_per_unit_min": energy, "wh_per_unit_max": energy, "unconstrained_wh_per_unit": energy,
                   "latency": LATENCY_DECIMALS[self.latency_metric], **LATENCY_DECIMALS}
@@ -665,14 +664,14 @@ def _index_table(task: Task, rows: list[dict[str, Any]], prefix: str = "", with_
     """The index rows as index.json holds them, ordered by the figure."""
     if not rows:
         return "<p>No configuration within the deadline.</p>"
-    formatted = configuration_formatter(FAMILIES[task.family].fields, task.unit)
+    formatted = task.plan.configuration
     energy_key = "wh_per_million_output_tokens" if task.family == "token" else f"wh_per_{task.unit}"
     latency_key = task.latency_metric
     batch_key = "max_num_seqs" if task.family == "token" else "batch_size"
     headers = (["model"] if with_model else []) + [
         "GPU", "configuration", "GPUs", task.batch_title, LATENCY_TITLES[latency_key], task.unit_title,
         "times measured", "runner-up within the deadline"]
-    energy_digits = TIER_WH_DECIMALS[task.family]
+    energy_digits = energy_decimals(task.plan.unit)
     table_rows = []
     for row in rows:
         figures = formatted(row)
@@ -701,7 +700,7 @@ def _tier_table(task: Task, rows: list[dict[str, Any]], prefix: str = "", with_m
                    key=lambda item: (task.latency_metrics.index(item[0]), item[1]))
     cells: dict[tuple[str, str, str], dict[tuple[str, float], dict[str, Any]]] = {}
     for row in rows:
-        figures = format_tier(row, task.family)
+        figures = task.plan.tier(row)
         cells.setdefault((row["model_id"].lower(), row["model_id"], row["gpu"]), {})[
             (row["latency_metric"], row["latency_limit"])] = {**figures, "slug": row["slug"]}
     unit = "ms" if task.family == "token" else "s"
@@ -804,21 +803,10 @@ def progress_over(items: list[Any], label: str, unit: str = "task") -> Any:
 
 
 def _tasks(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any]) -> list[Task]:
-    card = load_source_card()
-    deadline = connection.execute("select itl_deadline_ms from build_parameters").fetchone()[0]
-    rows = fetch_dicts(connection, """
-        select t.task, t.display_name, t.workload_label, s.family, s.configuration_count, s.over_latency_limit_count
-        from task_summaries as s join tasks as t on t.snapshot_id = s.snapshot_id and t.task = s.task
-        where s.snapshot_id = $snapshot_id order by t.task""", {"snapshot_id": snapshot["snapshot_id"]})
-    retrieved = snapshot["retrieved"]
-    tasks = []
-    for row in rows:
-        if row["family"] == "diffusion":
-            header, unit = diffusion_task_header(card, row, snapshot, retrieved, retrieved), card["diffusion"]["units"][row["task"]]
-        else:
-            header, unit = task_header(card, row, snapshot, deadline, retrieved, retrieved), None
-        tasks.append(Task(row["task"], row["display_name"] or row["task"], row["family"], unit, header))
-    return tasks
+    names = dict(connection.execute("select task, display_name from tasks where snapshot_id = $id",
+                                    {"id": snapshot["snapshot_id"]}).fetchall())
+    return [Task(plan.task, names[plan.task] or plan.task, plan.family, plan.unit if plan.family == "diffusion" else None,
+                 plan.header, plan=plan) for plan in task_plans(connection, snapshot, snapshot["retrieved"], snapshot["retrieved"])]
 
 
 def _check_slugs(tasks: list[Task]) -> dict[str, str]:
