@@ -1,7 +1,7 @@
 """Export: format the database's views as the energy index JSON files (a public contract).
 
-Views compute; this module only selects rows, rounds them as the field dictionary's [exports] says and
-lays them out in the seed's shape: OUT/index/<task>/models/<slug>.json per model, and
+Views compute; this module selects rows, rounds them as the field dictionary's [exports] says and lays
+them out in the seed's shape: OUT/index/<task>/models/<slug>.json per model, and
 OUT/index/<task>/index.json and tiers.json per task.
 """
 
@@ -32,15 +32,13 @@ from pipeline.source_card import SourceCard, load_source_card
 from schemas import dictionary
 
 # Within this range, and at zero, msgspec writes a float as json.dumps does (its repr); below it msgspec
-# writes 0.00001 where json.dumps writes 1e-05, from 1e16 on 1e16 for 1e+16. The upper bound leaves
-# room for a value rounding up.
+# writes 0.00001 for 1e-05, from 1e16 on 1e16 for 1e+16. The upper bound leaves room to round up.
 PLAIN_FLOAT_RANGE = (1e-4, 1e15)
 _encode = msgspec.json.Encoder().encode
 
 
 def as_json_dumps_writes(value: Any) -> Any:
-    """`value` with each float msgspec would write otherwise than json.dumps (outside PLAIN_FLOAT_RANGE)
-    as json.dumps's text."""
+    """`value` with each float outside PLAIN_FLOAT_RANGE as json.dumps's text of it."""
     if type(value) is dict:
         return {key: as_json_dumps_writes(item) for key, item in value.items()}
     if type(value) is list:
@@ -62,21 +60,14 @@ def _json_escape(error: UnicodeEncodeError) -> tuple[str, int]:
 codecs.register_error("json_ascii_escape", _json_escape)
 
 
-def ascii_escaped(data: bytes) -> bytes:
-    """UTF-8 JSON escaped as json.dumps escapes it (in JSON text anything beyond ASCII, and DEL, sits
-    inside strings)."""
-    if not data.isascii():
-        data = data.decode("utf-8").encode("ascii", errors="json_ascii_escape")
-    return data.replace(b"\x7f", b"\\u007f") if b"\x7f" in data else data
-
-
 def dump_json(document: Any, floats_vetted: bool = False) -> bytes:
     """json.dumps(document, indent=2) as ASCII bytes, byte for byte, at msgspec's speed. `floats_vetted`
-    says the caller knows every float to be zero or within PLAIN_FLOAT_RANGE, which spares a walk
-    through the document. A lone surrogate, which no JSON this project reads can hold, is refused."""
-    if not floats_vetted:
-        document = as_json_dumps_writes(document)
-    return ascii_escaped(msgspec.json.format(_encode(document), indent=2))
+    says every float is zero or within PLAIN_FLOAT_RANGE, which spares a walk through the document.
+    A lone surrogate, which no JSON this project reads can hold, is refused."""
+    data = msgspec.json.format(_encode(document if floats_vetted else as_json_dumps_writes(document)), indent=2)
+    if not data.isascii():  # beyond ASCII, and DEL below, sit inside strings
+        data = data.decode("utf-8").encode("ascii", errors="json_ascii_escape")
+    return data.replace(b"\x7f", b"\\u007f") if b"\x7f" in data else data
 
 
 def _export_fields(name: str) -> list[tuple[str, str, int | None]]:
@@ -87,7 +78,7 @@ def _export_fields(name: str) -> list[tuple[str, str, int | None]]:
 MODEL_FIELDS = _export_fields("model")
 TIER_FIELDS = _export_fields("tier")
 # Frames and frame rate describe videos only; image files leave them out.
-VIDEO_ONLY_KEYS = {"num_frames", "fps"}
+VIDEO_ONLY_KEYS = frozenset({"num_frames", "fps"})
 
 
 @dataclass(frozen=True)
@@ -100,32 +91,19 @@ class Family:
 
 
 FAMILIES = {
-    "token": Family(_export_fields("token_configuration"), "configurations", "c.gpu, c.num_gpus, c.max_num_seqs, c.repeat"),
-    "diffusion": Family(
-        _export_fields("diffusion_configuration"),
-        "diffusion_configurations_current",
-        "c.gpu, c.num_gpus, c.batch_size, c.width, c.height, c.num_frames, c.fps, c.inference_steps, "
-        "c.ulysses_degree, c.ring_degree, c.repeat, c.source_ordinal",
-    ),
+    "token": Family(_export_fields("token_configuration"), "configurations",
+                    "c.gpu, c.num_gpus, c.max_num_seqs, c.repeat"),
+    "diffusion": Family(_export_fields("diffusion_configuration"), "diffusion_configurations_current",
+                        "c.gpu, c.num_gpus, c.batch_size, c.width, c.height, c.num_frames, c.fps, c.inference_steps, "
+                        "c.ulysses_degree, c.ring_degree, c.repeat, c.source_ordinal"),
 }
 
 
-def energy_key(unit: str) -> str:
-    """The exported key of Wh per `unit` (a unit label of the views): wh_per_million_output_tokens, wh_per_image."""
-    return "wh_per_" + unit.replace(" ", "_")
-
-
 def energy_decimals(unit: str) -> int:
-    """The decimals the index files round Wh per `unit` to: its configuration field's in [exports]."""
+    """The decimals of Wh per `unit` (a unit label of the views) in the index files: its configuration
+    field's in [exports] (wh_per_million_output_tokens, wh_per_{unit})."""
     return next(digits for family in FAMILIES.values() for key, _, digits in family.fields
-                if key.format(unit=unit) == energy_key(unit))
-
-
-def _rounded(value: Any, digits: int | None) -> Any:
-    """Python's round(): 0 digits gives an integer, as the index files hold it."""
-    if digits is None or value is None:
-        return value
-    return round(value) if digits == 0 else round(value, digits)
+                if key.format(unit=unit) == "wh_per_" + unit.replace(" ", "_"))
 
 
 def _number(value: float) -> int | float:
@@ -134,29 +112,24 @@ def _number(value: float) -> int | float:
 
 @dataclass(frozen=True)
 class RowFormat:
-    """A view row to an exported row: keys in order, values rounded."""
+    """A view row to an exported row: keys in order, values rounded by Python's round() (0 decimals
+    gives an integer, as the index files hold it)."""
 
     plan: tuple[tuple[str, str, int | None], ...]
 
     @classmethod
-    def of(cls, fields: list[tuple[str, str, int | None]], unit: str, left_out: frozenset[str] = frozenset()) -> "RowFormat":
-        left_out |= VIDEO_ONLY_KEYS if unit == "image" else set()
-        return cls(tuple((key.format(unit=unit), column, digits) for key, column, digits in fields if key not in left_out))
+    def of(cls, fields: list[tuple[str, str, int | None]], unit: str, left_out: frozenset[str]) -> "RowFormat":
+        left_out |= VIDEO_ONLY_KEYS if unit == "image" else frozenset()
+        return cls(tuple((key.format(unit=unit), column, d) for key, column, d in fields if key not in left_out))
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
-        return {key: _rounded(row[column], digits) for key, column, digits in self.plan}
-
-
-@dataclass(frozen=True)
-class ExportResult:
-    directory: Path
-    task_count: int
-    model_file_count: int
+        return {key: row[column] if digits is None or row[column] is None else
+                round(row[column]) if digits == 0 else round(row[column], digits) for key, column, digits in self.plan}
 
 
 @dataclass(frozen=True)
 class TaskPlan:
-    """What every file of one task shares: its header, its family, its unit label and its row formats."""
+    """What every file of one task shares: its header, family, unit label and row formats."""
 
     task: str
     family: str
@@ -167,7 +140,6 @@ class TaskPlan:
     tier_format: RowFormat
 
     def tier(self, row: dict[str, Any]) -> dict[str, Any]:
-        """A row of tiers.json."""
         return {**self.tier_format(row), "latency_limit": _number(row["latency_limit"])}
 
     def model(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -177,77 +149,52 @@ class TaskPlan:
 def task_header(card: SourceCard, task: dict[str, Any], snapshot: dict[str, Any], as_of: str, retrieved: str
                 ) -> dict[str, Any]:
     """The keys every file of one task shares, up to and including 'boundary', in the seed's order."""
-    family, source, compiled = getattr(card, task["family"]), card.source, snapshot["last_updated"]
-    limit, default = _number(task["latency_limit"]), family.default_limit(task["task"])
-    over, tasks_date = task["over_latency_limit_count"], snapshot["tasks_last_commit_date"]
-    exceeding = card.index.exceeding[min(over, 2)].format(count=over)
-    evidence = source.compiled_evidence_unknown if tasks_date is None else (
-        source.compiled_evidence_same if tasks_date == compiled else source.compiled_evidence_differ)
+    family, limit, evidence = getattr(card, task["family"]), _number(task["latency_limit"]), card.compiled_evidence
+    default, over = family.default_limit(task["task"]), task["over_latency_limit_count"]
+    compiled, tasks_date = snapshot["last_updated"], snapshot["tasks_last_commit_date"]
+    context = {
+        **card.source, **task, "compiled": compiled, "retrieved": retrieved,
+        "compiled_evidence": (evidence.unknown if tasks_date is None else evidence.same if tasks_date == compiled
+                              else evidence.differ).format(compiled=compiled, tasks_last_commit_date=tasks_date),
+        "method": family.method.format(unit=task["unit_label"]), "used_for": family.used_for,
+        "selection": (family.selection if limit == default else family.selection_other_limit).format(
+            limit=limit, default_limit=default, exceeding=card.index.exceeding[min(over, 2)].format(count=over)),
+        "configurations": family.configurations.format(count=task["configuration_count"]),
+    }
     return {
-        "version": card.index.format_version,
-        "updated": as_of,
-        "data_version": as_of,
-        "unit": card.index.unit.format(unit=task["unit_label"]),
-        family.limit_key: limit,
-        "source": {
-            "name": source.name,
-            "publisher": source.publisher,
-            "url": source.url,
-            "data_url": source.data_url.format(task=task["task"]),
-            "version": source.version.format(released=source.released, compiled=compiled),
-            "released": source.released,
-            "compiled": compiled,
-            "compiled_evidence": evidence.format(compiled=compiled, tasks_last_commit_date=tasks_date),
-            "retrieved": retrieved,
-            "licence": source.licence,
-            "licence_evidence": list(source.licence_evidence),
-            "workload": source.workload.format(workload_label=task["workload_label"], task=task["task"]),
-            "method": family.method.format(unit=task["unit_label"]),
-            "selection": (family.selection if limit == default else family.selection_other_limit).format(
-                limit=limit, default_limit=default, exceeding=exceeding),
-            "cite": source.cite,
-            "cite_url": source.cite_url,
-            "used_for": family.used_for,
-            "configurations": family.configurations.format(count=task["configuration_count"]),
-        },
-        "caveat": card.index.caveat,
-        "boundary": card.index.boundary,
+        "version": card.index.format_version, "updated": as_of, "data_version": as_of,
+        "unit": card.index.unit.format(unit=task["unit_label"]), family.limit_key: limit,
+        "source": {key: text.format(**context) if isinstance(text, str) else text for key, text in card.source.items()},
+        "caveat": card.index.caveat, "boundary": card.index.boundary,
     }
 
 
 def index_snapshot(connection: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """The index snapshot's row of snapshots, dates as ISO text."""
-    row = fetch_dicts(connection, "select * from snapshots where snapshot_id = (select snapshot_id from index_snapshot)", {})
-    return {name: value.isoformat() if isinstance(value, datetime.date) else value for name, value in row[0].items()}
+    row = fetch_dicts(connection, "select s.* from snapshots as s join index_snapshot using (snapshot_id)", {})[0]
+    return {name: value.isoformat() if isinstance(value, datetime.date) else value for name, value in row.items()}
 
 
 def task_plans(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any], as_of: str, retrieved: str
                ) -> list[TaskPlan]:
-    """Each task of the index snapshot: its unit label, latency limit and metrics as the views hold them."""
-    card = load_source_card()
-    metrics = set(connection.execute("select latency_metric from latency_metrics").fetchall())
+    """Each task of the index snapshot, with its unit label, latency limit and metrics from the views."""
+    card, plans = load_source_card(), []
     tasks = fetch_dicts(connection, """
         select t.task, t.workload_label, s.family, s.configuration_count, s.over_latency_limit_count,
-               (select any_value(p.unit_label) from configuration_points as p where p.task = s.task) as unit_label,
-               if(s.family = 'token', b.itl_deadline_ms, c.batch_latency_ceiling_s) as latency_limit,
-               (select list(m.latency_metric) from latency_metrics as m where m.family = s.family) as latency_metrics
-        from task_summaries as s
-        join tasks as t on t.snapshot_id = s.snapshot_id and t.task = s.task
-        cross join build_parameters as b
+            (select any_value(p.unit_label) from configuration_points as p where p.task = s.task) as unit_label,
+            if(s.family = 'token', b.itl_deadline_ms, c.batch_latency_ceiling_s) as latency_limit,
+            (select list(m.latency_metric) from latency_metrics as m where m.family <> s.family) as other_metrics
+        from task_summaries as s join tasks as t using (snapshot_id, task) cross join build_parameters as b
         left join latency_ceilings as c on c.task = s.task
-        where s.snapshot_id = $snapshot_id
-        order by t.task
-        """, {"snapshot_id": snapshot["snapshot_id"]})
-    all_metrics = {metric for (metric,) in metrics}
-    plans = []
+        where s.snapshot_id = $snapshot_id order by t.task""", {"snapshot_id": snapshot["snapshot_id"]})
     for task in tasks:
-        unit, family = task["unit_label"], FAMILIES[task["family"]]
+        unit = task["unit_label"]
         tier_fields = [(key, column, energy_decimals(unit) if key == "wh_per_unit" else digits)
                        for key, column, digits in TIER_FIELDS]
-        other_metrics = frozenset(all_metrics - set(task["latency_metrics"]))
-        plans.append(TaskPlan(task["task"], task["family"], unit, task_header(card, task, snapshot, as_of, retrieved),
-                              task["configuration_count"], RowFormat.of(family.fields, unit),
-                              RowFormat.of(tier_fields, unit, other_metrics)))
+        plans.append(TaskPlan(
+            task["task"], task["family"], unit, task_header(card, task, snapshot, as_of, retrieved),
+            task["configuration_count"], RowFormat.of(FAMILIES[task["family"]].fields, unit, frozenset()),
+            RowFormat.of(tier_fields, unit, frozenset(task["other_metrics"]))))
     return plans
 
 
@@ -258,22 +205,14 @@ def _check_date(name: str, value: str) -> str:
 
 
 def _check_slugs_distinct(connection: duckdb.DuckDBPyConnection, snapshot_id: str) -> None:
-    clashes = fetch_dicts(connection, """
-        select task, slug, list(distinct model_id order by model_id) as model_ids
-        from (
-            select task, slug, model_id from configuration_history where snapshot_id = $snapshot_id
-            union all
-            select task, slug, model_id from diffusion_configuration_history where snapshot_id = $snapshot_id
-        )
-        group by task, slug
-        having count(distinct model_id) > 1
-        order by task, slug
-        """, {"snapshot_id": snapshot_id})
+    clashes = connection.execute("""
+        select task, slug, list(distinct model_id order by model_id) from (
+            select task, slug, model_id from configuration_history where snapshot_id = $id
+            union all select task, slug, model_id from diffusion_configuration_history where snapshot_id = $id)
+        group by task, slug having count(distinct model_id) > 1 order by task, slug""", {"id": snapshot_id}).fetchall()
     if clashes:
-        raise PipelineError(
-            "model ids that would share one exported file name (slug)",
-            [f"{c['task']}: slug {c['slug']} for {' and '.join(c['model_ids'])}" for c in clashes],
-        )
+        raise PipelineError("model ids that would share one exported file name (slug)",
+                            [f"{task}: slug {slug} for {' and '.join(ids)}" for task, slug, ids in clashes])
 
 
 _MODELS_JOIN = "join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id"
@@ -286,18 +225,19 @@ def _columns(family: Family) -> str:
 
 
 def _check_floats(connection: duckdb.DuckDBPyConnection, snapshot_id: str) -> bool:
-    """Refuse NaN and infinity (the index format has neither, and msgspec would write null); say
-    whether every exported float is zero or within PLAIN_FLOAT_RANGE (then rounded too)."""
-    tier_columns = ", ".join(sorted({f"c.{column}" for _, column, _ in TIER_FIELDS}))
-    relations = [(f"{family.configurations_view} as c {_MODELS_JOIN}", _columns(family)) for family in FAMILIES.values()]
-    problems, plain = [], True
-    for relation, columns in relations + [("tiered_best_configurations as c", tier_columns)]:
+    """Refuse NaN and infinity (the index format has neither; msgspec would write null); say whether
+    every exported float is zero or within PLAIN_FLOAT_RANGE (then rounded too)."""
+    relations = [(f"{family.configurations_view} as c {_MODELS_JOIN}", _columns(family))
+                 for family in FAMILIES.values()]
+    relations.append(("tiered_best_configurations as c", ", ".join(sorted({f"c.{c}" for _, c, _ in TIER_FIELDS}))))
+    problems, plain, (low, high) = [], True, PLAIN_FLOAT_RANGE
+    for relation, columns in relations:
         selected = connection.sql(f"select {columns} from {relation} limit 0")
         floats = [f'"{c}"' for c, dtype in zip(selected.columns, selected.dtypes) if str(dtype) == "DOUBLE"]
-        low, high = PLAIN_FLOAT_RANGE
+        unusual = " or ".join(f"{c} <> 0 and not (abs({c}) >= {low} and abs({c}) < {high})" for c in floats)
+        nonfinite = " or ".join(f"not isfinite({c})" for c in floats)
         unusual, nonfinite = connection.execute(f"""
-            select count(*) filter (where {' or '.join(f"{c} <> 0 and not (abs({c}) >= {low!r} and abs({c}) < {high!r})" for c in floats) or 'false'}),
-                   count(*) filter (where {' or '.join(f"not isfinite({c})" for c in floats) or 'false'})
+            select count(*) filter (where {unusual}), count(*) filter (where {nonfinite})
             from (select {columns} from {relation} where c.snapshot_id = $id)""", {"id": snapshot_id}).fetchone()
         plain = plain and not unusual
         if nonfinite:
@@ -312,11 +252,8 @@ def _rows(connection: duckdb.DuckDBPyConnection, family: Family, view: str, orde
     """A view's rows of one family with the model's fields, in file order, a batch at a time (at the
     1000x scale the rows as dictionaries would take gigabytes)."""
     return stream_dicts(connection, f"""
-        select c.task, c.slug, {_columns(family)}
-        from {view} as c {_MODELS_JOIN}
-        where c.snapshot_id = $snapshot_id and {where}
-        order by c.task, c.slug, {order_by}
-        """, parameters)
+        select c.task, c.slug, {_columns(family)} from {view} as c {_MODELS_JOIN}
+        where c.snapshot_id = $snapshot_id and {where} order by c.task, c.slug, {order_by}""", parameters)
 
 
 def _rows_by_task(rows: Iterator[dict[str, Any]], tasks: list[str]) -> Iterator[list[dict[str, Any]]]:
@@ -337,21 +274,16 @@ def _rows_by_task(rows: Iterator[dict[str, Any]], tasks: list[str]) -> Iterator[
 def write_model_files(database: str, snapshot_id: str, plans: list[TaskPlan], staging: str, floats_vetted: bool,
                       share: int = 0, shares: int = 1) -> int:
     """Write one share of the per-model files (the models whose slug hashes to `share`) into staging.
-
-    Runs in a worker process when the export is split; each opens the database read-only itself.
-    """
+    Runs in a worker process when the export is split; each opens the database read-only itself."""
     connection = connect(database, read_only=True)
     # A counter in the main process only (share 0): workers' output would interleave with it.
     counter = progress(None, "export: model files") if share == 0 else progress(0, "")
     try:
-        written = 0
-        by_task = {plan.task: plan for plan in plans}
+        written, by_task = 0, {plan.task: plan for plan in plans}
         for family_name, family in FAMILIES.items():
-            tasks = [plan.task for plan in plans if plan.family == family_name]
-            if not tasks:
-                continue
             where = "list_contains($tasks, c.task) and hash(c.slug) % $shares = $share"
-            parameters = {"snapshot_id": snapshot_id, "tasks": tasks, "share": share, "shares": shares}
+            parameters = {"snapshot_id": snapshot_id, "share": share, "shares": shares,
+                          "tasks": [plan.task for plan in plans if plan.family == family_name]}
             # The best rows first: the configurations stream, and a connection holds one result at a time.
             best: dict[tuple[str, str], list[dict[str, Any]]] = {}
             for row in _rows(connection, family, "best_configurations", "c.gpu", where, parameters):
@@ -359,13 +291,9 @@ def write_model_files(database: str, snapshot_id: str, plans: list[TaskPlan], st
             rows = _rows(connection, family, family.configurations_view, family.order_by, where, parameters)
             for (task, slug), group in itertools.groupby(rows, key=itemgetter("task", "slug")):
                 plan, group = by_task[task], list(group)
-                document = {
-                    **plan.header,
-                    **plan.model(group[0]),
-                    "gpus": sorted({row["gpu"] for row in group}),
-                    "configurations": [plan.configuration(row) for row in group],
-                    "best": {row["gpu"]: plan.configuration(row) for row in best.get((task, slug), [])},
-                }
+                document = {**plan.header, **plan.model(group[0]), "gpus": sorted({row["gpu"] for row in group}),
+                            "configurations": [plan.configuration(row) for row in group],
+                            "best": {row["gpu"]: plan.configuration(row) for row in best.get((task, slug), [])}}
                 Path(staging, task, "models", f"{slug}.json").write_bytes(dump_json(document, floats_vetted))
                 written += 1
                 counter.update(1)
@@ -391,11 +319,10 @@ def _write_task_files(connection: duckdb.DuckDBPyConnection, snapshot_id: str, p
         (staging / plan.task / name).write_bytes(dump_json({**plan.header, "rows": rows}, floats_vetted))
 
     for family_name, family in FAMILIES.items():
-        family_plans = [plan for plan in plans if plan.family == family_name]
-        tasks = [plan.task for plan in family_plans]
+        tasks = [plan for plan in plans if plan.family == family_name]
         best = _rows(connection, family, "best_configurations", "c.gpu", "list_contains($tasks, c.task)",
-                     {"snapshot_id": snapshot_id, "tasks": tasks})
-        for plan, rows in zip(family_plans, _rows_by_task(best, tasks)):
+                     {"snapshot_id": snapshot_id, "tasks": [plan.task for plan in tasks]})
+        for plan, rows in zip(tasks, _rows_by_task(best, [plan.task for plan in tasks])):
             write(plan, "index.json", [{**plan.model(row), **plan.configuration(row)} for row in rows])
     for group in [[plan] for plan in plans] if large else [plans]:
         tasks = [plan.task for plan in group]
@@ -404,6 +331,13 @@ def _write_task_files(connection: duckdb.DuckDBPyConnection, snapshot_id: str, p
             order by task, slug, gpu, latency_metric, latency_limit""", {"id": snapshot_id, "tasks": tasks})
         for plan, rows in zip(group, _rows_by_task(tiered, tasks)):
             write(plan, "tiers.json", [plan.tier(row) for row in rows])
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    directory: Path
+    task_count: int
+    model_file_count: int
 
 
 def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = None, processes: int | None = None
@@ -416,11 +350,10 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
     connection = connect(str(paths.database), read_only=True)
     try:
         snapshot = index_snapshot(connection)
-        snapshot_id = snapshot["snapshot_id"]
         as_of = _check_date("AS_OF", as_of or snapshot["retrieved"])
         retrieved = _check_date("RETRIEVED", retrieved or snapshot["retrieved"])
-        _check_slugs_distinct(connection, snapshot_id)
-        floats_vetted = _check_floats(connection, snapshot_id)
+        _check_slugs_distinct(connection, snapshot["snapshot_id"])
+        floats_vetted = _check_floats(connection, snapshot["snapshot_id"])
         plans = task_plans(connection, snapshot, as_of, retrieved)
         floats_vetted = floats_vetted and all(as_json_dumps_writes(plan.header) == plan.header for plan in plans)
         large = sum(plan.configuration_count for plan in plans) >= LARGE_INDEX_CONFIGURATIONS
@@ -429,15 +362,14 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
         for plan in plans:
             (staging / plan.task / "models").mkdir(parents=True)
         # Before the model files, not beside them: at 1000x the two at once took 3.5 GB.
-        _write_task_files(connection, snapshot_id, plans, staging, large, floats_vetted)
+        _write_task_files(connection, snapshot["snapshot_id"], plans, staging, large, floats_vetted)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     finally:
         connection.close()
-
     try:
-        arguments = (str(paths.database), snapshot_id, plans, str(staging), floats_vetted)
+        arguments = (str(paths.database), snapshot["snapshot_id"], plans, str(staging), floats_vetted)
         if shares == 1:
             model_file_count = write_model_files(*arguments)
         else:
@@ -445,8 +377,7 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
             # Spawned, not forked: a forked child would inherit DuckDB's threads mid-flight.
             with ProcessPoolExecutor(shares - 1, mp_context=multiprocessing.get_context("spawn")) as pool:
                 others = [pool.submit(write_model_files, *arguments, share, shares) for share in range(1, shares)]
-                model_file_count = write_model_files(*arguments, 0, shares)
-                model_file_count += sum(future.result() for future in others)
+                model_file_count = write_model_files(*arguments, 0, shares) + sum(f.result() for f in others)
         replace_directory(staging, paths.index_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -21,21 +21,10 @@ class Index(_Section):
     caveat: str
 
 
-class Source(_Section):
-    name: str
-    publisher: str
-    url: str
-    data_url: str
-    version: str
-    released: str
-    compiled_evidence_same: str
-    compiled_evidence_differ: str
-    compiled_evidence_unknown: str
-    licence: str
-    licence_evidence: list[str]
-    workload: str
-    cite: str
-    cite_url: str
+class CompiledEvidence(_Section):
+    same: str
+    differ: str
+    unknown: str
 
 
 class Family(_Section):
@@ -65,7 +54,8 @@ class Diffusion(Family, kw_only=True):
 
 class SourceCard(_Section):
     index: Index
-    source: Source
+    source: dict[str, str | list[str]]
+    compiled_evidence: CompiledEvidence
     token: Token
     diffusion: Diffusion
     workload_labels: dict[str, str]
