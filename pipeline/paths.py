@@ -126,6 +126,6 @@ def code_digest() -> str:
     digest = hashlib.sha256()
     for path in sorted(sources):
         digest.update(f"{path.relative_to(PROJECT_ROOT)}\0".encode() + path.read_bytes())
-    for library in ("duckdb", "pyarrow", "pandera", "pandas", "orjson", "msgspec"):
+    for library in ("duckdb", "pyarrow", "pandera", "pandas", "msgspec"):
         digest.update(f"\0{library}={version(library)}".encode())
     return digest.hexdigest()
