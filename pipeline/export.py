@@ -53,7 +53,7 @@ def as_json_dumps_writes(value: Any) -> Any:
 def _json_escape(error: UnicodeEncodeError) -> tuple[str, int]:
     """What ASCII cannot hold as json.dumps escapes it: \\uXXXX, a UTF-16 pair beyond the first plane."""
     units = error.object[error.start:error.end].encode("utf-16-be")
-    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2)), error.end
+    return "".join(f"\\u{units[i:i + 2].hex()}" for i in range(0, len(units), 2)), error.end
 
 
 # An encoding error handler: encoding scans at C speed and calls it only for each run beyond ASCII.
