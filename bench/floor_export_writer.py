@@ -1,19 +1,18 @@
-"""The export floor: the exported documents, already parsed, formatted by the fastest byte-identical
-writer (orjson's indented output with json.dumps's ASCII escaping) and written, in one process, with
-no other work. Prints its own seconds (formatting and writing only); the caller checks the files
-against the pipeline's byte for byte.
+"""The export floor: the exported documents, already parsed, formatted by the export's own writer
+(msgspec's indented output with json.dumps's ASCII escaping, every float known to print alike) and
+written, in one process, with no other work. Prints its own seconds (formatting and writing only);
+the caller checks the files against the pipeline's byte for byte.
 
 Usage: python bench/floor_export_writer.py EXPORTED_INDEX_DIR OUT_DIR
 """
 
-import json
 import os
 import sys
 import time
 
-import orjson
+import msgspec
 
-from pipeline.export import ascii_escaped
+from pipeline.export import dump_json
 
 
 def main(exported: str, out: str) -> None:
@@ -21,13 +20,13 @@ def main(exported: str, out: str) -> None:
     documents = []
     for name in names:
         with open(os.path.join(exported, name), "rb") as handle:
-            documents.append(json.loads(handle.read()))
+            documents.append(msgspec.json.decode(handle.read()))
     for folder in sorted({os.path.dirname(name) for name in names}):
         os.makedirs(os.path.join(out, folder), exist_ok=True)
     started = time.perf_counter()
     for name, document in zip(names, documents):
         with open(os.path.join(out, name), "wb") as handle:
-            handle.write(ascii_escaped(orjson.dumps(document, option=orjson.OPT_INDENT_2)))
+            handle.write(dump_json(document, floats_vetted=True))
     print(time.perf_counter() - started)
 
 

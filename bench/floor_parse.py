@@ -1,4 +1,4 @@
-"""The physical floor: parsing every JSON file of a snapshot with orjson, one process per core, and
+"""The physical floor: parsing every JSON file of a snapshot with msgspec, one process per core, and
 nothing else (no types checked, nothing kept). Below this no reading of the snapshot can go.
 
 Usage: python bench/floor_parse.py SNAPSHOT_DIR
@@ -9,13 +9,13 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import orjson
+import msgspec
 
 
 def parse(names: list[str]) -> int:
     for name in names:
         with open(name, "rb") as handle:
-            orjson.loads(handle.read())
+            msgspec.json.decode(handle.read())
     return len(names)
 
 

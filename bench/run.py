@@ -10,10 +10,10 @@ interleaved, medians reported:
 - floor = duckdb_alone + export_writer, each a script beside this one:
   duckdb_alone (floor_duckdb.py) reads the same JSON files into Parquet with an explicit schema
   (built from schemas/), and nothing else;
-  export_writer (floor_export_writer.py) formats the exported documents with orjson and json.dumps's
-  ASCII escaping and writes them, one process, no other work; its output is checked byte for byte
+  export_writer (floor_export_writer.py) formats the exported documents with the export's own
+  writer (msgspec, json.dumps's bytes) and writes them, one process, no other work; its output is checked byte for byte
   against the pipeline's;
-- parse_floor (floor_parse.py): orjson parsing every file, one process per core: the physical
+- parse_floor (floor_parse.py): msgspec parsing every file, one process per core: the physical
   reference no reading can beat;
 - pandas_baseline (baseline_pandas.py): json.load + pandas.json_normalize + to_parquet.
 

@@ -301,7 +301,7 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
     connection.execute(sql_object("latency_metrics").statement)
     metrics = dict(connection.execute("select family, list(latency_metric order by metric_order)"
                                       " from latency_metrics group by family").fetchall())
-    ceilings = load_source_card()["diffusion"]["default_batch_latency_ceiling_s"]
+    ceilings = load_source_card().diffusion.default_batch_latency_ceiling_s
     rows = {
         "latency_tiers": load_latency_tiers(latency_tiers, metrics),
         "ecologits_coefficients": [tuple(msgspec.structs.astuple(decode_toml(ECOLOGITS, EcologitsCoefficients)))],

@@ -1,18 +1,13 @@
 """energy-index diff: what changed between two snapshots, from the published database's table macros
 configuration_diff and index_diff (the same ones the stored change tables are computed with)."""
 
-import json
 from collections import Counter
 from typing import Any
 
-
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError, command_name, nearest, out_option
+from pipeline.export import dump_json, energy_decimals
 from pipeline.paths import Paths
-
-# Index figures print as the index files round them: Wh per million tokens 2 decimals, per image or video 4.
-FIGURE_DECIMALS = {"million output tokens": 2}
-DEFAULT_FIGURE_DECIMALS = 4
 
 
 def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
@@ -26,33 +21,21 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
             if snapshot_id not in positions:
                 close = nearest(snapshot_id, positions)
                 hint = f"did you mean {' or '.join(close)}? " if close else ""
-                raise PipelineError(
-                    f"snapshot {snapshot_id} is not in {paths.database}; {hint}'{command_name()} snapshots"
-                    f"{out_option(paths.out)}' lists the {len(positions)} it holds"
-                )
+                raise PipelineError(f"snapshot {snapshot_id} is not in {paths.database}; {hint}'{command_name()} "
+                                    f"snapshots{out_option(paths.out)}' lists the {len(positions)} it holds")
         if old == new:
             raise PipelineError("OLD and NEW are the same snapshot")
         older, newer = sorted((old, new), key=positions.__getitem__)
         pair = {"older": older, "newer": newer}
-        configurations = fetch_dicts(
-            connection,
-            """
+        configurations = fetch_dicts(connection, """
             select change, task, model_id, configuration, repeat, field, old_value, new_value, relative_change
             from configuration_diff($older, $newer)
-            order by change, field nulls first, task, model_id, configuration, repeat
-            """,
-            pair,
-        )
-        index = fetch_dicts(
-            connection,
-            """
+            order by change, field nulls first, task, model_id, configuration, repeat""", pair)
+        index = fetch_dicts(connection, """
             select change, task, model_id, gpu, old_row_id, new_row_id, old_repeat, new_repeat,
                    unit_label, old_wh_per_unit, new_wh_per_unit, relative_change
             from index_diff($older, $newer)
-            order by abs(relative_change) desc nulls last, change, task, model_id, gpu
-            """,
-            pair,
-        )
+            order by abs(relative_change) desc nulls last, change, task, model_id, gpu""", pair)
         tolerance = connection.execute("select change_relative_tolerance from build_parameters").fetchone()[0]
     per_task: dict[str, Counter[str]] = {}
     for row in configurations:
@@ -73,13 +56,12 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
 
 
 def format_json(diff: dict[str, Any]) -> str:
-    return json.dumps(diff, indent=2, allow_nan=False)
+    return dump_json(diff).decode()
 
 
-def _figure(value: float | None, unit_label: str) -> str:
-    if value is None:
-        return "—"
-    return f"{value:.{FIGURE_DECIMALS.get(unit_label, DEFAULT_FIGURE_DECIMALS)}f}"
+def _figure(value: float | None, row: dict[str, Any]) -> str:
+    """A Wh figure of an index row as the index files round it."""
+    return "—" if value is None else f"{value:.{energy_decimals(row['unit_label'])}f}"
 
 
 def _configuration(row_id: str | None, repeat: int | None) -> str:
@@ -91,13 +73,10 @@ def _configuration(row_id: str | None, repeat: int | None) -> str:
 
 
 def _value(text: str | None) -> str:
-    if text is None:
-        return "—"
     try:
-        number = float(text)
+        return "—" if text is None else f"{float(text):.6g}"
     except ValueError:
         return text
-    return f"{number:.6g}"
 
 
 # Where a cut identifier keeps its characters: the share of them taken from its start, tried in this
@@ -127,12 +106,12 @@ def _narrowest_distinct(values: list[str], floor: int) -> int:
     return width
 
 
-def _table(
-    header: list[str], rows: list[list[str]], width: int, shrinkable: list[int], told_apart: tuple[int, ...] = ()
-) -> list[str]:
-    """A table that fits `width` where it can: only the `shrinkable` columns (identifiers) are cut,
+def _table(title: str, header: list[str], rows: list[list[str]], width: int, shrinkable: list[int],
+           told_apart: tuple[int, ...] = ()) -> list[str]:
+    """A titled, indented table that fits `width` where it can: only the `shrinkable` columns (identifiers) are cut,
     widest first, and never so far that two different values read the same, unless the column's rows
     are `told_apart` by the other columns; figures are never cut."""
+    width -= 2  # the indentation
     widths = [max(len(header[i]), *(len(row[i]) for row in rows)) for i in range(len(header))]
     floors = {i: 10 if i in told_apart else _narrowest_distinct([row[i] for row in rows], 10) for i in shrinkable}
     while sum(widths) + 2 * (len(widths) - 1) > width:
@@ -149,9 +128,9 @@ def _table(
     def line(cells: list[str], cut_shares: list[float]) -> str:
         return "  ".join(_cut(c, w, s).ljust(w) for c, w, s in zip(cells, widths, cut_shares)).rstrip()
 
-    return [line(header, [1.0] * len(header)), line(["-" * w for w in widths], shares)] + [
-        line(row, shares) for row in rows
-    ]
+    body = [line(header, [1.0] * len(header)), line(["-" * w for w in widths], shares)]
+    body += [line(row, shares) for row in rows]
+    return ["", title] + ["  " + text for text in body]
 
 
 SHORT_CHANGE = {"best configuration changed": "other config", "figure changed": "figure"}
@@ -171,36 +150,32 @@ def format_text(diff: dict[str, Any], limit: int, width: int | None = None) -> s
     kinds = ", ".join(f"{count} {kind}" for kind, count in summary["index_changes_by_kind"].items())
     lines.append(f"  index rows changed: {summary['index_rows_changed']}{f' ({kinds})' if kinds else ''}")
     if index:
-        lines += ["", f"Index rows, largest move first ({min(limit, len(index))} of {len(index)})"]
-        rows = [
-            ["—" if row["relative_change"] is None else f"{row['relative_change'] * 100:+.1f} %",
-             f"{_figure(row['old_wh_per_unit'], row['unit_label'])} → {_figure(row['new_wh_per_unit'], row['unit_label'])}",
-             f"Wh per {row['unit_label']}", SHORT_CHANGE.get(row["change"], row["change"]), row["task"], row["model_id"],
-             row["gpu"],
-             f"{_configuration(row['old_row_id'], row['old_repeat'])} → {_configuration(row['new_row_id'], row['new_repeat'])}"]
-            for row in index[:limit]
-        ]
-        lines += ["  " + line for line in _table(
-            ["move", "figure", "unit", "change", "task", "model", "GPU", "configuration"], rows, width - 2, [5, 7, 4],
-            told_apart=(7,))]  # one row per task, model and GPU: their configurations need not read apart
+        rows = [["—" if r["relative_change"] is None else f"{r['relative_change'] * 100:+.1f} %",
+                 f"{_figure(r['old_wh_per_unit'], r)} → {_figure(r['new_wh_per_unit'], r)}",
+                 f"Wh per {r['unit_label']}", SHORT_CHANGE.get(r["change"], r["change"]), r["task"], r["model_id"],
+                 r["gpu"], f"{_configuration(r['old_row_id'], r['old_repeat'])} → "
+                 f"{_configuration(r['new_row_id'], r['new_repeat'])}"] for r in index[:limit]]
+        # One row per task, model and GPU: their configurations need not read apart.
+        lines += _table(f"Index rows, largest move first ({min(limit, len(index))} of {len(index)})",
+                          ["move", "figure", "unit", "change", "task", "model", "GPU", "configuration"], rows, width,
+                          [5, 7, 4], told_apart=(7,))
     added = [c for c in configurations if c["change"] in ("added", "removed")]
     if added:
-        lines += ["", f"Configurations added and removed ({min(limit, len(added))} of {len(added)})"]
         rows = [[c["change"], c["task"], c["model_id"], _configuration(f"-/{c['configuration']}", c["repeat"])]
                 for c in added[:limit]]
-        lines += ["  " + line for line in _table(["change", "task", "model", "configuration"], rows, width - 2, [2, 3])]
+        lines += _table(f"Configurations added and removed ({min(limit, len(added))} of {len(added)})",
+                          ["change", "task", "model", "configuration"], rows, width, [2, 3])
     changed = [c for c in configurations if c["change"] == "changed"]
     if changed:
         by_field = Counter(c["field"] for c in changed)
-        lines += ["", f"Fields changed ({len(changed)} values in {len(by_field)} fields; one example each)"]
         rows = []
         for field, count in sorted(by_field.items(), key=lambda item: (-item[1], item[0]))[:limit]:
             example = next(c for c in changed if c["field"] == field)
             rows.append([field, str(count), example["task"], example["model_id"],
                          _configuration(f"-/{example['configuration']}", example["repeat"]),
                          f"{_value(example['old_value'])} → {_value(example['new_value'])}"])
-        lines += ["  " + line for line in _table(
-            ["field", "values", "task", "model", "configuration", "e.g."], rows, width - 2, [3, 4, 2, 0])]
+        lines += _table(f"Fields changed ({len(changed)} values in {len(by_field)} fields; one example each)",
+                          ["field", "values", "task", "model", "configuration", "e.g."], rows, width, [3, 4, 2, 0])
     if len(index) > limit or len(added) > limit or len(changed) > limit:
         lines += ["", "--limit N shows more; --format json lists every change"]
     return "\n".join(lines)

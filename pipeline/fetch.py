@@ -27,10 +27,7 @@ from pipeline.files import read_typed, replace_directory, write_bytes_atomic, wr
 from pipeline.fingerprint import data_sha256, file_sha256
 from pipeline.paths import Paths
 from pipeline.progress import each
-from pipeline.settings import (  # noqa: F401 (GITHUB_*, UPSTREAM_*: re-exported for older imports)
-    COMMIT_PATTERN, DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_TIMEOUT_S, GITHUB_API, GITHUB_RAW,
-    GITHUB_TOKEN_VARIABLE, UPSTREAM_PATH, UPSTREAM_REPOSITORY,
-)
+from pipeline.settings import COMMIT_PATTERN, DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_TIMEOUT_S
 
 MANIFEST = "manifest.json"
 # Written beside the shared snapshots (not by the upstream): the facts of the commit a folder holds.

@@ -444,7 +444,7 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
     files.check_present()
     index = _read_index(files)
     families = _task_families(index)
-    labels = load_source_card()["workload_labels"]
+    labels = load_source_card().workload_labels
     detail_names = sorted(f"models/{path.name}" for path in (snapshot_dir / "models").glob("*.json"))
     notices: list[str] = []
     problems: list[str] = []

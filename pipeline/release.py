@@ -63,7 +63,7 @@ def write_release(paths: Paths) -> Path:
     """Write OUT/release/<index snapshot>/ (replaced whole) and return it."""
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
-    card = load_source_card()["source"]
+    card = load_source_card().source
     connection = connect(str(paths.database), read_only=True)
     try:
         snapshot = fetch_dicts(connection, """

@@ -28,11 +28,10 @@ except ImportError:  # the report extra is not installed: write_report says how 
 from pipeline.charts import ENERGY_COLUMNS, ChartText, alt, ambiguous_encodings, task_charts
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline.export import diffusion_task_header, task_header
+from pipeline.export import task_plans
 from pipeline.files import replace_directory
 from pipeline.paths import Paths
 from pipeline.progress import each
-from pipeline.source_card import load_source_card
 from schemas import dictionary
 
 # A deployment: what stays fixed along an efficiency curve (the other family's columns are null).
@@ -295,20 +294,13 @@ def _page(text: PageText, sections: list[tuple[Task, str]], charts: dict[str, di
 
 
 def _tasks(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any]) -> list[Task]:
-    card, retrieved = load_source_card(), snapshot["retrieved"]
-    deadline = connection.execute("select itl_deadline_ms from build_parameters").fetchone()[0]
     metrics = fetch_dicts(connection, "select * from latency_metrics order by metric_order", {})
-    tasks = []
-    for row in fetch_dicts(connection, """
-            select t.task, t.display_name, t.workload_label, s.family, s.configuration_count, s.over_latency_limit_count
-            from task_summaries as s join tasks as t using (snapshot_id, task)
-            where s.snapshot_id = $snapshot_id order by t.task""", {"snapshot_id": snapshot["snapshot_id"]}):
-        header = (task_header(card, row, snapshot, deadline, retrieved, retrieved) if row["family"] == "token"
-                  else diffusion_task_header(card, row, snapshot, retrieved, retrieved))
-        tasks.append(Task(row["task"], row["display_name"] or row["task"], row["family"], header, [
-            msgspec.convert({**m, "unit": dictionary.column("configuration_points", m["latency_metric"]).unit}, Metric)
-            for m in metrics if m["family"] == row["family"]]))
-    return tasks
+    names = dict(connection.execute("select task, display_name from tasks where snapshot_id = ?",
+                                    [snapshot["snapshot_id"]]).fetchall())
+    return [Task(plan.task, names[plan.task] or plan.task, plan.family, plan.header, [
+        msgspec.convert({**m, "unit": dictionary.column("configuration_points", m["latency_metric"]).unit}, Metric)
+        for m in metrics if m["family"] == plan.family])
+        for plan in task_plans(connection, snapshot, snapshot["retrieved"], snapshot["retrieved"])]
 
 
 def write_report(paths: Paths) -> tuple[Path, int]:

@@ -1,21 +1,69 @@
-"""Load the source card (pipeline/source_card.toml) and reject unknown or missing keys."""
+"""The source card (pipeline/source_card.toml) as typed sections: a missing, unknown or mistyped key is
+an error naming the file and its place in it."""
 
-import tomllib
 from functools import cache
-from typing import Any
+
+import msgspec
 
 from pipeline.errors import PipelineError
 from pipeline.paths import SOURCE_CARD
 
-EXPECTED_SECTIONS = {"index", "source", "token", "diffusion", "workload_labels"}
+
+class _Section(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    pass
+
+
+class Index(_Section):
+    format_version: str
+    boundary: str
+    unit: str
+    exceeding: list[str]
+    caveat: str
+
+
+class CompiledEvidence(_Section):
+    same: str
+    differ: str
+    unknown: str
+
+
+class Family(_Section):
+    """A task family's texts, and the key its files hold the latency limit under."""
+
+    limit_key: str
+    method: str
+    selection: str
+    used_for: str
+    configurations: str
+    selection_other_limit: str | None = None
+
+
+class Token(Family, kw_only=True):
+    default_itl_deadline_ms: int | float
+
+    def default_limit(self, task: str) -> int | float:
+        return self.default_itl_deadline_ms
+
+
+class Diffusion(Family, kw_only=True):
+    default_batch_latency_ceiling_s: dict[str, int | float]
+
+    def default_limit(self, task: str) -> int | float:
+        return self.default_batch_latency_ceiling_s[task]
+
+
+class SourceCard(_Section):
+    index: Index
+    source: dict[str, str | list[str]]
+    compiled_evidence: CompiledEvidence
+    token: Token
+    diffusion: Diffusion
+    workload_labels: dict[str, str]
 
 
 @cache
-def load_source_card() -> dict[str, Any]:
-    with SOURCE_CARD.open("rb") as handle:
-        card = tomllib.load(handle)
-    if set(card) != EXPECTED_SECTIONS:
-        raise PipelineError(
-            f"{SOURCE_CARD}: sections {sorted(card)} differ from the expected {sorted(EXPECTED_SECTIONS)}"
-        )
-    return card
+def load_source_card() -> SourceCard:
+    try:
+        return msgspec.toml.decode(SOURCE_CARD.read_bytes(), type=SourceCard)
+    except msgspec.ValidationError as error:
+        raise PipelineError(f"{SOURCE_CARD}: {error}") from None

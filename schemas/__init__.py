@@ -7,7 +7,6 @@ import functools
 from typing import Any
 
 from schemas import dictionary
-from schemas.dictionary import decimals, unit  # noqa: F401  (the API other modules call)
 from schemas.types import TYPES, arrow_type
 
 TABLE_NAMES = dictionary.validated_tables()

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from pipeline.cli import main
-from pipeline.fetch import GITHUB_API, GITHUB_RAW, snapshot_id_of
+from pipeline.fetch import snapshot_id_of
+from pipeline.settings import GITHUB_API, GITHUB_RAW
 from pipeline.paths import Paths
 
 # No test reaches GitHub: a refresh without a source that a test forgets to point elsewhere is refused

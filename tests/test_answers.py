@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import duckdb
-import pytest
 from conftest import SEED
 from test_views import connect, fetch, measured
 

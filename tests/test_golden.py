@@ -1,11 +1,11 @@
 """The export reproduces the user's golden file byte for byte, through the CLI and through make; a
 refresh or a make with nothing changed does no work."""
 
-import json
 import os
 import subprocess
 from pathlib import Path
 
+import msgspec
 from conftest import NEWEST, PROJECT, SEED, SEED_AS_OF, SEED_RETRIEVED, tree_digest
 
 from pipeline.paths import Paths
@@ -82,9 +82,9 @@ def test_make_follows_a_changed_source_file_and_not_a_touched_one(tmp_path: Path
     assert "nothing to do" in touched.stderr and "ingest:" not in touched.stderr
     assert "nothing to do" in _make(out, f"SOURCE={source_copy}").stderr
 
-    document = json.loads(task_file.read_text())
+    document = msgspec.json.decode(task_file.read_bytes())
     document["configurations"][0]["avg_power_watts"] *= 0.5
-    task_file.write_text(json.dumps(document, indent=2))
+    task_file.write_bytes(msgspec.json.format(msgspec.json.encode(document), indent=2))
     changed = _make(out, f"SOURCE={source_copy}")
     assert changed.returncode == 0, changed.stderr
     assert "ingest:" in changed.stderr

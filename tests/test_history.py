@@ -1,12 +1,12 @@
 """All eleven real snapshots in one database: order, appending, and the changes the upstream's commit
 messages describe."""
 
-import json
 import re
 from datetime import datetime
 from pathlib import Path
 
 import duckdb
+import msgspec
 import pytest
 from conftest import NEWEST, SEED, SNAPSHOTS, read_json, refresh_args, snapshot_id
 
@@ -104,7 +104,7 @@ def test_diff_output(history: Paths, capsys) -> None:
     assert re.search(r"other config +text-to-image +black-forest-labs/FLUX.1-dev +B200", capsys.readouterr().out)
     # Given newest first, the pair is still compared oldest first.
     assert main(["diff", "2026-02-13-f76e8d3", "2026-02-13-0ea52b6", "--out", str(history.out), "--format", "json"]) == 0
-    document = json.loads(capsys.readouterr().out)
+    document = msgspec.json.decode(capsys.readouterr().out)
     assert document["older_snapshot_id"] == "2026-02-13-0ea52b6"
     assert document["configuration_changes"] == [] and document["index_changes"] == []
 

@@ -310,7 +310,7 @@ def test_16_the_diffusion_files_change_in_their_provenance_sentence_only(newest_
     from pipeline.source_card import load_source_card
 
     before = json.loads((Path(__file__).parent / "index_sha256_before_diffusion_wording.json").read_text())
-    sentence = load_source_card()["diffusion"]["configurations"]
+    sentence = load_source_card().diffusion.configurations
     assert "stability filter applies to LLM runs only" in sentence and "passed its" not in sentence
     pattern = re.compile(re.escape(json.dumps(sentence)).replace(re.escape("{count}"), r"(\d+)"))
     files = {p.relative_to(newest_build.index_dir).as_posix(): p for p in newest_build.index_dir.rglob("*.json")}
