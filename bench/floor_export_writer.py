@@ -12,7 +12,7 @@ import time
 
 import msgspec
 
-from pipeline.export import dump_json
+from pipeline import jsontext
 
 
 def main(exported: str, out: str) -> None:
@@ -26,7 +26,7 @@ def main(exported: str, out: str) -> None:
     started = time.perf_counter()
     for name, document in zip(names, documents):
         with open(os.path.join(out, name), "wb") as handle:
-            handle.write(dump_json(document, floats_vetted=True))
+            handle.write(jsontext.dumps(document, floats_vetted=True))
     print(time.perf_counter() - started)
 
 

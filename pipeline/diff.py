@@ -6,7 +6,8 @@ from typing import Any
 
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError, command_name, nearest, out_option
-from pipeline.export import dump_json, energy_decimals
+from pipeline import jsontext
+from pipeline.export import energy_decimals
 from pipeline.paths import Paths
 
 
@@ -56,7 +57,7 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
 
 
 def format_json(diff: dict[str, Any]) -> str:
-    return dump_json(diff).decode()
+    return jsontext.dumps(diff).decode()
 
 
 def _figure(value: float | None, row: dict[str, Any]) -> str:

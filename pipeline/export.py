@@ -5,10 +5,8 @@ them out in the seed's shape: OUT/index/<task>/models/<slug>.json per model, and
 OUT/index/<task>/index.json and tiers.json per task.
 """
 
-import codecs
 import datetime
 import itertools
-import math
 import multiprocessing
 import os
 import re
@@ -21,54 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import msgspec
 
 from pipeline.database import connect, fetch_dicts, stream_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
+from pipeline import jsontext
 from pipeline.files import replace_directory
 from pipeline.paths import Paths
 from pipeline.progress import progress
 from pipeline.source_card import SourceCard, load_source_card
 from schemas import dictionary
-
-# Within this range, and at zero, msgspec writes a float as json.dumps does (its repr); below it msgspec
-# writes 0.00001 for 1e-05, from 1e16 on 1e16 for 1e+16. The upper bound leaves room to round up.
-PLAIN_FLOAT_RANGE = (1e-4, 1e15)
-_encode = msgspec.json.Encoder().encode
-
-
-def as_json_dumps_writes(value: Any) -> Any:
-    """`value` with each float outside PLAIN_FLOAT_RANGE as json.dumps's text of it."""
-    if type(value) is dict:
-        return {key: as_json_dumps_writes(item) for key, item in value.items()}
-    if type(value) is list:
-        return [as_json_dumps_writes(item) for item in value]
-    if type(value) is float and value and not PLAIN_FLOAT_RANGE[0] <= abs(value) < PLAIN_FLOAT_RANGE[1]:
-        if not math.isfinite(value):
-            raise ValueError(f"{value} has no JSON form")
-        return msgspec.Raw(repr(value).encode())
-    return value
-
-
-def _json_escape(error: UnicodeEncodeError) -> tuple[str, int]:
-    """What ASCII cannot hold as json.dumps escapes it: \\uXXXX, a UTF-16 pair beyond the first plane."""
-    units = error.object[error.start:error.end].encode("utf-16-be")
-    return "".join(f"\\u{units[i:i + 2].hex()}" for i in range(0, len(units), 2)), error.end
-
-
-# An encoding error handler: encoding scans at C speed and calls it only for each run beyond ASCII.
-codecs.register_error("json_ascii_escape", _json_escape)
-
-
-def dump_json(document: Any, floats_vetted: bool = False) -> bytes:
-    """json.dumps(document, indent=2) as ASCII bytes, byte for byte, at msgspec's speed. `floats_vetted`
-    says every float is zero or within PLAIN_FLOAT_RANGE, which spares a walk through the document.
-    A lone surrogate, which no JSON this project reads can hold, is refused."""
-    data = msgspec.json.format(_encode(document if floats_vetted else as_json_dumps_writes(document)), indent=2)
-    if not data.isascii():  # beyond ASCII, and DEL below, sit inside strings
-        data = data.decode("utf-8").encode("ascii", errors="json_ascii_escape")
-    return data.replace(b"\x7f", b"\\u007f") if b"\x7f" in data else data
-
 
 def _export_fields(name: str) -> list[tuple[str, str, int | None]]:
     """(key, view column, decimals) of one kind of exported row, from the field dictionary's [exports]."""
@@ -226,11 +185,11 @@ def _columns(family: Family) -> str:
 
 def _check_floats(connection: duckdb.DuckDBPyConnection, snapshot_id: str) -> bool:
     """Refuse NaN and infinity (the index format has neither; msgspec would write null); say whether
-    every exported float is zero or within PLAIN_FLOAT_RANGE (then rounded too)."""
+    every exported float is zero or within jsontext.PLAIN_FLOAT_RANGE (then rounded too)."""
     relations = [(f"{family.configurations_view} as c {_MODELS_JOIN}", _columns(family))
                  for family in FAMILIES.values()]
     relations.append(("tiered_best_configurations as c", ", ".join(sorted({f"c.{c}" for _, c, _ in TIER_FIELDS}))))
-    problems, plain, (low, high) = [], True, PLAIN_FLOAT_RANGE
+    problems, plain, (low, high) = [], True, jsontext.PLAIN_FLOAT_RANGE
     for relation, columns in relations:
         selected = connection.sql(f"select {columns} from {relation} limit 0")
         floats = [f'"{c}"' for c, dtype in zip(selected.columns, selected.dtypes) if str(dtype) == "DOUBLE"]
@@ -294,7 +253,7 @@ def write_model_files(database: str, snapshot_id: str, plans: list[TaskPlan], st
                 document = {**plan.header, **plan.model(group[0]), "gpus": sorted({row["gpu"] for row in group}),
                             "configurations": [plan.configuration(row) for row in group],
                             "best": {row["gpu"]: plan.configuration(row) for row in best.get((task, slug), [])}}
-                Path(staging, task, "models", f"{slug}.json").write_bytes(dump_json(document, floats_vetted))
+                Path(staging, task, "models", f"{slug}.json").write_bytes(jsontext.dumps(document, floats_vetted=floats_vetted))
                 written += 1
                 counter.update(1)
         return written
@@ -316,7 +275,7 @@ def _write_task_files(connection: duckdb.DuckDBPyConnection, snapshot_id: str, p
     order: one query per family for the best rows, and for the tiers one query, or one per task when
     the index is `large`. One task's rows are held at a time."""
     def write(plan: TaskPlan, name: str, rows: list[dict[str, Any]]) -> None:
-        (staging / plan.task / name).write_bytes(dump_json({**plan.header, "rows": rows}, floats_vetted))
+        (staging / plan.task / name).write_bytes(jsontext.dumps({**plan.header, "rows": rows}, floats_vetted=floats_vetted))
 
     for family_name, family in FAMILIES.items():
         tasks = [plan for plan in plans if plan.family == family_name]
@@ -355,7 +314,7 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
         _check_slugs_distinct(connection, snapshot["snapshot_id"])
         floats_vetted = _check_floats(connection, snapshot["snapshot_id"])
         plans = task_plans(connection, snapshot, as_of, retrieved)
-        floats_vetted = floats_vetted and all(as_json_dumps_writes(plan.header) == plan.header for plan in plans)
+        floats_vetted = floats_vetted and all(jsontext.as_json_dumps_writes(plan.header) == plan.header for plan in plans)
         large = sum(plan.configuration_count for plan in plans) >= LARGE_INDEX_CONFIGURATIONS
         shares = processes or (max(1, min(len(os.sched_getaffinity(0)), 8)) if large else 1)
         shutil.rmtree(staging, ignore_errors=True)

@@ -22,6 +22,7 @@ from typing import Any, TypedDict
 
 import msgspec
 
+from pipeline import jsontext
 from pipeline.errors import NEXT_STEP, PipelineError, command_name
 from pipeline.files import read_typed, replace_directory, write_bytes_atomic, write_json_atomic
 from pipeline.fingerprint import data_sha256, file_sha256
@@ -96,13 +97,7 @@ def __getattr__(name: str) -> Any:
 def content_digest(upstream: Mapping[str, str], files: list[FileEntry]) -> str:
     """sha256 of the upstream facts and files as json.dumps(sort_keys=True) writes them (non-ASCII as
     \\u escapes): the form the ids of snapshots without a commit have always been made from."""
-    text = msgspec.json.format(msgspec.json.encode({"upstream": upstream, "files": files}, order="sorted"), indent=0)
-    return data_sha256(re.sub(rb"[^\x00-\x7f]+", _json_escape, text))
-
-
-def _json_escape(match: re.Match[bytes]) -> bytes:
-    units = match.group().decode().encode("utf-16-be").hex()
-    return "".join(f"\\u{units[i:i + 4]}" for i in range(0, len(units), 4)).encode()
+    return data_sha256(jsontext.dumps({"upstream": upstream, "files": files}, indent=None, sort_keys=True))
 
 
 class HttpReader:

@@ -8,7 +8,6 @@ index changes since the previous snapshot, from the stored index_changes); SHA25
 database gives the same bytes: nothing in it depends on the time or the machine.
 """
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import pyarrow
 
+from pipeline import jsontext
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import replace_directory
@@ -55,8 +55,7 @@ _BOUNDARY_NOTE = (" The server and facility factors are assumptions from the cit
 
 
 def _json(document: Any) -> bytes:
-    # The standard library's spelling of floats (1e-05, not msgspec's 0.00001): the release's bytes stay.
-    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
+    return jsontext.dumps(document, ensure_ascii=False) + b"\n"
 
 
 def write_release(paths: Paths) -> Path:

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from pipeline.errors import PipelineError
-from pipeline.export import dump_json
+from pipeline import jsontext
 from pipeline.files import replace_directory
 
 # Fields scaled together, so that energy = power / throughput (token) and energy = power × latency ÷
@@ -53,7 +53,7 @@ def synthesize(source: Path, out: Path, scale: int, seed: int = 0) -> dict[str, 
     def write(name: str, document: dict[str, Any]) -> None:
         """The upstream's layout: json.dumps(indent=2), byte for byte (the export's fast writer)."""
         (staging / name).parent.mkdir(parents=True, exist_ok=True)
-        counts["bytes"] += (staging / name).write_bytes(dump_json(document))
+        counts["bytes"] += (staging / name).write_bytes(jsontext.dumps(document))
 
     def read(name: str) -> Any:
         return msgspec.json.decode((source / name).read_bytes())

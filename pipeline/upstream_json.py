@@ -22,6 +22,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from pipeline import jsontext
 from pipeline.errors import PipelineError
 from schemas import dictionary
 from schemas.types import TYPES
@@ -231,8 +232,8 @@ def read_objects(
 
 def extras_text(unknown: dict[str, Any]) -> str | None:
     """Unknown keys as the stored text spells them (sorted, ", " and ": " between items, as the views and
-    their users read it since the first release: msgspec writes no spaces, so json.dumps stays here)."""
-    return json.dumps(unknown, sort_keys=True, ensure_ascii=False) if unknown else None
+    their users read it since the first release)."""
+    return jsontext.dumps(unknown, indent=None, ensure_ascii=False, sort_keys=True).decode() if unknown else None
 
 
 def _split(obj: dict[str, Any], kind: RowType) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The export's fast writer: msgspec where it prints exactly what json.dumps(indent=2) prints (the
+"""The JSON writer (pipeline/jsontext.py): msgspec where it prints exactly what json.dumps(indent=2) prints (the
 standard library is the reference here), and split across processes; neither may change a byte of
 the index."""
 
@@ -14,7 +14,8 @@ from hypothesis import given, settings
 
 import pipeline.export
 from pipeline.errors import PipelineError
-from pipeline.export import PLAIN_FLOAT_RANGE, _rows_by_task, dump_json, export
+from pipeline.export import _rows_by_task, export
+from pipeline.jsontext import PLAIN_FLOAT_RANGE, dumps
 from pipeline.paths import Paths
 
 finite_floats = st.floats(allow_nan=False, allow_infinity=False)
@@ -27,15 +28,19 @@ json_values = st.recursive(
 
 @settings(max_examples=600, deadline=None)
 @given(st.dictionaries(st.text(max_size=8), json_values, max_size=6))
-def test_dump_json_is_json_dumps_byte_for_byte(document):
-    assert dump_json(document) == json.dumps(document, indent=2).encode("ascii")
+def test_dumps_is_json_dumps_byte_for_byte(document):
+    assert dumps(document) == json.dumps(document, indent=2).encode("ascii")
+    # The release metadata's spelling and the stored extra fields'.
+    assert dumps(document, ensure_ascii=False) == json.dumps(document, indent=2, ensure_ascii=False).encode()
+    assert dumps(document, indent=None, ensure_ascii=False, sort_keys=True) == json.dumps(
+        document, ensure_ascii=False, sort_keys=True).encode()
 
 
-def test_dump_json_escapes_what_ascii_cannot_hold():
+def test_dumps_escapes_what_ascii_cannot_hold():
     document = {"é": "× ÷ \x7f \u2028 😀", "k": [1e-05, 1e16, 0.0001, 123.5, 2**64]}
-    assert dump_json(document) == json.dumps(document, indent=2).encode("ascii")
+    assert dumps(document) == json.dumps(document, indent=2).encode("ascii")
     with pytest.raises(UnicodeEncodeError, match="surrogates not allowed"):
-        dump_json({"lone surrogate": "\ud800"})
+        dumps({"lone surrogate": "\ud800"})
 
 
 @settings(max_examples=2000, deadline=None)
@@ -43,7 +48,7 @@ def test_dump_json_escapes_what_ascii_cannot_hold():
 def test_floats_in_the_plain_range_print_alike(value, negative):
     value = -value if negative else value
     assert msgspec.json.encode(value) == json.dumps(value).encode()
-    assert dump_json({"v": [value]}, floats_vetted=True) == json.dumps({"v": [value]}, indent=2).encode()
+    assert dumps({"v": [value]}, floats_vetted=True) == json.dumps({"v": [value]}, indent=2).encode()
 
 
 def test_plain_range_bounds_are_where_the_formats_part():
@@ -59,7 +64,7 @@ def test_plain_range_bounds_are_where_the_formats_part():
 def test_an_export_with_floats_outside_the_plain_range_writes_the_same_files(newest_build: Paths, tmp_path,
                                                                             monkeypatch):
     """Floats the export has not vetted take the slower path through the document, to the same bytes."""
-    monkeypatch.setattr(pipeline.export, "PLAIN_FLOAT_RANGE", (1.0, 10.0))
+    monkeypatch.setattr(pipeline.jsontext, "PLAIN_FLOAT_RANGE", (1.0, 10.0))
     unvetted = Paths(tmp_path / "out")
     shutil.copytree(newest_build.out, unvetted.out, symlinks=True)
     export(unvetted, as_of=SEED_AS_OF, retrieved=SEED_RETRIEVED)

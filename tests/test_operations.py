@@ -120,7 +120,7 @@ sys.exit(main(sys.argv[5:]))
                      id="ingest"),  # Parquet files half written
         pytest.param("pipeline.build", "create_views", "before", 1, False, marks=pytest.mark.slow,
                      id="build"),  # tables loaded, no views
-        pytest.param("pipeline.export", "dump_json", "after", 20, False, marks=pytest.mark.slow,
+        pytest.param("pipeline.jsontext", "dumps", "after", 20, False, marks=pytest.mark.slow,
                      id="export"),  # some index files written
         pytest.param("pipeline.publish", "_fsync_directory", "after", 1, False,
                      id="before-switch"),  # generation renamed, not switched
