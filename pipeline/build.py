@@ -8,14 +8,12 @@ from graphlib import CycleError, TopologicalSorter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import duckdb
 import msgspec
 import pyarrow
 import pyarrow.parquet as pq
-import sqlglot
-from sqlglot import exp
 
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
@@ -38,6 +36,9 @@ CHANGE_RELATIVE_TOLERANCE = 1e-9
 # and Node's drivers) refuse; this asks it for the format that release reads.
 OLDEST_SUPPORTED_DUCKDB = "1.1.0"
 # A sql/ file's statement: view or macro, its name, a macro's parameters, "table" for a table macro, the body.
+# A table or function a statement reads, in json_serialize_sql's text (a name in a string literal is
+# escaped there, so it cannot match).
+REFERENCE = re.compile(r'"(?:table_name|function_name)":"(\w+)"')
 SQL_OBJECT = re.compile(
     r"^create or replace (?P<kind>view|macro)\s+(?P<name>\w+)\s*(?:\((?P<parameters>.*?)\)\s*)?as\s+"
     r"(?P<table>table\s+)?(?P<body>.*?);?\s*\Z", re.DOTALL | re.MULTILINE)
@@ -65,7 +66,7 @@ def sql_path(name: str) -> str:
 class SqlObject:
     kind: str  # "view", "macro" (scalar) or "table macro"
     parameters: tuple[str, ...]
-    body: exp.Expression  # the view's query or the macro's expression, parsed by sqlglot
+    body: Any  # the view's query or the macro's expression, as text (spark.py parses it with sqlglot)
     statement: str  # the file's CREATE statement
 
 
@@ -76,10 +77,7 @@ def sql_object(name: str) -> SqlObject:
     match = SQL_OBJECT.search(text)
     if match is None or match["name"] != name:
         raise PipelineError(f"{sql_path(name)}: not one 'create or replace view|macro {name} ... as' statement")
-    try:
-        body = sqlglot.parse_one(match["body"], read="duckdb")
-    except sqlglot.errors.ParseError as error:
-        raise PipelineError(f"{sql_path(name)}: {str(error).splitlines()[0]}") from None
+    body = match["body"]
     kind = "view" if match["kind"] == "view" else "table macro" if match["table"] else "macro"
     parameters = tuple(part.split(":=")[0].strip() for part in (match["parameters"] or "").split(",") if part.strip())
     return SqlObject(kind, parameters, body, text[match.start():])
@@ -87,13 +85,20 @@ def sql_object(name: str) -> SqlObject:
 
 def views_in_dependency_order() -> list[str]:
     """The sql/ objects and the stored tables (STORED), each after the tables, views and macros its SQL
-    reads (a stored table after its macro and snapshot_history): sqlglot finds them in the parsed SQL."""
+    reads (a stored table after its macro and snapshot_history). DuckDB's own parser finds them: its
+    json_serialize_sql gives the parsed statement, whose table and function references name what it
+    reads (a common table expression named like an object only adds an edge). Measured: 20 ms, where
+    importing and running sqlglot took 170 ms of every build."""
     known = view_files().keys() | STORED.keys()
     graph = {table: {macro, "snapshot_history"} for table, (macro, _) in STORED.items()}
-    for name in view_files():
-        body = sql_object(name).body
-        local = {cte.alias for cte in body.find_all(exp.CTE)}
-        graph[name] = {node.name for node in body.find_all(exp.Table, exp.Anonymous)} & known - local - {name}
+    objects = {name: sql_object(name) for name in view_files()}
+    queries = [obj.body if obj.kind != "macro" else f"select {obj.body}" for obj in objects.values()]
+    with duckdb.connect() as connection:
+        parsed = connection.execute("select json_serialize_sql(unnest($queries))", {"queries": queries}).fetchall()
+    for name, (tree,) in zip(objects, parsed):
+        if '"error":true' in tree:
+            raise PipelineError(f"{sql_path(name)}: {msgspec.json.decode(tree)['error_message'].splitlines()[0]}")
+        graph[name] = set(REFERENCE.findall(tree)) & known - {name}
     try:
         return list(TopologicalSorter(graph).static_order())
     except CycleError as error:

@@ -125,7 +125,8 @@ def spark_sql(paths: Paths, parquet_root: str | None = None) -> str:
     for name in views_in_dependency_order():
         defined = sql_object(name) if name not in STORED else None
         if defined is not None and defined.kind == "macro":
-            macros[name] = dataclasses.replace(defined, body=_inline_macros(defined.body, macros))
+            macros[name] = dataclasses.replace(
+                defined, body=_inline_macros(sqlglot.parse_one(defined.body, read="duckdb"), macros))
         elif defined is not None and defined.kind == "view":
             statements.append(f"-- {name}: {view_description(name)}\n" + view_statement(name, macros))
     for statement in statements:

@@ -279,3 +279,40 @@ def test_configuration_values_compares_every_upstream_field_the_dictionary_decla
     compared = {field for (field,) in fetch(connection, "select distinct field from configuration_values")}
     padding = {"architecture"} if not token else set()  # the diffusion files have none; null keeps one shape
     assert compared == (upstream - set(measured_key(table))) | {"extra_fields"} | padding
+
+
+def _order_of(tmp_path, monkeypatch, files: dict[str, str]) -> list[str]:
+    import pipeline.build as build
+
+    for name, text in files.items():
+        path = tmp_path / "sql" / "marts" / f"{name}.sql"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    monkeypatch.setattr(build, "SQL_DIR", tmp_path / "sql")
+    build.sql_object.cache_clear(), build.view_files.cache_clear()
+    try:
+        return [name for name in build.views_in_dependency_order() if name in files]
+    finally:
+        build.sql_object.cache_clear(), build.view_files.cache_clear()
+
+
+def test_build_order_comes_from_what_each_file_reads(tmp_path, monkeypatch) -> None:
+    files = {
+        "a_total": "create or replace view a_total as\nwith b_parts as (select 1 as x)\nselect sum(doubled(x)) from c_parts",
+        "c_parts": "create or replace view c_parts as select x from b_base where x > 0",
+        "b_base": "create or replace view b_base as select 1 as x union all select 2",
+        "doubled": "create or replace macro doubled(x) as x * 2",
+    }
+    order = _order_of(tmp_path, monkeypatch, files)
+    assert order.index("b_base") < order.index("c_parts") < order.index("a_total")
+    assert order.index("doubled") < order.index("a_total")
+
+
+def test_a_cycle_or_a_syntax_error_names_the_files(tmp_path, monkeypatch) -> None:
+    from pipeline.errors import PipelineError
+
+    cycle = {"p": "create or replace view p as select * from q", "q": "create or replace view q as select * from p"}
+    with pytest.raises(PipelineError, match="in a cycle: (p -> q -> p|q -> p -> q)"):
+        _order_of(tmp_path / "cycle", monkeypatch, cycle)
+    with pytest.raises(PipelineError, match=r"^sql/marts/broken\.sql: syntax error"):
+        _order_of(tmp_path / "broken", monkeypatch, {"broken": "create or replace view broken as selec 1 frm x"})
