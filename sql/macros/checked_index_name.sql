@@ -4,8 +4,7 @@
 -- nearest: Qwen/Qwen3-8B, ...".
 create or replace macro checked_index_name(kind, name) as
     checked_name(kind, name, (
-        -- unified_configurations' names, read from its two tables: planning that view takes longer than
-        -- the scan, and energy_at_concurrency checks three names at every call.
+        -- unified_configurations' names from its two tables: planning the view took longer than the scan.
         select list(distinct case lower(kind) when 'task' then task when 'model' then model_id else gpu_model end)
         from (
             select snapshot_id, task, model_id, gpu_model from token_configurations
