@@ -117,7 +117,6 @@ def code_digest() -> str:
     """What outputs depend on besides the input and the parameters: this code, its declarations and
     the libraries' versions (their {name}-{version}.dist-info folders, found in a millisecond where
     reading each one's metadata takes tens, which a refresh with nothing to do would pay)."""
-    from importlib.metadata import version
     from importlib.util import find_spec
 
     from pipeline.fingerprint import files_sha256
@@ -129,5 +128,10 @@ def code_digest() -> str:
     for name in ("duckdb", "pyarrow", "pandera", "pandas", "msgspec"):
         origin = (spec := find_spec(name)) and spec.origin
         found = list(Path(origin).parent.parent.glob(f"{name}-*.dist-info")) if origin else []
-        libraries.append(found[0].name if len(found) == 1 else f"{name}={version(name)}")
+        if len(found) == 1:
+            libraries.append(found[0].name)
+        else:  # only then importlib.metadata, whose import alone takes 15 ms
+            from importlib.metadata import version
+
+            libraries.append(f"{name}={version(name)}")
     return files_sha256(sources, PROJECT_ROOT, "\0".join(libraries))

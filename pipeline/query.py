@@ -208,7 +208,9 @@ def estimate(
         for factors in fetch_dicts(connection, "select * from boundary_factor_ranges", {}):
             if factors["boundary"] in BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]:
                 multipliers = {level: multipliers[level] * factors[f"factor_{level}"] for level in multipliers}
-        measured = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from configuration_points", {})
+        # The same names as configuration_points', without grouping every configuration first.
+        measured = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from unified_configurations "
+                               "where in_index_snapshot", {})
         task, model, gpu = resolve_question(measured, task, model, gpu)
         arguments = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency}
         call = "energy_at_concurrency($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)"
