@@ -104,6 +104,16 @@ def test_the_cli_reference_is_generated_from_the_parser() -> None:
     )
 
 
+def test_the_index_files_fields_and_decimals_are_generated_from_the_dictionary() -> None:
+    from pipeline import docs
+
+    page = docs.INDEX_FILES_PAGE.read_text(encoding="utf-8")
+    assert docs.section(page, docs.FIELDS_START, docs.FIELDS_END) == docs.render_index_fields(), (
+        "docs/index-files.md's field list is stale: run 'make docs'"
+    )
+    assert "`wh_per_million_output_tokens` (2)" in page and "`wh_per_{unit}` (4)" in page
+
+
 HEAVY = {"duckdb", "pyarrow", "pandas", "pandera", "numpy", "polars", "altair", "sqlglot", "tqdm"}
 IMPORTS = """
 import sys
