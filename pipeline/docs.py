@@ -57,59 +57,43 @@ def render(database: Path) -> str:
     return "\n".join(lines)
 
 
-# The layers of sql/, in the order a reader meets them.
-LAYERS = ("staging", "intermediate", "marts", "macros")
-# The first sentence: up to a full stop followed by a capital (not "e.g." or "0.9.1").
-FIRST_SENTENCE = re.compile(r"^(.+?\.)(?:\s+[A-Z(]|$)")
+LAYERS = ("staging", "intermediate", "marts", "macros")  # sql/'s folders, in the order a reader meets them
+FIRST_SENTENCE = re.compile(r"^(?:(?:[Tt]able macro|[Mm]acro|View|Staging); )?(.+?\.)(?:\s+[A-Z(]|$)")
 
 
-def _parts(description: str) -> tuple[str, str, str]:
-    """A table's or view's description as (its first sentence, its grain, its key), as the dictionary and the
-    sql/ headers word them (schemas.dictionary.table_description, pipeline.build.view_description)."""
+def _object_row(name: str, kind: str, description: str, source: str) -> str:
+    """A row of the list of objects from a description worded "What. Grain: one row per X. Key: (k)."."""
     what, _, rest = description.partition(" Grain: ")
     grain, _, key = rest.rpartition(". Key: ")
-    what = re.sub(r"^(View|Staging|Table macro|Macro|table macro|macro); ", "", what)
-    match = FIRST_SENTENCE.match(what)
-    first = match.group(1) if match else what
+    first = FIRST_SENTENCE.match(what).group(1)
     grain = "(one row in all)" if grain == "one row" else grain.removeprefix("one row per ")
-    return first[0].upper() + first[1:], grain, key.rstrip(".")
-
-
-def _macro_parts(name: str) -> tuple[str, str, str]:
-    from pipeline.build import view_description, view_files
-
-    header = view_files()[name].read_text(encoding="utf-8").split("\ncreate ")[0]
-    if "\n-- grain:" in header:
-        return _parts(view_description(name))
-    what = " ".join(line.removeprefix("--").strip() for line in header.splitlines()).split(":", 1)[1]
-    return _parts(f"{what.strip()} Grain: (a value). Key: —.")
+    key = f"`{key.rstrip('.')}`" if key.startswith("(") else _cell(key.rstrip("."))
+    return f"| `{name}` | {kind} | {_cell(grain)} | {key} | {_cell(first[0].upper() + first[1:])} | {source} |"
 
 
 def render_objects() -> str:
-    """Every table, view and macro of the database: its kind, grain, key and first sentence, from where each
-    is declared (schemas/dictionary.toml for tables, the sql/ file's header for views and macros)."""
+    """Every table, view and macro: its grain, key and first sentence, from where each is declared
+    (schemas/dictionary.toml for tables, the header of its sql/ file for views and macros)."""
     from pipeline.build import sql_object, view_description, view_files
     from schemas import dictionary
 
     lines = [OBJECTS_START, "", "| name | kind | one row per | key | what it holds | from |",
              "| --- | --- | --- | --- | --- | --- |"]
     for table, entry in dictionary.entries().tables.items():
-        parts = _parts(dictionary.table_description(table))
-        lines.append(_object_row(table, "table", *parts, _cell(entry.source)))
+        lines.append(_object_row(table, "table", dictionary.table_description(table), _cell(entry.source)))
     files = view_files()
     for layer in LAYERS:
         for name in sorted(name for name, path in files.items() if path.parent.name == layer):
-            kind = sql_object(name).kind
-            parts = _parts(view_description(name)) if kind == "view" else _macro_parts(name)
-            path = files[name].relative_to(PROJECT_ROOT).as_posix()
-            lines.append(_object_row(name, f"{kind} ({layer})" if kind == "view" else kind, *parts,
+            kind, path = sql_object(name).kind, files[name].relative_to(PROJECT_ROOT).as_posix()
+            try:
+                description = view_description(name)
+            except KeyError:  # a scalar macro: its header has no grain or key
+                header = " ".join(line[2:].strip() for line in files[name].read_text("utf-8").split("\ncreate ")[0]
+                                  .splitlines())
+                description = f"{header.split(':', 1)[1].strip()} Grain: (a value). Key: —."
+            lines.append(_object_row(name, f"view ({layer})" if kind == "view" else kind, description,
                                      f"[{path}](../{path})"))
     return "\n".join([*lines, "", OBJECTS_END])
-
-
-def _object_row(name: str, kind: str, meaning: str, grain: str, key: str, source: str) -> str:
-    key_cell = f"`{key}`" if key.startswith("(") else _cell(key)
-    return f"| `{name}` | {kind} | {_cell(grain)} | {key_cell} | {_cell(meaning)} | {source} |"
 
 
 def render_index_fields() -> str:
