@@ -62,12 +62,22 @@ def test_steps_out_of_order_say_what_to_run_first(tmp_path, run_cli) -> None:
     assert ".generations" not in exported.stderr
 
 
-def test_documented_data_model_matches_the_database(newest_build: Paths) -> None:
+def test_the_list_of_objects_is_generated_and_names_every_object_of_the_database(newest_build: Paths) -> None:
+    from pipeline import docs
+
+    assert docs.section(DATABASE_REFERENCE, docs.OBJECTS_START, docs.OBJECTS_END) == docs.render_objects(), (
+        "docs/querying.md's list of objects is stale: run 'make docs'"
+    )
     with duckdb.connect(str(newest_build.database), read_only=True) as connection:
         tables = {row[0] for row in connection.execute("select table_name from duckdb_tables()").fetchall()}
         views = {row[0] for row in connection.execute("select view_name from duckdb_views() where not internal").fetchall()}
-    documented = dict(re.findall(r"^\| `(\w+)` \| (table|view) \|", DATABASE_REFERENCE, re.MULTILINE))
-    assert documented == {**{t: "table" for t in tables}, **{v: "view" for v in views}}
+        macros = {row[0] for row in connection.execute("select function_name from duckdb_functions()"
+                                                       " where function_type in ('macro', 'table_macro')"
+                                                       " and not internal").fetchall()}
+    documented = dict(re.findall(r"^\| `(\w+)` \| ((?:table )?macro|table|view)\b", DATABASE_REFERENCE, re.MULTILINE))
+    kinds = {"table": "table", "view": "view", "macro": "macro", "table macro": "macro"}
+    assert {name: kinds[kind] for name, kind in documented.items()} == {
+        **{t: "table" for t in tables}, **{v: "view" for v in views}, **{m: "macro" for m in macros}}
 
 
 def test_every_view_and_column_is_described(newest_build: Paths) -> None:
@@ -92,6 +102,16 @@ def test_the_cli_reference_is_generated_from_the_parser() -> None:
     assert docs.section(CLI_REFERENCE, docs.CLI_START, docs.CLI_END) == docs.render_cli(), (
         "docs/cli.md is stale: run 'make docs'"
     )
+
+
+def test_the_index_files_fields_and_decimals_are_generated_from_the_dictionary() -> None:
+    from pipeline import docs
+
+    page = docs.INDEX_FILES_PAGE.read_text(encoding="utf-8")
+    assert docs.section(page, docs.FIELDS_START, docs.FIELDS_END) == docs.render_index_fields(), (
+        "docs/index-files.md's field list is stale: run 'make docs'"
+    )
+    assert "`wh_per_million_output_tokens` (2)" in page and "`wh_per_{unit}` (4)" in page
 
 
 HEAVY = {"duckdb", "pyarrow", "pandas", "pandera", "numpy", "polars", "altair", "sqlglot", "tqdm"}

@@ -1,4 +1,4 @@
--- task_summaries: per-task counts the index's provenance block cites.
+-- task_summaries: per task, its configuration counts and those over the latency limit, as the index's provenance cites.
 -- grain: one row per task of the index snapshot
 -- key: (task)
 create or replace view task_summaries as
