@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline.files import atomic_path, write_bytes_atomic
+from pipeline.files import atomic_path, read_toml, write_bytes_atomic
 from pipeline.fingerprint import data_sha256, files_sha256
 from pipeline.progress import progress
 from pipeline.paths import (
@@ -229,17 +229,9 @@ class EcologitsCoefficients(msgspec.Struct, forbid_unknown_fields=True):
 T = TypeVar("T")
 
 
-def decode_toml(path: Path, kind: type[T]) -> T:
-    """A TOML file as `kind`; a file that is not is an error naming it and the path inside it."""
-    try:
-        return msgspec.toml.decode(path.read_bytes(), type=kind)
-    except (OSError, msgspec.DecodeError) as error:
-        raise PipelineError(f"{path}: {error}") from None
-
-
 def load_audit_rules() -> list[tuple]:
     """The audit_rules table's rows: rule, table_name, severity, tolerance, direction, measure, why."""
-    rules = decode_toml(AUDIT_RULES, dict[str, AuditRule])
+    rules = read_toml(AUDIT_RULES, dict[str, AuditRule])
     for rule, fields in rules.items():
         if round(fields.tolerance, 6) != fields.tolerance:
             raise PipelineError(f"{AUDIT_RULES}: $.{rule}.tolerance: at most six decimals (audit_findings writes six)")
@@ -249,7 +241,7 @@ def load_audit_rules() -> list[tuple]:
 def load_latency_tiers(path: Path, metrics: dict[str, list[str]]) -> list[tuple[str, str | None, str, float]]:
     """(family, task, latency metric, limit) rows from a latency_tiers.toml layout, each metric one
     of its family's in `metrics` (the latency_metrics view)."""
-    declared = decode_toml(path, LatencyTiers)
+    declared = read_toml(path, LatencyTiers)
     rows, problems = [], []
     groups = [("token", None, declared.token), *(("diffusion", task, tiers) for task, tiers in declared.diffusion.items())]
     for family, task, limits in groups:
@@ -266,7 +258,7 @@ def load_latency_tiers(path: Path, metrics: dict[str, list[str]]) -> list[tuple[
 def load_boundary_factors(path: Path = BOUNDARY_FACTORS) -> list[dict[str, object]]:
     """The [[factor]] rows of a boundary_factors.toml, checked strictly: every key present and no other,
     each of its type, factors of at least 1 with low <= central <= high, and one central row per boundary."""
-    rows = [msgspec.structs.asdict(factor) for factor in decode_toml(path, BoundaryFactors).factor]
+    rows = [msgspec.structs.asdict(factor) for factor in read_toml(path, BoundaryFactors).factor]
     problems = [f"$.factor[{number}]: factors must satisfy 1 <= factor_low <= factor_central <= factor_high"
                 for number, row in enumerate(rows)
                 if not row["factor_low"] <= row["factor_central"] <= row["factor_high"]]
@@ -309,7 +301,7 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
     ceilings = load_source_card().diffusion.default_batch_latency_ceiling_s
     rows = {
         "latency_tiers": load_latency_tiers(latency_tiers, metrics),
-        "ecologits_coefficients": [tuple(msgspec.structs.astuple(decode_toml(ECOLOGITS, EcologitsCoefficients)))],
+        "ecologits_coefficients": [tuple(msgspec.structs.astuple(read_toml(ECOLOGITS, EcologitsCoefficients)))],
         "boundary_factors": [tuple(row.values()) for row in load_boundary_factors()],
         "gpu_ratings": sorted(RATED_BOARD_POWER_W.items()),
         "audit_rules": load_audit_rules(),

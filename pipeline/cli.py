@@ -16,18 +16,10 @@ import click
 from pipeline import __version__, settings
 from pipeline.errors import NEXT_STEP, PROG, PipelineError, command_name, nearest, next_step, out_option
 from pipeline.paths import Paths
+from pipeline.progress import say
 
 # In a generation made by refresh: the snapshot, parameters and code it was made from.
 REFRESH_RECORD = "refresh.json"
-
-
-def _say(message: str) -> None:
-    if sys.stderr.isatty():
-        from tqdm import tqdm
-
-        tqdm.write(message, file=sys.stderr)  # above any progress bar being drawn, not through it
-    else:
-        print(message, file=sys.stderr, flush=True)
 
 
 # ---- parameter types: each a function that returns the value or raises ValueError saying why ----
@@ -230,7 +222,7 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
 
 
 def _fail(message: str) -> int:
-    _say(f"{PROG}: error: {message}")
+    say(f"{PROG}: error: {message}")
     return 1
 
 
@@ -318,16 +310,16 @@ def _run_fetch(args: SimpleNamespace, paths: Paths, source: str | None = None) -
     source = source or args.source
     started = time.perf_counter()
     for old, new in move_to_current_ids(paths).items():
-        _say(f"fetch: snapshot {old} is now {new} (ids take the commit's UTC date)")
+        say(f"fetch: snapshot {old} is now {new} (ids take the commit's UTC date)")
     if source is None:
         result = _fetch_upstream(args, paths)
     else:
-        _say(f"fetch: reading {source}")
+        say(f"fetch: reading {source}")
         result = fetch(source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
                        fetch_deadline_s=args.fetch_deadline, commit_time=getattr(args, "commit_time", None))
     for notice in result.notices:
-        _say(f"fetch: warning: {notice}")
-    _say(f"fetch: {result.file_count} files, {result.total_bytes / 1e6:.1f} MB -> {result.directory} "
+        say(f"fetch: warning: {notice}")
+    say(f"fetch: {result.file_count} files, {result.total_bytes / 1e6:.1f} MB -> {result.directory} "
          f"({'new' if result.changed else 'unchanged'}, {_seconds(started)})")
     return result
 
@@ -341,14 +333,14 @@ def _fetch_upstream(args: SimpleNamespace, paths: Paths) -> Any:
         raise PipelineError("--commit-time is for a --source without snapshot.json; the upstream's commits "
                             "carry their own time")
     wanted = f"commit {args.commit}" if args.commit else f"the newest commit that changed {path}"
-    _say(f"fetch: asking {settings.GITHUB_API.value()} for {wanted} of {repository}")
+    say(f"fetch: asking {settings.GITHUB_API.value()} for {wanted} of {repository}")
     result, commit = fetch_upstream(paths, args.commit, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
                                     fetch_deadline_s=args.fetch_deadline)
     if commit is not None and args.commit and not commit.sha.startswith(args.commit):
-        _say(f"fetch: commit {args.commit} did not change {path}; its data is that of {commit.sha[:7]} "
+        say(f"fetch: commit {args.commit} did not change {path}; its data is that of {commit.sha[:7]} "
              f"({commit.subject})")
     if commit is not None:
-        _say(f"fetch: {repository} {commit.sha[:7]}, {commit.time}: {commit.subject}")
+        say(f"fetch: {repository} {commit.sha[:7]}, {commit.time}: {commit.subject}")
     return result
 
 
@@ -360,9 +352,9 @@ def _run_ingest(args: SimpleNamespace, paths: Paths, snapshot_id: str | None = N
     snapshot_id = snapshot_id or getattr(args, "snapshot", None) or latest_snapshot_id(paths)
     result = ingest(paths, snapshot_id)
     for notice in result.notices:
-        _say(f"ingest: warning: {notice}")
+        say(f"ingest: warning: {notice}")
     configurations = sum(result.row_counts.get(t, 0) for t in ("token_configurations", "diffusion_configurations"))
-    _say(f"ingest: {snapshot_id}: {configurations:,} configurations, {sum(result.row_counts.values()):,} rows in "
+    say(f"ingest: {snapshot_id}: {configurations:,} configurations, {sum(result.row_counts.values()):,} rows in "
          f"{len(result.row_counts)} tables ({_seconds(started)})")
 
 
@@ -373,9 +365,9 @@ def _run_build(args: SimpleNamespace, paths: Paths) -> None:
     result = build(paths, args.itl_deadline_ms, getattr(args, "index_snapshot", None),
                    full=getattr(args, "full", False), latency_tiers=args.latency_tiers)
     for notice in result.notices:
-        _say(f"build: warning: {notice}")
+        say(f"build: warning: {notice}")
     how = "appended to the published database" if result.appended else "built from every Parquet file"
-    _say(f"build: {len(result.views)} views and macros, {how} ({_seconds(started)})")
+    say(f"build: {len(result.views)} views and macros, {how} ({_seconds(started)})")
 
 
 def _run_export(args: SimpleNamespace, paths: Paths) -> None:
@@ -383,7 +375,7 @@ def _run_export(args: SimpleNamespace, paths: Paths) -> None:
 
     started = time.perf_counter()
     result = export(paths, as_of=args.as_of, retrieved=args.retrieved)
-    _say(f"export: {result.task_count} tasks, {result.model_file_count} model files ({_seconds(started)})")
+    say(f"export: {result.task_count} tasks, {result.model_file_count} model files ({_seconds(started)})")
 
 
 def _build_record(args: SimpleNamespace, snapshots: dict[str, str], index: str) -> dict[str, Any]:
@@ -417,9 +409,9 @@ def _up_to_date(label: str, args: SimpleNamespace, paths: Paths, snapshots: dict
     record = _build_record(args, {**held, **snapshots}, index)
     damaged = publish.damaged_files(paths)
     for name, problem in damaged or []:
-        _say(f"{label}: warning: {paths.current / name}: {problem}; building it again")
+        say(f"{label}: warning: {paths.current / name}: {problem}; building it again")
     if damaged is None and record == previous:
-        _say(f"{label}: warning: {paths.current / publish.FILE_RECORD} is missing or unreadable, so the published "
+        say(f"{label}: warning: {paths.current / publish.FILE_RECORD} is missing or unreadable, so the published "
              "files cannot be checked; building them again")
         damaged = [(publish.FILE_RECORD, "missing or unreadable")]
     if damaged == [] and record == previous and not stale:
@@ -440,7 +432,7 @@ def _prepare(args: SimpleNamespace, staged: Paths, work: SimpleNamespace, ingest
     from schemas import TABLES
 
     for old, new in sorted(work.stale.items()):
-        _say(f"{args.label}: snapshot {old} is now {new} in the database (ids take the commit's UTC date)")
+        say(f"{args.label}: snapshot {old} is now {new} in the database (ids take the commit's UTC date)")
         for table in (*TABLES, *STORED):
             if (partition := staged.parquet_files(table).get(old)) is not None:
                 shutil.rmtree(partition.parent)
@@ -485,7 +477,7 @@ def _run_refresh(args: SimpleNamespace, paths: Paths) -> None:
     work = _up_to_date("refresh", args, paths, {snapshot: fetched.content_sha256},
                        snapshot if args.as_index else "newest")
     if work is None:
-        _say(f"refresh: {snapshot} is built and published with these parameters and this code; nothing to do")
+        say(f"refresh: {snapshot} is built and published with these parameters and this code; nothing to do")
         return
     # The index shows the newest snapshot, or the one fetched when --as-index says so; snapshots ingested
     # before stay in the history.
@@ -496,10 +488,10 @@ def _run_refresh(args: SimpleNamespace, paths: Paths) -> None:
         index_snapshot = _finish(args, staged, work.record)
     _report_published(paths)
     if index_snapshot != snapshot:
-        _say(f"refresh: {snapshot} is older than {index_snapshot}, the newest snapshot in the database: it is in "
+        say(f"refresh: {snapshot} is older than {index_snapshot}, the newest snapshot in the database: it is in "
              f"the history now and the index stays on {index_snapshot} (--as-index publishes {snapshot} as the index)")
     where = "" if index_snapshot == snapshot else f" into the history, the index on {index_snapshot}"
-    _say(f"refresh: published {snapshot}{where} ({time.perf_counter() - started:.1f} s)")
+    say(f"refresh: published {snapshot}{where} ({time.perf_counter() - started:.1f} s)")
 
 
 def _snapshot_sources(sources: list[str]) -> list[str]:
@@ -525,7 +517,7 @@ def _fetch_upstream_history(args: SimpleNamespace, paths: Paths) -> list[str]:
     from pipeline.upstream import fetch_commit, open_github
 
     since = f" since {args.since}" if args.since else ""
-    _say(f"history: asking {settings.GITHUB_API.value()} for every commit of {settings.UPSTREAM_REPOSITORY} that "
+    say(f"history: asking {settings.GITHUB_API.value()} for every commit of {settings.UPSTREAM_REPOSITORY} that "
          f"changed {settings.UPSTREAM_PATH}{since}")
     github = open_github(args.timeout, args.max_file_bytes, args.fetch_deadline)
     commits = github.history(args.since)
@@ -533,12 +525,12 @@ def _fetch_upstream_history(args: SimpleNamespace, paths: Paths) -> list[str]:
         raise PipelineError(f"no commit of {settings.UPSTREAM_REPOSITORY} changed {settings.UPSTREAM_PATH}{since}")
     held = held_snapshot_ids(paths)
     missing = [commit for commit in commits if commit.sha not in held]
-    _say(f"history: {len(commits)} commit(s); {len(commits) - len(missing)} already fetched, {len(missing)} to fetch")
+    say(f"history: {len(commits)} commit(s); {len(commits) - len(missing)} already fetched, {len(missing)} to fetch")
     for number, commit in enumerate(missing, start=1):
         github.reader.restart_deadline()
         started = time.perf_counter()
         result = fetch_commit(github, paths, commit, held)
-        _say(f"history: fetched {number}/{len(missing)}: {result.snapshot_id} ({commit.subject}), {result.file_count} "
+        say(f"history: fetched {number}/{len(missing)}: {result.snapshot_id} ({commit.subject}), {result.file_count} "
              f"files, {result.total_bytes / 1e6:.1f} MB ({_seconds(started)})")
     held = held_snapshot_ids(paths)
     return [held[commit.sha] for commit in commits]
@@ -553,7 +545,7 @@ def _run_history(args: SimpleNamespace, paths: Paths) -> None:
         raise PipelineError("--since goes with --upstream; to choose among local snapshots, name them in --source")
     started, args.label = time.perf_counter(), "history"
     for old, new in move_to_current_ids(paths).items():
-        _say(f"history: snapshot {old} is now {new} (ids take the commit's UTC date)")
+        say(f"history: snapshot {old} is now {new} (ids take the commit's UTC date)")
     if args.upstream:
         fetched = _fetch_upstream_history(args, paths)
     else:
@@ -575,7 +567,7 @@ def _run_history(args: SimpleNamespace, paths: Paths) -> None:
     digests = {s: content_digest(manifests[s]["upstream"], manifests[s]["files"]) for s in in_order}
     work = _up_to_date("history", args, paths, digests, "newest")
     if work is None:
-        _say(f"history: {len(in_order)} snapshot(s) built and published with these parameters and this code; "
+        say(f"history: {len(in_order)} snapshot(s) built and published with these parameters and this code; "
              "nothing to do")
         return
     # Ingesting depends on the snapshot and the code only: with the same code, what the database holds
@@ -585,19 +577,19 @@ def _run_history(args: SimpleNamespace, paths: Paths) -> None:
     args.index_snapshot = None
     with _new_generation(paths) as staged:
         _prepare(args, staged, work, set(ingest))
-        for snapshot_id in each(ingest, "history: ingesting", "snapshot", say=_say):
+        for snapshot_id in each(ingest, "history: ingesting", "snapshot", say=say):
             _run_ingest(args, staged, snapshot_id)
         _finish(args, staged, work.record)
     _report_published(paths, every_snapshot=True)
-    _say(f"history: published {len(in_order)} snapshot(s), {len(ingest)} ingested, the index on the newest "
+    say(f"history: published {len(in_order)} snapshot(s), {len(ingest)} ingested, the index on the newest "
          f"({time.perf_counter() - started:.1f} s)")
 
 
 def _report_published(paths: Paths, every_snapshot: bool = False) -> None:
     from pipeline.audit import audit_summary
 
-    _say(f"published: {paths.out / 'energy_index.duckdb'}, {paths.out / 'parquet'}/, {paths.out / 'index'}/")
-    _say(audit_summary(paths, every_snapshot))
+    say(f"published: {paths.out / 'energy_index.duckdb'}, {paths.out / 'parquet'}/, {paths.out / 'index'}/")
+    say(audit_summary(paths, every_snapshot))
 
 
 # ---- the command line ----
@@ -774,7 +766,7 @@ def diff(args: SimpleNamespace, paths: Paths) -> None:
 
     found = snapshot_diff(paths, args.old, args.new)
     if found["swapped"]:
-        _say(f"diff: {args.old} is newer than {args.new} in commit order; comparing {args.new} -> {args.old}")
+        say(f"diff: {args.old} is newer than {args.new} in commit order; comparing {args.new} -> {args.old}")
     if args.format == "json":
         print(format_json(found))
     elif sys.stdout.isatty():
@@ -822,7 +814,7 @@ def sql(args: SimpleNamespace, paths: Paths) -> None:
         raise PipelineError(f"{args.file}: {error.strerror}") from None
     count = run_sql(paths, query, dict(args.param), args.format, args.output, args.timeout, args.memory_limit)
     if args.output is not None:
-        _say(f"sql: {count} row(s) -> {args.output}")
+        say(f"sql: {count} row(s) -> {args.output}")
 
 
 def _is_inside(path: Path, folder: Path) -> bool:
@@ -925,7 +917,7 @@ def report(args: SimpleNamespace, paths: Paths) -> None:
 
     started = time.perf_counter()
     page, charts = write_report(paths)
-    _say(f"report: {charts} charts -> {page} (and one PNG per chart beside it) ({_seconds(started)})")
+    say(f"report: {charts} charts -> {page} (and one PNG per chart beside it) ({_seconds(started)})")
 
 
 @cli.command(short_help="write OUT/release/<snapshot-id>/: a citable data release",
@@ -939,7 +931,7 @@ def release(args: SimpleNamespace, paths: Paths) -> None:
     from pipeline.release import write_release
 
     started = time.perf_counter()
-    _say(f"release: {write_release(paths)} ({_seconds(started)})")
+    say(f"release: {write_release(paths)} ({_seconds(started)})")
 
 
 @cli.command("spark-sql", short_help="write the Spark SQL of every view over the published Parquet",
@@ -964,7 +956,7 @@ def spark_sql(args: SimpleNamespace, paths: Paths) -> None:
         sys.stdout.write(script)
     else:
         write_bytes_atomic(Path(args.output), script.encode())
-        _say(f"spark-sql: {script.count('CREATE OR REPLACE TEMPORARY VIEW')} temporary views -> {args.output}")
+        say(f"spark-sql: {script.count('CREATE OR REPLACE TEMPORARY VIEW')} temporary views -> {args.output}")
 
 
 @cli.command(short_help="write a synthetic snapshot N times a real one, for benchmarks", epilog=_examples(
@@ -984,7 +976,7 @@ def synth(args: SimpleNamespace, paths: Paths) -> None:
 
     started = time.perf_counter()
     counts = synthesize(Path(args.source), Path(args.target), args.scale, args.seed)
-    _say(f"synth: {counts['configurations']} configurations, {counts['model_files']} model files, "
+    say(f"synth: {counts['configurations']} configurations, {counts['model_files']} model files, "
          f"{counts['bytes'] / 1e6:.1f} MB -> {args.target} ({_seconds(started)})")
 
 
@@ -1004,7 +996,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(done.exit_code) from None
         except click.UsageError as error:
             where = f" Try '{error.ctx.command_path} --help' for help." if error.ctx is not None else ""
-            _say(f"{PROG}: error: {error.format_message()}{where}")
+            say(f"{PROG}: error: {error.format_message()}{where}")
             raise SystemExit(error.exit_code) from None
     except KeyboardInterrupt:  # before the command began (still importing, parsing): nothing to undo
         return _fail("interrupted before it started; nothing was changed")

@@ -8,7 +8,6 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from pipeline.settings import DEFAULT_OUT
 
 PROG = "energy-index"
 # What a newcomer should run when a step finds nothing to work on. The CLI prints it as next_step(OUT)
@@ -29,11 +28,15 @@ def command_name() -> str:
 
 def out_option(out: Path) -> str:
     """' --out DIR' for an output folder other than the default, quoted for a shell; else ''."""
+    from pipeline.settings import DEFAULT_OUT  # settings reads the source card, which reports through here
+
     return "" if Path(out) == DEFAULT_OUT else f" --out {shlex.quote(str(out))}"
 
 
 def next_step(out: Path) -> str:
     """NEXT_STEP for the output folder `out`: 'make OUT=...' and '--out ...' when it is not the default."""
+    from pipeline.settings import DEFAULT_OUT
+
     make_out = "" if Path(out) == DEFAULT_OUT else f" OUT={shlex.quote(str(out))}"
     return f"run 'make{make_out}' (or '{command_name()} refresh --source FOLDER_OR_URL{out_option(out)}')"
 

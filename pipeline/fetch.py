@@ -5,7 +5,6 @@ differs from what was published under the same id is refused, naming the files."
 
 import contextlib
 import functools
-import hashlib
 import io
 import os
 import re
@@ -25,7 +24,7 @@ import msgspec
 from pipeline import jsontext
 from pipeline.errors import NEXT_STEP, PipelineError, command_name
 from pipeline.files import read_typed, replace_directory, write_bytes_atomic, write_json_atomic
-from pipeline.fingerprint import data_sha256, file_sha256
+from pipeline.fingerprint import data_sha256, file_sha256, git_blob_sha1
 from pipeline.paths import Paths
 from pipeline.progress import each
 from pipeline.settings import COMMIT_PATTERN, DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_TIMEOUT_S
@@ -219,12 +218,6 @@ def _entry(folder: Path, name: str) -> FileEntry:
     return {"path": name, "sha256": file_sha256(folder / name), "size": (folder / name).stat().st_size}
 
 
-def git_blob_sha(path: Path) -> str:
-    """The hash git gives a file's content: what GitHub's tree listing says each file is."""
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, lambda: hashlib.sha1(f"blob {path.stat().st_size}\0".encode())).hexdigest()
-
-
 def _fetch_url(source: str, staging: Path, reader: HttpReader,
                listing: Mapping[str, tuple[int, str]] | None) -> list[FileEntry]:
     """Download the files `listing` names (name -> size and git hash, as a commit's tree lists every
@@ -238,7 +231,7 @@ def _fetch_url(source: str, staging: Path, reader: HttpReader,
         files = [reader.download(source, name, staging) for name in each(sorted(listing), "fetch", "file")]
         for entry in files:
             size, blob = listing[entry["path"]]
-            if entry["size"] != size or git_blob_sha(staging / entry["path"]) != blob:
+            if entry["size"] != size or git_blob_sha1(staging / entry["path"]) != blob:
                 raise PipelineError(f"{source}/{entry['path']}: not the file the commit's tree lists ({size} bytes, "
                                     f"git hash {blob[:12]}); received {entry['size']} bytes that differ; run again")
         return files

@@ -65,6 +65,15 @@ def read_typed(path: Path, shape: Any, name: str | None = None) -> Any:
         raise PipelineError(f"{name or path}: {error}") from None
 
 
+def read_toml(path: Path, shape: Any) -> Any:
+    """A TOML file decoded into `shape`; a file missing or not of that shape is an error naming it and the
+    place in it (e.g. `at $.tiers[0].name`)."""
+    try:
+        return msgspec.toml.decode(path.read_bytes(), type=shape)
+    except (OSError, msgspec.MsgspecError) as error:
+        raise PipelineError(f"{path}: {error}") from None
+
+
 def replace_directory(staged: Path, target: Path) -> None:
     """Move a fully written `staged` directory into place at `target`, removing what was there."""
     if target.exists():

@@ -14,6 +14,12 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+def git_blob_sha1(path: Path) -> str:
+    """The hash git gives a file's content: what GitHub's tree listing says each file is."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, lambda: hashlib.sha1(f"blob {path.stat().st_size}\0".encode())).hexdigest()
+
+
 def files_sha256(paths: Iterable[Path], root: Path, extra: str = "") -> str:
     """One digest of several files' names (relative to `root`) and contents, in name order, and `extra`:
     it changes when any file is added, removed, renamed or edited."""

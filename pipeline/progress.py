@@ -18,6 +18,16 @@ def progress(total: int | None, label: str, unit: str = "file") -> Any:
                 disable=not sys.stderr.isatty() or total == 0, mininterval=0.5)
 
 
+def say(message: str) -> None:
+    """One line on stderr: above a progress bar being drawn on a terminal (not through it), else plain."""
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        tqdm.write(message, file=sys.stderr)
+    else:
+        print(message, file=sys.stderr, flush=True)
+
+
 def each(items: Iterable[Item], label: str, unit: str = "item",
          say: Callable[[str], None] | None = None) -> Iterator[Item]:
     """Yield `items` under a bar on a terminal; elsewhere, `say` one line per item when given."""

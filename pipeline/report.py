@@ -29,7 +29,7 @@ from pipeline.charts import ENERGY_COLUMNS, ChartText, alt, ambiguous_encodings,
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.export import task_plans
-from pipeline.files import replace_directory
+from pipeline.files import read_toml, replace_directory
 from pipeline.paths import Paths
 from pipeline.progress import each
 from schemas import dictionary
@@ -70,11 +70,7 @@ class Texts(msgspec.Struct, frozen=True):
 
 @functools.cache
 def _texts() -> Texts:
-    path = Path(__file__).with_name("report.toml")
-    try:
-        return msgspec.toml.decode(path.read_bytes(), type=Texts)
-    except msgspec.ValidationError as error:
-        raise PipelineError(f"{path}: {error}") from None
+    return read_toml(Path(__file__).with_name("report.toml"), Texts)
 
 
 @dataclass

@@ -5,13 +5,12 @@ Imports nothing heavy, so that building the command line costs little more than 
 import os
 import re
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline.paths import LATENCY_TIERS as TIERS_FILE
-from pipeline.paths import SOURCE_CARD
+from pipeline.source_card import load_source_card
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ COMMIT_TIME = Setting(
     "ordered by the day it was first fetched", "COMMIT_TIME")
 # The leaderboard web app's own default, stated in the source card (the export's wording reads it there).
 ITL_DEADLINE_MS = Setting(
-    "--itl-deadline-ms", float(tomllib.loads(SOURCE_CARD.read_text("utf-8"))["token"]["default_itl_deadline_ms"]),
+    "--itl-deadline-ms", float(load_source_card().token.default_itl_deadline_ms),
     "median inter-token latency ceiling for the best configurations (the leaderboard's own)", "ITL_DEADLINE_MS")
 LATENCY_TIERS = Setting("--latency-tiers", TIERS_FILE, "the latency tiers of tiered_best_configurations and "
                         "tiers.json, in the layout of pipeline/latency_tiers.toml")

@@ -5,7 +5,7 @@ from functools import cache
 
 import msgspec
 
-from pipeline.errors import PipelineError
+from pipeline.files import read_toml
 from pipeline.paths import SOURCE_CARD
 
 
@@ -63,7 +63,4 @@ class SourceCard(_Section):
 
 @cache
 def load_source_card() -> SourceCard:
-    try:
-        return msgspec.toml.decode(SOURCE_CARD.read_bytes(), type=SourceCard)
-    except msgspec.ValidationError as error:
-        raise PipelineError(f"{SOURCE_CARD}: {error}") from None
+    return read_toml(SOURCE_CARD, SourceCard)
