@@ -7,7 +7,6 @@
 create or replace view configuration_values as
 
 with
-
 token_numbers as (
     select
         snapshot_id, task, model_id, configuration, repeat,

@@ -6,7 +6,6 @@
 create or replace view model_detail_matches as
 
 with
-
 detail_rows as (
     select
         d.snapshot_id, d.task, d.model_id,

@@ -10,7 +10,6 @@
 create or replace view unified_configurations as
 
 with
-
 both_families as (
     select
         'token' as family, 'million output tokens' as unit_label, wh_per_million_output_tokens as wh_per_unit,

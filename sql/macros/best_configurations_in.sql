@@ -8,7 +8,6 @@
 create or replace macro best_configurations_in(of_snapshot) as table
 
 with
-
 ranked as (
     select
         *,

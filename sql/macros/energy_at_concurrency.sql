@@ -19,7 +19,6 @@ create or replace macro energy_at_concurrency(
 ) as table
 
 with
-
 -- Two configurations of one deployment measured at exactly the same concurrency are one point.
 points as (
     select

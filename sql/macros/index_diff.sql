@@ -6,7 +6,6 @@
 create or replace macro index_diff(older_id, newer_id) as table
 
 with
-
 pairs as (
     select checked_snapshot_id(older_id) as older_snapshot_id, checked_snapshot_id(newer_id) as newer_snapshot_id
 ),

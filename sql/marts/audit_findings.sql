@@ -5,7 +5,6 @@
 create or replace view audit_findings as
 
 with
-
 observations as (
     select
         snapshot_id, 'token_configurations' as table_name, 'energy_per_token_vs_power_over_throughput' as rule,

@@ -10,7 +10,6 @@
 create or replace view ecologits_refit as
 
 with
-
 candidates as (
     select
         c.snapshot_id, c.task, c.gpu, c.latency_metric, t.latency_limit, c.model_id, c.num_gpus,

@@ -10,7 +10,6 @@
 create or replace view energy_latency_frontier as
 
 with
-
 metric_points as (
     select
         snapshot_id, task, model_id, slug, gpu, num_gpus, row_id, count(*) as n_repeats, family, unit_label,

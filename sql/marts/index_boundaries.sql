@@ -8,7 +8,6 @@
 create or replace view index_boundaries as
 
 with
-
 server_figures as (
     select
         b.task, b.model_id, b.gpu, b.row_id, b.unit_label, b.wh_per_unit,

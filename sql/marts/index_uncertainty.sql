@@ -10,7 +10,6 @@
 create or replace view index_uncertainty as
 
 with
-
 -- Every configuration within the limit but the index's own, each by its best repeat.
 others_ranked as (
     select

@@ -6,7 +6,6 @@
 create or replace view latency_tier_costs as
 
 with
-
 unconstrained as (
     select task, model_id, gpu, min(wh_per_unit) as unconstrained_wh_per_unit
     from efficiency_curves

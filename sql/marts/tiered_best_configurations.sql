@@ -6,7 +6,6 @@
 create or replace view tiered_best_configurations as
 
 with
-
 ranked as (
     select
         c.*,

@@ -4,7 +4,6 @@
 create or replace view snapshot_history as
 
 with
-
 ingested as (
     select * from snapshots
 ),

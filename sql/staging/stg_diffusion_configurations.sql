@@ -8,7 +8,6 @@
 create or replace view stg_diffusion_configurations as
 
 with
-
 sized as (
     select
         snapshot_id,
