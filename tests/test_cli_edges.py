@@ -138,9 +138,14 @@ def test_8_ctrl_c_while_the_command_imports_is_one_line(load: str, newest_build:
         process = subprocess.Popen([CLI, "snapshots", "--out", str(newest_build.out)], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
         # Ready: the process is loading DuckDB's library, in the middle of importing the command's modules.
+        # Waiting on the process itself: the loop ends at once should it exit first.
         deadline = time.monotonic() + 60
-        while not _has_mapped(process.pid, "duckdb") and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.001)
+        while not _has_mapped(process.pid, "duckdb") and time.monotonic() < deadline:
+            try:
+                process.wait(timeout=0.001)
+                break
+            except subprocess.TimeoutExpired:
+                pass
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=60)
     assert "Traceback" not in stderr
