@@ -159,3 +159,16 @@ def test_estimate_prints_the_range_and_each_deployment(newest_build: Paths) -> N
     assert (document["min_wh_per_unit"], document["max_wh_per_unit"], document["deployments_measured"]) == expected
     unknown = subprocess.run([*arguments[:7], "Nobody/Nothing", *arguments[8:]], capture_output=True, text=True)
     assert unknown.returncode == 1 and "unknown model 'Nobody/Nothing'; none of the 46" in unknown.stderr
+
+
+def test_every_latency_metric_reads_its_own_column(newest_build: Paths) -> None:
+    """configuration_latencies takes each metric of latency_metrics from the column of that name: a metric
+    added to the list without its column fails here, as an all-null or mismatched latency."""
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        metrics = [metric for (metric,) in connection.execute("select latency_metric from latency_metrics").fetchall()]
+        for metric in metrics:
+            mismatched, present = connection.execute(f"""
+                select count(*) filter (where latency is distinct from {metric}), count(latency)
+                from configuration_latencies where latency_metric = '{metric}'""").fetchone()
+            assert (mismatched, present > 0) == (0, True), metric
+    assert metrics
