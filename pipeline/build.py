@@ -300,16 +300,11 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
         _create_table(connection, table, columns, rows[table])
 
 
-def _arrow(relation: duckdb.DuckDBPyRelation) -> pyarrow.Table:
-    """The relation's rows as one Arrow table (to_arrow_table from DuckDB 1.4, where arrow() became a reader)."""
-    return (getattr(relation, "to_arrow_table", None) or relation.arrow)()
-
-
 def _publish_reference_tables(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
     """Write each reference table as Parquet beside the data tables, with its descriptions as the
     ingested tables carry them; a file that would not change is left untouched."""
     for table in REFERENCE_TABLES:
-        rows = _arrow(connection.sql(f"select * from {table} order by all"))
+        rows = connection.sql(f"select * from {table} order by all").to_arrow_table()
         fields = []
         for field in rows.schema:
             entry = dictionary.column(table, field.name)
@@ -388,10 +383,11 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
     macro, kind = STORED[table]
     arity = 1 if kind == "snapshot" else 2
     call = f"{macro}({', '.join('?' * arity)})"
-    parameters = connection.execute("select itl_deadline_ms, change_relative_tolerance from build_parameters")
-    context = files_sha256([*view_files().values(), SOURCE_CARD], SQL_DIR.parent, repr(parameters.fetchone()))
-    history = connection.execute("select previous_snapshot_id, snapshot_id from snapshot_history order by position"
-                                 ).fetchall()
+    parameters = connection.execute(
+        "select itl_deadline_ms, change_relative_tolerance from build_parameters").fetchone()
+    context = files_sha256([*view_files().values(), SOURCE_CARD], SQL_DIR.parent, repr(parameters))
+    history = connection.execute(
+        "select previous_snapshot_id, snapshot_id from snapshot_history order by position").fetchall()
     units = [pair[-arity:] for pair in history if None not in pair[-arity:]]
     stale = {}
     for unit in units:
@@ -403,7 +399,7 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
             stale[unit] = inputs
     with progress(len(stale), f"build: {table}", unit="snapshot") as bar:
         for unit, inputs in stale.items():
-            rows = _arrow(connection.sql(f"select * from {call} order by all", params=list(unit)))
+            rows = connection.sql(f"select * from {call} order by all", params=list(unit)).to_arrow_table()
             with atomic_path(paths.parquet_path(table, unit[-1])) as tmp:
                 pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
             bar.update(1)

@@ -72,7 +72,7 @@ def _quoted(identifier: str) -> str:
     return "`" + identifier.replace("`", "``") + "`"
 
 
-def _table_statement(table: str, columns: list[tuple[str, str]], location: str | None) -> str:
+def _table_statement(table: str, columns: list[list[str]], location: str | None) -> str:
     """A table as a temporary view over its Parquet folder, or, with no files (a pair table of a
     one-snapshot build), an empty one with the same columns."""
     if location is None:
@@ -98,12 +98,9 @@ def spark_sql(paths: Paths, parquet_root: str | None = None) -> str:
         raise PipelineError(f"{database}: no published build to describe; {NEXT_STEP}")
     root = (parquet_root or str(Path(paths.out).resolve() / "parquet")).rstrip("/")
     with connect(database, read_only=True) as connection:
-        columns: dict[str, list[tuple[str, str]]] = {}
-        for table, column, data_type in connection.execute(
-            "select table_name, column_name, data_type from duckdb_columns()"
-            " where schema_name = 'main' order by table_name, column_index"
-        ).fetchall():
-            columns.setdefault(table, []).append((column, data_type))
+        columns = dict(connection.execute(
+            "select table_name, list([column_name, data_type] order by column_index) from duckdb_columns()"
+            " where schema_name = 'main' group by table_name").fetchall())
     tables = published_tables()
     missing = [table for table in tables if table not in columns]
     if missing:
