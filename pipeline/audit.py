@@ -26,7 +26,8 @@ def audit_summary(paths: Paths, every_snapshot: bool = False) -> str:
         ).fetchall()
         per_snapshot = connection.execute(
             """
-            select s.snapshot_id, count(f.rule) as findings, count(f.rule) filter (where f.severity = 'warn') as warnings
+            select s.snapshot_id, count(f.rule) as findings,
+                   count(f.rule) filter (where f.severity = 'warn') as warnings
             from snapshot_history as s left join audit_findings as f using (snapshot_id)
             group by s.snapshot_id, s.position order by s.position
             """

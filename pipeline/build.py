@@ -2,13 +2,13 @@
 
 import functools
 import os
-import shutil
 import re
-from graphlib import CycleError, TopologicalSorter
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 import duckdb
 import msgspec
@@ -24,8 +24,7 @@ from pipeline.paths import (
     AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest, hive_key,
 )
 from pipeline.source_card import load_source_card
-from pipeline.validate import json_paths
-from schemas import TABLES, dictionary
+from schemas import TABLE_NAMES, dictionary
 from schemas.rules import RATED_BOARD_POWER_W
 
 # Two snapshots' floats that differ by less than this, relative to the larger, are the same value: the
@@ -35,10 +34,10 @@ CHANGE_RELATIVE_TOLERANCE = 1e-9
 # engine writes its own storage format by default, which older clients (the DuckDB CLI, Metabase's
 # and Node's drivers) refuse; this asks it for the format that release reads.
 OLDEST_SUPPORTED_DUCKDB = "1.1.0"
-# A sql/ file's statement: view or macro, its name, a macro's parameters, "table" for a table macro, the body.
 # A table or function a statement reads, in json_serialize_sql's text (a name in a string literal is
 # escaped there, so it cannot match).
 REFERENCE = re.compile(r'"(?:table_name|function_name)":"(\w+)"')
+# A sql/ file's statement: view or macro, its name, a macro's parameters, "table" for a table macro, the body.
 SQL_OBJECT = re.compile(
     r"^create or replace (?P<kind>view|macro)\s+(?P<name>\w+)\s*(?:\((?P<parameters>.*?)\)\s*)?as\s+"
     r"(?P<table>table\s+)?(?P<body>.*?);?\s*\Z", re.DOTALL | re.MULTILINE)
@@ -77,10 +76,9 @@ def sql_object(name: str) -> SqlObject:
     match = SQL_OBJECT.search(text)
     if match is None or match["name"] != name:
         raise PipelineError(f"{sql_path(name)}: not one 'create or replace view|macro {name} ... as' statement")
-    body = match["body"]
     kind = "view" if match["kind"] == "view" else "table macro" if match["table"] else "macro"
     parameters = tuple(part.split(":=")[0].strip() for part in (match["parameters"] or "").split(",") if part.strip())
-    return SqlObject(kind, parameters, body, text[match.start():])
+    return SqlObject(kind, parameters, match["body"], text[match.start():])
 
 
 def views_in_dependency_order() -> list[str]:
@@ -119,41 +117,36 @@ def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths, loaded: di
     """Bring the data tables up to the Parquet files: all of them into new tables, or, in a copy of
     the published database (`loaded` says what it holds), only the snapshots added or re-ingested."""
     files = {(table, snapshot): _signature(path)
-             for table in TABLES for snapshot, path in paths.parquet_files(table).items()}
-    for table in TABLES:
+             for table in TABLE_NAMES for snapshot, path in paths.parquet_files(table).items()}
+    read = "select * from read_parquet($files, union_by_name = true, hive_partitioning = false)"
+    for table in TABLE_NAMES:
         if not any(key[0] == table for key in files):
             raise PipelineError(f"no snapshot has been ingested into table {table} yet; {NEXT_STEP}")
+        changed = sorted(snapshot for name, snapshot in loaded.keys() | files.keys()
+                         if name == table and loaded.get((name, snapshot)) != files.get((name, snapshot)))
+        new_files = [str(paths.parquet_path(table, snapshot)) for snapshot in changed if (table, snapshot) in files]
         if not loaded:
-            connection.execute(
-                f"create table {table} as select * from read_parquet($files, union_by_name = true, hive_partitioning = false)",
-                {"files": [str(paths.parquet_path(table, s)) for (t, s) in files if t == table]},
-            )
-            continue
-        for key in sorted(loaded.keys() | files.keys()):
-            if key[0] == table and loaded.get(key) != files.get(key):
-                connection.execute(f"delete from {table} where snapshot_id = $id", {"id": key[1]})
-                if key in files:
-                    connection.execute(f"insert into {table} by name select * from read_parquet($file,"
-                                       " hive_partitioning = false)", {"file": str(paths.parquet_path(table, key[1]))})
+            connection.execute(f"create table {table} as {read}", {"files": new_files})
+        elif changed:
+            connection.execute(f"delete from {table} where list_contains($ids, snapshot_id)", {"ids": changed})
+            if new_files:
+                connection.execute(f"insert into {table} by name {read}", {"files": new_files})
     code = code_digest()
-    _create_table(connection, "build_inputs", "table_name varchar, snapshot_id varchar, signature varchar, code varchar",
-                  [(*key, signature, code) for key, signature in sorted(files.items())])
+    _create_table(connection, "build_inputs", "table_name varchar, snapshot_id varchar, signature varchar,"
+                  " code varchar", [(*key, signature, code) for key, signature in sorted(files.items())])
 
 
 def _create_table(connection: duckdb.DuckDBPyConnection, table: str, columns: str, rows: list[tuple]) -> None:
     """Create `table` with `columns` (DDL) and insert Python rows."""
     connection.execute(f"create or replace table {table} ({columns})")
-    _insert_rows(connection, table, [column.split()[0] for column in columns.split(", ")], rows)
+    _insert_rows(connection, table, rows)
 
 
-def _insert_rows(connection: duckdb.DuckDBPyConnection, table: str, names: list[str], rows: list[tuple]) -> None:
-    """Insert Python rows through one Arrow table: executemany inserts row by row (0.4 s for 500 rows here)."""
+def _insert_rows(connection: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
+    """Insert Python rows, each with every column in order, through one Arrow table: executemany inserts
+    row by row (0.4 s for 500 rows here)."""
     if rows:
-        connection.register("rows_to_insert", pyarrow.Table.from_pylist([dict(zip(names, row)) for row in rows]))
-        try:
-            connection.execute(f"insert into {table} by name select * from rows_to_insert")
-        finally:
-            connection.unregister("rows_to_insert")
+        connection.from_arrow(pyarrow.table({str(i): values for i, values in enumerate(zip(*rows))})).insert_into(table)
 
 
 def _reusable_database(paths: Paths, staging: Path) -> dict[tuple[str, str], str]:
@@ -163,14 +156,12 @@ def _reusable_database(paths: Paths, staging: Path) -> dict[tuple[str, str], str
     Appending to a copy costs the copy (a fraction of a second at 200 snapshots) and the new rows;
     reloading every snapshot's Parquet costs time that grows with the history (8.6 s at 200)."""
     published = Paths(paths.out).database
-    if not published.is_file():
-        return {}
     try:
         with connect(str(published), read_only=True) as connection:
             rows = connection.execute("select table_name, snapshot_id, signature, code from build_inputs").fetchall()
-    except duckdb.Error:
+    except duckdb.Error:  # none published, or not readable
         return {}
-    if not rows or {row[3] for row in rows} != {code_digest()}:
+    if {row[3] for row in rows} != {code_digest()}:
         return {}
     shutil.copyfile(published, staging)
     return {(table, snapshot): signature for table, snapshot, signature, _ in rows}
@@ -226,9 +217,6 @@ class EcologitsCoefficients(msgspec.Struct, forbid_unknown_fields=True):
     memory_overhead: float
 
 
-T = TypeVar("T")
-
-
 def load_audit_rules() -> list[tuple]:
     """The audit_rules table's rows: rule, table_name, severity, tolerance, direction, measure, why."""
     rules = read_toml(AUDIT_RULES, dict[str, AuditRule])
@@ -243,7 +231,8 @@ def load_latency_tiers(path: Path, metrics: dict[str, list[str]]) -> list[tuple[
     of its family's in `metrics` (the latency_metrics view)."""
     declared = read_toml(path, LatencyTiers)
     rows, problems = [], []
-    groups = [("token", None, declared.token), *(("diffusion", task, tiers) for task, tiers in declared.diffusion.items())]
+    groups = [("token", None, declared.token),
+              *(("diffusion", task, tiers) for task, tiers in declared.diffusion.items())]
     for family, task, limits in groups:
         for metric, values in limits.items():
             if metric not in metrics[family]:
@@ -315,43 +304,40 @@ def _publish_reference_tables(connection: duckdb.DuckDBPyConnection, paths: Path
     """Write each reference table as Parquet beside the data tables, with its descriptions as the
     ingested tables carry them; a file that would not change is left untouched."""
     for table in REFERENCE_TABLES:
-        relation = connection.sql(f"select * from {table} order by all")
-        rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
+        rows = connection.sql(f"select * from {table} order by all").to_arrow_table()
         fields = []
         for field in rows.schema:
             entry = dictionary.column(table, field.name)
-            fields.append(field.with_metadata({"description": entry.description, **({"unit": entry.unit} if entry.unit else {})}))
+            fields.append(field.with_metadata({"description": entry.description,
+                                               **({"unit": entry.unit} if entry.unit else {})}))
         schema = pyarrow.schema(fields, metadata={"description": dictionary.table_description(table)})
-        rows = pyarrow.Table.from_arrays(rows.columns, schema=schema)
         buffer = pyarrow.BufferOutputStream()
-        pq.write_table(rows, buffer, compression="zstd")
+        pq.write_table(pyarrow.Table.from_arrays(rows.columns, schema=schema), buffer, compression="zstd")
         write_bytes_atomic(paths.reference_parquet_path(table), buffer.getvalue().to_pybytes())
 
 
-def create_views(connection: duckdb.DuckDBPyConnection, store: Callable[[str], None] | None = None) -> list[str]:
+def create_views(connection: duckdb.DuckDBPyConnection, store: Callable[[str], None] | None = None) -> None:
     """Create every view and macro in sql/ on `connection`, each after what it reads; a stored table
     is made by `store` when its turn comes (without one, as a view over its macro, for tests)."""
-    order = views_in_dependency_order()
-    for name in order:
+    for name in views_in_dependency_order():
         if name in STORED:
-            macro, kind = STORED[name]
             if store is not None:
                 store(name)
-            elif kind == "snapshot":
-                connection.execute(f"create or replace view {name} as select * from {macro}(null)")
+            elif STORED[name][1] == "snapshot":
+                connection.execute(f"create or replace view {name} as select * from {STORED[name][0]}(null)")
             continue
         try:
             connection.execute(sql_object(name).statement)
         except duckdb.Error as error:
             raise PipelineError(f"{sql_path(name)}: {error}") from None
-    return [name for name in order if name not in STORED]
 
 
 def view_description(name: str) -> str:
-    """A view's description from its sql/ header: what it holds (the first comment lines), its grain
-    and its key (a label's indented comment lines continue it)."""
+    """A sql/ object's description from its header: what it holds (the first comment lines), its grain
+    and its key (a label's indented comment lines continue it; a scalar macro's grain is a value)."""
     header = view_files()[name].read_text(encoding="utf-8").split("\ncreate ")[0].splitlines()
-    fields: dict[str, list[str]] = {"what": []}
+    scalar = {"grain": ["(a value)"], "key": ["—"]} if sql_object(name).kind == "macro" else {}
+    fields: dict[str, list[str]] = {"what": [], **scalar}
     current = "what"
     for line in header:
         label, _, rest = line.removeprefix("--").strip().partition(":")
@@ -379,13 +365,6 @@ STORED = {
 STORED_INPUT_TABLES = ("token_configurations", "diffusion_configurations")
 
 
-def _unit_inputs(paths: Paths, snapshot_ids: tuple[str, ...], context: str) -> bytes:
-    """A digest of what one stored unit was computed from: its snapshots' files, the build parameters and the SQL."""
-    signatures = [f"{table}/{snapshot_id}:{_signature(paths.parquet_path(table, snapshot_id))}"
-                  for snapshot_id in snapshot_ids for table in STORED_INPUT_TABLES]
-    return data_sha256("\n".join([context, *signatures]).encode()).encode()
-
-
 def _stored_inputs(target: Path, notices: list[str]) -> bytes | None:
     """What a stored file says it was computed from; None when it is missing or cannot be read (a
     damaged file is only a cache of what the build can compute again, so it is recomputed, said once)."""
@@ -402,69 +381,67 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
     """Compute the stored rows of every unit (snapshot or consecutive pair) whose file is missing,
     stale or unreadable, drop those no longer wanted, and load them all as the table."""
     macro, kind = STORED[table]
-    parameters = connection.execute("select itl_deadline_ms, change_relative_tolerance from build_parameters").fetchone()
+    arity = 1 if kind == "snapshot" else 2
+    call = f"{macro}({', '.join('?' * arity)})"
+    parameters = connection.execute(
+        "select itl_deadline_ms, change_relative_tolerance from build_parameters").fetchone()
     context = files_sha256([*view_files().values(), SOURCE_CARD], SQL_DIR.parent, repr(parameters))
     history = connection.execute(
-        "select previous_snapshot_id, snapshot_id from snapshot_history order by position"
-    ).fetchall()
-    units = [(snapshot,) for _, snapshot in history] if kind == "snapshot" else [
-        (older, newer) for older, newer in history if older is not None
-    ]
-    stale = []
+        "select previous_snapshot_id, snapshot_id from snapshot_history order by position").fetchall()
+    units = [pair[-arity:] for pair in history if None not in pair[-arity:]]
+    stale = {}
     for unit in units:
-        inputs = _unit_inputs(paths, unit, context)
+        # A digest of what the unit is computed from: its snapshots' files, the build parameters and the SQL.
+        signatures = [f"{input_table}/{snapshot_id}:{_signature(paths.parquet_path(input_table, snapshot_id))}"
+                      for snapshot_id in unit for input_table in STORED_INPUT_TABLES]
+        inputs = data_sha256("\n".join([context, *signatures]).encode()).encode()
         if _stored_inputs(paths.parquet_path(table, unit[-1]), notices) != inputs:
-            stale.append((unit, inputs))
+            stale[unit] = inputs
     with progress(len(stale), f"build: {table}", unit="snapshot") as bar:
-        for unit, inputs in stale:
-            arguments = ", ".join(f"$u{i}" for i in range(len(unit)))
-            relation = connection.sql(f"select * from {macro}({arguments}) order by all",
-                                      params={f"u{i}": value for i, value in enumerate(unit)})
-            rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
+        for unit, inputs in stale.items():
+            rows = connection.sql(f"select * from {call} order by all", params=list(unit)).to_arrow_table()
             with atomic_path(paths.parquet_path(table, unit[-1])) as tmp:
                 pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
             bar.update(1)
     wanted = {unit[-1] for unit in units}
-    for snapshot_id, stale in paths.parquet_files(table).items():
+    for snapshot_id, unwanted in paths.parquet_files(table).items():
         if snapshot_id not in wanted:
-            shutil.rmtree(stale.parent)
+            shutil.rmtree(unwanted.parent)
     # Folders of an earlier layout (another key) would be read as a second partition column.
     for folder in (paths.parquet_dir / table).glob("*=*"):
         if not folder.name.startswith(f"{hive_key(table)}="):
             shutil.rmtree(folder)
     files = [str(path) for path in paths.parquet_files(table).values()]
-    empty = f"{macro}({', '.join(['$none'] * (1 if kind == 'snapshot' else 2))}) limit 0"
-    source = "read_parquet($files, hive_partitioning = false)" if files else empty
-    connection.execute(f"create or replace table {table} as select * from {source}",
-                       {"files": files} if files else {"none": ""})
+    source = "read_parquet(?, hive_partitioning = false)" if files else f"{call} limit 0"
+    connection.execute(f"create or replace table {table} as select * from {source}", [files] if files else [""] * arity)
 
 
 def _column_source(table: str, column: str) -> str:
     """Where a column comes from: an upstream JSON key, the pipeline, or the view that computes it."""
-    if table in STORED:
-        return sql_path(STORED[table][0])
-    if table not in TABLES:
-        return sql_path(table) if table in view_files() else dictionary.table_source(table)
-    json_path = json_paths(TABLES[table]).get(column)
-    if json_path is None:
-        return "pipeline (ingest)"
-    return f"{dictionary.table_source(table)}.{'.'.join(json_path)}"
+    if table in STORED or table in view_files():
+        return sql_path(STORED.get(table, (table,))[0])
+    if table not in TABLE_NAMES:
+        return dictionary.table_source(table)
+    json_path = dictionary.json_paths(table).get(column)
+    return "pipeline (ingest)" if json_path is None else f"{dictionary.table_source(table)}.{'.'.join(json_path)}"
 
 
 def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
     """Comment every table, view and column from the field dictionary and fill data_dictionary.
     A column with no dictionary entry fails the build: nothing reaches a reader undocumented."""
     # Created empty first, so that it lists itself.
-    columns = ("object_name varchar, kind varchar, object_description varchar, column_name varchar, position bigint,"
-               " data_type varchar, unit varchar, description varchar, source varchar")
-    _create_table(connection, "data_dictionary", columns, [])
+    _create_table(connection, "data_dictionary", "object_name varchar, kind varchar, object_description varchar,"
+                  " column_name varchar, position bigint, data_type varchar, unit varchar, description varchar,"
+                  " source varchar", [])
     objects = dict(connection.execute(
         "select table_name, 'table' from duckdb_tables() where schema_name = 'main' and not internal"
         " union all select view_name, 'view' from duckdb_views() where schema_name = 'main' and not internal"
     ).fetchall())
     descriptions = {name: view_description(name) if kind == "view" else dictionary.table_description(name)
                     for name, kind in objects.items()}
-    rows, statements, missing = [], [], []
+    statements = [f"comment on {objects[name]} {name} is {_sql_literal(text)};"
+                  for name, text in descriptions.items()]
+    rows, missing = [], []
     for name, column, position, data_type in connection.execute(
         "select table_name, column_name, column_index, data_type from duckdb_columns()"
         " where schema_name = 'main' and not internal order by table_name, column_index"
@@ -479,10 +456,9 @@ def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
                      entry.description, _column_source(name, column)))
     if missing:
         raise PipelineError("columns missing from the field dictionary (schemas/dictionary.toml)", missing)
-    statements += [f"comment on {objects[name]} {name} is {_sql_literal(text)};" for name, text in descriptions.items()]
     # One transaction: committed one by one, the 600-odd comments took twice as long.
     connection.execute("\n".join(["begin;", *statements, "commit;"]))
-    _insert_rows(connection, "data_dictionary", [column.split()[0] for column in columns.split(", ")], rows)
+    _insert_rows(connection, "data_dictionary", rows)
 
 
 def build(
@@ -501,26 +477,21 @@ def build(
     notices: list[str] = []
     try:
         loaded = {} if full else _reusable_database(paths, staging)
-        connection = connect(str(staging), config={"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}"})
-        try:
+        storage = {"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}"}
+        with connect(str(staging), config=storage) as connection:
             _load_tables(connection, paths, loaded)
-            snapshot_ids = [row[0] for row in connection.execute("select snapshot_id from snapshots order by 1").fetchall()]
-            if snapshot_id is not None and snapshot_id not in snapshot_ids:
+            ingested = connection.execute("select list(snapshot_id order by snapshot_id) from snapshots").fetchone()[0]
+            if snapshot_id is not None and snapshot_id not in ingested:
                 raise PipelineError(f"snapshot {snapshot_id} is not in the Parquet tables; "
-                                    f"ingested: {', '.join(snapshot_ids)}")
-            connection.execute(
-                "create or replace table build_parameters as"
-                " select $snapshot_id::varchar as snapshot_id, $deadline::double as itl_deadline_ms,"
-                " $tolerance::double as change_relative_tolerance",
-                {"snapshot_id": snapshot_id, "deadline": itl_deadline_ms, "tolerance": CHANGE_RELATIVE_TOLERANCE},
-            )
+                                    f"ingested: {', '.join(ingested)}")
+            parameters = [(snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE)]
+            _create_table(connection, "build_parameters",
+                          "snapshot_id varchar, itl_deadline_ms double, change_relative_tolerance double", parameters)
             load_reference_tables(connection, latency_tiers)
             _publish_reference_tables(connection, paths)
             create_views(connection, lambda table: _store(connection, paths, table, notices))
             describe_objects(connection)
             connection.execute("checkpoint")
-        finally:
-            connection.close()
         os.replace(staging, paths.database)
     finally:
         for leftover in leftovers:

@@ -113,14 +113,12 @@ def _table(title: str, header: list[str], rows: list[list[str]], width: int, shr
     widest first, and never so far that two different values read the same, unless the column's rows
     are `told_apart` by the other columns; figures are never cut."""
     width -= 2  # the indentation
-    widths = [max(len(header[i]), *(len(row[i]) for row in rows)) for i in range(len(header))]
+    widths = [max(map(len, column)) for column in zip(header, *rows)]
     floors = {i: 10 if i in told_apart else _narrowest_distinct([row[i] for row in rows], 10) for i in shrinkable}
     while sum(widths) + 2 * (len(widths) - 1) > width:
-        candidates = [i for i in shrinkable if widths[i] > floors[i]]
-        if not candidates:
+        if not (candidates := [i for i in shrinkable if widths[i] > floors[i]]):
             break
-        widest = max(candidates, key=lambda i: widths[i])
-        widths[widest] -= 1
+        widths[max(candidates, key=widths.__getitem__)] -= 1
     shares = [1.0] * len(header)
     for i in shrinkable:
         share = _distinct_share([row[i] for row in rows], widths[i])

@@ -72,17 +72,16 @@ def _quoted(identifier: str) -> str:
     return "`" + identifier.replace("`", "``") + "`"
 
 
-def _table_statement(table: str, columns: list[tuple[str, str]], location: str | None) -> str:
+def _table_statement(table: str, columns: list[list[str]], location: str | None) -> str:
     """A table as a temporary view over its Parquet folder, or, with no files (a pair table of a
     one-snapshot build), an empty one with the same columns."""
     if location is None:
-        listed = ",\n  ".join(
-            f"CAST(NULL AS {exp.DataType.build(data_type, dialect='duckdb').sql('spark')}) AS {_quoted(name)}"
-            for name, data_type in columns
-        )
-        return f"CREATE OR REPLACE TEMPORARY VIEW {table} AS\nSELECT\n  {listed}\nWHERE FALSE"
-    listed = ",\n  ".join(_quoted(name) for name, _ in columns)
-    return f"CREATE OR REPLACE TEMPORARY VIEW {table} AS\nSELECT\n  {listed}\nFROM parquet.{_quoted(location)}"
+        listed = [f"CAST(NULL AS {exp.DataType.build(data_type, dialect='duckdb').sql('spark')}) AS {_quoted(name)}"
+                  for name, data_type in columns]
+    else:
+        listed = [_quoted(name) for name, _ in columns]
+    source = "WHERE FALSE" if location is None else f"FROM parquet.{_quoted(location)}"
+    return f"CREATE OR REPLACE TEMPORARY VIEW {table} AS\nSELECT\n  " + ",\n  ".join(listed) + f"\n{source}"
 
 
 def published_tables() -> list[str]:
@@ -99,12 +98,9 @@ def spark_sql(paths: Paths, parquet_root: str | None = None) -> str:
         raise PipelineError(f"{database}: no published build to describe; {NEXT_STEP}")
     root = (parquet_root or str(Path(paths.out).resolve() / "parquet")).rstrip("/")
     with connect(database, read_only=True) as connection:
-        columns: dict[str, list[tuple[str, str]]] = {}
-        for table, column, data_type in connection.execute(
-            "select table_name, column_name, data_type from duckdb_columns()"
-            " where schema_name = 'main' order by table_name, column_index"
-        ).fetchall():
-            columns.setdefault(table, []).append((column, data_type))
+        columns = dict(connection.execute(
+            "select table_name, list([column_name, data_type] order by column_index) from duckdb_columns()"
+            " where schema_name = 'main' group by table_name").fetchall())
     tables = published_tables()
     missing = [table for table in tables if table not in columns]
     if missing:
@@ -112,22 +108,20 @@ def spark_sql(paths: Paths, parquet_root: str | None = None) -> str:
                             "rebuild it with this code (energy-index build)")
     statements = [*SESSION_SETTINGS]
     for table in tables:
-        if table in REFERENCE_TABLES:
-            present = paths.reference_parquet_path(table).is_file()
-        else:
-            present = bool(paths.parquet_files(table))
-        if table in REFERENCE_TABLES and not present:
+        reference = table in REFERENCE_TABLES
+        present = paths.reference_parquet_path(table).is_file() if reference else bool(paths.parquet_files(table))
+        if reference and not present:
             raise PipelineError(f"{paths.reference_parquet_path(table)}: missing; the build that published "
                                 f"{database} is older than the Spark SQL; rebuild it (energy-index build)")
         statements.append(f"-- {table}: {'the published Parquet' if present else 'no rows in this build'}\n"
                           + _table_statement(table, columns[table], f"{root}/{table}" if present else None))
     macros: dict[str, SqlObject] = {}
-    for name in views_in_dependency_order():
-        defined = sql_object(name) if name not in STORED else None
-        if defined is not None and defined.kind == "macro":
+    for name in (name for name in views_in_dependency_order() if name not in STORED):
+        defined = sql_object(name)
+        if defined.kind == "macro":
             macros[name] = dataclasses.replace(
                 defined, body=_inline_macros(sqlglot.parse_one(defined.body, read="duckdb"), macros))
-        elif defined is not None and defined.kind == "view":
+        elif defined.kind == "view":
             statements.append(f"-- {name}: {view_description(name)}\n" + view_statement(name, macros))
     for statement in statements:
         if STATEMENT_END in statement:

@@ -35,11 +35,8 @@ def _factor(seed: int, replica: int, task: str, model_id: str) -> float:
 
 
 def _scaled(row: dict[str, Any], factor: float, model_id: str) -> dict[str, Any]:
-    copy = {**row, "model_id": model_id} if "model_id" in row else dict(row)
-    for field in SCALED_FIELDS:
-        if isinstance(copy.get(field), float):
-            copy[field] *= factor
-    return copy
+    scaled = {field: row[field] * factor for field in SCALED_FIELDS if isinstance(row.get(field), float)}
+    return {**row, **({"model_id": model_id} if "model_id" in row else {}), **scaled}
 
 
 def synthesize(source: Path, out: Path, scale: int, seed: int = 0) -> dict[str, int]:

@@ -23,14 +23,6 @@ MAX_REPORTED_FAILURES = 200
 VALIDATION_SLICE_ROWS = 250_000
 
 
-def arrow_schema(model: pa.DataFrameSchema) -> pyarrow.Schema:
-    return schemas.arrow_schema(model.name)
-
-
-def json_paths(model: pa.DataFrameSchema) -> dict[str, tuple[str, ...]]:
-    return dictionary.json_paths(model.name)
-
-
 def _plain(value: Any) -> Any:
     """A numpy or pandas scalar as the Python value it holds, so messages show 1.5, not np.float64(1.5)."""
     return value.item() if hasattr(value, "item") else value

@@ -13,7 +13,7 @@ from conftest import SNAPSHOTS, refresh_args, snapshot_id
 import schemas
 from pipeline.cli import main
 from pipeline.paths import Paths
-from pipeline.validate import json_paths
+from schemas.dictionary import json_paths
 
 
 def leaves(value: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
@@ -48,7 +48,7 @@ class Tables:
 
 def check_object(obj: dict[str, Any], row: dict[str, Any], model: type, where: str, skip: set[str] = set()) -> int:
     """Every leaf of `obj` equals its column in `row`, or sits at the same path in row['extra_fields']."""
-    columns = {path: column for column, path in json_paths(model).items()}
+    columns = {path: column for column, path in json_paths(model.name).items()}
     extra = json.loads(row["extra_fields"]) if row.get("extra_fields") else {}
     checked = 0
     for path, value in leaves(obj):

@@ -7,7 +7,6 @@ import pyarrow
 import pytest
 
 from pipeline.build import create_views, load_reference_tables
-from pipeline.validate import arrow_schema
 import schemas
 
 
@@ -70,8 +69,8 @@ def connect(
         "diffusion_configurations": list(diffusion),
         "snapshots": [snapshot_row(snapshot, day) for day, snapshot in enumerate(snapshots, start=1)],
     }
-    for table, model in schemas.TABLES.items():
-        data = pyarrow.Table.from_pylist(given.get(table, []), schema=arrow_schema(model))
+    for table in schemas.TABLES:
+        data = pyarrow.Table.from_pylist(given.get(table, []), schema=schemas.arrow_schema(table))
         connection.register(f"{table}_input", data)
         connection.execute(f"create table {table} as select * from {table}_input")
     connection.execute(
