@@ -351,14 +351,13 @@ def _run_export(args: SimpleNamespace, paths: Paths) -> None:
 
 def _publish(label: str, args: SimpleNamespace, paths: Paths, digests: dict[str, str],
              index: str) -> tuple[str, int] | None:
-    """Ingest the snapshots of `digests` (id -> content digest, in commit order) into a new generation
-    beside those already published, build, export and publish it, and return the snapshot its index shows
-    ("newest", or the id `index` names) and how many were ingested. None, with nothing written, when the
-    published build is already this one with its files intact. A history ingests only what the database
-    lacks; a refresh ingests its one snapshot."""
+    """Publish the snapshots of `digests` (id -> content digest, in commit order) beside those already
+    published, the index on `index` ("newest" or an id): the index's snapshot and how many were ingested.
+    None, with nothing written, when the published build already is this one with its files intact."""
     import msgspec
 
     from pipeline import publish
+    from pipeline.audit import audit_summary
     from pipeline.database import connect
     from pipeline.fetch import stale_published_ids
     from pipeline.files import write_bytes_atomic
@@ -390,7 +389,7 @@ def _publish(label: str, args: SimpleNamespace, paths: Paths, digests: dict[str,
     # Ingesting depends on the snapshot and the code only: with the same code, what the database holds
     # with the same content is not ingested again.
     same_code = previous.get("code") == record["code"]
-    history = label == "history"
+    history = label == "history"  # ingests only what the database lacks; a refresh, its one snapshot
     ingest = [s for s in digests if not (history and same_code and held.get(s) == digests[s])]
     args.full = bool(damaged)
     with _new_generation(paths) as staged:
@@ -402,8 +401,6 @@ def _publish(label: str, args: SimpleNamespace, paths: Paths, digests: dict[str,
             index_snapshot = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
         _run_export(args, staged)
         write_bytes_atomic(staged.generation / REFRESH_RECORD, msgspec.json.format(msgspec.json.encode(record)) + b"\n")
-    from pipeline.audit import audit_summary
-
     say(f"published: {paths.out / 'energy_index.duckdb'}, {paths.out / 'parquet'}/, {paths.out / 'index'}/")
     say(audit_summary(paths, history))
     return index_snapshot, len(ingest)
@@ -625,7 +622,7 @@ def history(args: SimpleNamespace, paths: Paths) -> None:
 
     if args.since and not args.upstream:
         raise PipelineError("--since goes with --upstream; to choose among local snapshots, name them in --source")
-    started, args.index_snapshot = time.perf_counter(), None
+    started = time.perf_counter()
     for old, new in move_to_current_ids(paths).items():
         say(f"history: snapshot {old} is now {new} (ids take the commit's UTC date)")
     if args.upstream:
@@ -676,7 +673,8 @@ def snapshots(args: SimpleNamespace, paths: Paths) -> None:
             from snapshot_history as s order by s.position""", {})
     print(f"{'#':>3}  {'snapshot':<24} {'commit':<8} {'date':<10} {'configurations':>14}")
     for row in rows:
-        marks = (" <- the index" if row["in_index"] else "") + (" (dated by its fetch)" if row["dated_by_fetch"] else "")
+        marks = ((" <- the index" if row["in_index"] else "")
+                 + (" (dated by its fetch)" if row["dated_by_fetch"] else ""))
         print(f"{row['position']:>3}  {row['snapshot_id']:<24} {row['commit'] or '—':<8} {row['dated']:<10} "
               f"{row['configurations']:>14,}{marks}")
 
