@@ -6,7 +6,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,7 +18,7 @@ from pipeline.errors import NEXT_STEP, PROG, PipelineError, command_name, neares
 from pipeline.paths import Paths
 from pipeline.progress import say
 
-# In a generation made by refresh: the snapshot, parameters and code it was made from.
+# In a generation made by refresh or history: the snapshots, parameters and code it was made from.
 REFRESH_RECORD = "refresh.json"
 
 
@@ -31,10 +31,8 @@ class Checked(click.ParamType):
         self.name, self.convert_text = convert.__name__, convert
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if not isinstance(value, str):
-            return value
         try:
-            return self.convert_text(value)
+            return self.convert_text(value) if isinstance(value, str) else value
         except ValueError as error:
             self.fail(str(error), param, ctx)
 
@@ -54,15 +52,13 @@ def positive_number(text: str) -> float:
 def calendar_date(text: str) -> str:
     """A real calendar date, YYYY-MM-DD, checked before any work (it reaches the public files)."""
     import datetime
-    import re
 
     try:
-        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-            raise ValueError
-        datetime.date.fromisoformat(text)
+        if datetime.date.fromisoformat(text).isoformat() == text:  # not 20260927, which it reads too
+            return text
     except ValueError:
-        raise ValueError(f"{text!r} is not a calendar date written YYYY-MM-DD, e.g. 2026-09-27") from None
-    return text
+        pass
+    raise ValueError(f"{text!r} is not a calendar date written YYYY-MM-DD, e.g. 2026-09-27")
 
 
 @Checked
@@ -79,9 +75,9 @@ def iso_time(text: str) -> str:
 @Checked
 def source(text: str) -> str:
     """A URL, or a local folder that exists, with the nearest folders beside a missing one."""
-    if "://" in text or Path(text).exists():
-        return text
     folder = Path(text)
+    if "://" in text or folder.exists():
+        return text
     try:
         close = nearest(folder.name, [c.name for c in folder.parent.iterdir() if c.is_dir()]) if folder.name else []
     except OSError:
@@ -185,35 +181,14 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
                 check(args)
             paths = Paths(values.get("out", settings.DEFAULT_OUT))
             try:
-                if mode == "read":
-                    try:
-                        handler(args, paths)
-                        # Flushed here, a reader that has gone is met in the try, not in Python's flush at exit.
-                        sys.stdout.flush()
-                    except BrokenPipeError:
-                        _output_closed()
-                    return 0
-                with _exclusive_lock(paths):
-                    if mode == "lock":
-                        handler(args, paths)
-                    else:
-                        with _new_generation(paths) as staged:
-                            handler(args, staged)
-            except PipelineError as error:
-                return _fail(str(error).replace(NEXT_STEP, next_step(paths.out)))
-            except KeyboardInterrupt:
-                return _fail(f"interrupted; the last published build in {paths.out} is unchanged")
-            except OSError as error:
-                return _fail(_environment_problem(error, paths.out))
-            except Exception as error:
-                if type(error).__module__.split(".")[0] not in ("duckdb", "_duckdb"):
+                with ExitStack() as stack:
+                    stack.enter_context(_reader_may_leave() if mode == "read" else _exclusive_lock(paths))
+                    handler(args, stack.enter_context(_new_generation(paths)) if mode == "stage" else paths)
+            except (Exception, KeyboardInterrupt) as error:
+                if (message := _failure(error, paths.out)) is None:
                     raise
-                if "No space left on device" in str(error):
-                    import errno
-
-                    return _fail(_environment_problem(OSError(errno.ENOSPC, "no space"), paths.out))
-                return _fail(f"the database engine failed: {str(error).splitlines()[0]}; the last published build "
-                             f"in {paths.out} is unchanged")
+                say(f"{PROG}: error: {message}")
+                return 1
             return 0
 
         return run
@@ -221,25 +196,22 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
     return decorate
 
 
-def _fail(message: str) -> int:
-    say(f"{PROG}: error: {message}")
-    return 1
-
-
-def _output_closed() -> None:
-    """The reader of standard output has gone (`| head -1`): the output ends there, quietly. What is
-    still buffered is dropped, so that Python's flush at exit does not fail on the closed pipe again."""
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-
-
-def _environment_problem(error: OSError, out: Path) -> str:
-    """One line for a failure of the machine rather than the input: what, where, what to do."""
+def _failure(error: BaseException, out: Path) -> str | None:
+    """The one line that reports a failure; None for a bug, which keeps its traceback. A failure of the
+    machine rather than the input says what, where and what to do."""
     import errno
 
+    unchanged = f"the last published build in {out} is unchanged"
+    if isinstance(error, PipelineError):
+        return str(error).replace(NEXT_STEP, next_step(out))
+    if isinstance(error, KeyboardInterrupt):
+        return f"interrupted; {unchanged}"
+    if type(error).__module__.split(".")[0] in ("duckdb", "_duckdb"):
+        if "No space left on device" not in str(error):
+            return f"the database engine failed: {str(error).splitlines()[0]}; {unchanged}"
+        error = OSError(errno.ENOSPC, "no space")
+    if not isinstance(error, OSError):
+        return None
     advice = {
         errno.ENOSPC: "no space left on the device; free some space and run again",
         errno.EDQUOT: "disk quota exceeded; free some space and run again",
@@ -247,7 +219,22 @@ def _environment_problem(error: OSError, out: Path) -> str:
         errno.EPERM: "operation not permitted; run as a user who may write there, or choose another --out",
         errno.EROFS: "read-only file system; choose an --out on a writable file system",
     }.get(error.errno, error.strerror or str(error))
-    return f"{error.filename or out}: {advice}; the last published build in {out} is unchanged"
+    return f"{error.filename or out}: {advice}; {unchanged}"
+
+
+@contextmanager
+def _reader_may_leave() -> Iterator[None]:
+    """The reader of standard output may go (`| head -1`): the output ends there, quietly. What is still
+    buffered is dropped, so that Python's flush at exit does not fail on the closed pipe again."""
+    import os
+
+    try:
+        yield
+        sys.stdout.flush()  # a reader that has gone is met here, not in Python's flush at exit
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 @contextmanager
@@ -259,28 +246,17 @@ def _exclusive_lock(paths: Paths) -> Iterator[None]:
 
     made = next((folder for folder in reversed([paths.out, *paths.out.parents]) if not folder.exists()), None)
     paths.out.mkdir(parents=True, exist_ok=True)
-    try:
-        with open(paths.lock_file, "a") as handle:  # "a": taking the lock leaves the file untouched
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise PipelineError(f"{paths.out}: another energy-index command is writing here (lock "
-                                    f"{paths.lock_file}); try again when it has finished") from None
-            try:
-                yield
-            finally:
-                if made is not None and [p for p in paths.out.rglob("*") if not p.is_dir()] == [paths.lock_file]:
-                    shutil.rmtree(paths.out)  # nothing in it but the lock and empty folders
-    finally:
-        for folder in [paths.out, *paths.out.parents] if made is not None else []:
-            try:
-                folder.rmdir()  # only if empty
-            except FileNotFoundError:
-                pass
-            except OSError:
-                break
-            if folder == made:
-                break
+    with open(paths.lock_file, "a") as handle:  # "a": taking the lock leaves the file untouched
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PipelineError(f"{paths.out}: another energy-index command is writing here (lock "
+                                f"{paths.lock_file}); try again when it has finished") from None
+        try:
+            yield
+        finally:
+            if made is not None and all(p.is_dir() or p == paths.lock_file for p in made.rglob("*")):
+                shutil.rmtree(made)  # nothing in it but the lock and empty folders
 
 
 @contextmanager
@@ -289,7 +265,7 @@ def _new_generation(paths: Paths) -> Iterator[Paths]:
     from pipeline import publish
 
     staged = publish.begin(paths)
-    # Only a refresh says what the build was made from; any other write makes that unknown.
+    # Only a refresh or a history says what the build was made from; any other write makes that unknown.
     (staged.generation / REFRESH_RECORD).unlink(missing_ok=True)
     try:
         yield staged
@@ -305,42 +281,37 @@ def _seconds(started: float) -> str:
 
 
 def _run_fetch(args: SimpleNamespace, paths: Paths, source: str | None = None) -> Any:
+    """Fetch `source`, --source, or else the upstream's newest commit that changed its data (or --commit)."""
     from pipeline.fetch import fetch, move_to_current_ids
 
-    source = source or args.source
+    source, commit_time = source or args.source, getattr(args, "commit_time", None)
     started = time.perf_counter()
     for old, new in move_to_current_ids(paths).items():
         say(f"fetch: snapshot {old} is now {new} (ids take the commit's UTC date)")
-    if source is None:
-        result = _fetch_upstream(args, paths)
-    else:
+    if source is not None:
         say(f"fetch: reading {source}")
         result = fetch(source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
-                       fetch_deadline_s=args.fetch_deadline, commit_time=getattr(args, "commit_time", None))
+                       fetch_deadline_s=args.fetch_deadline, commit_time=commit_time)
+    elif commit_time is not None:
+        raise PipelineError("--commit-time is for a --source without snapshot.json; the upstream's commits "
+                            "carry their own time")
+    else:
+        from pipeline.upstream import fetch_upstream
+
+        path, repository = settings.UPSTREAM_PATH, settings.UPSTREAM_REPOSITORY
+        wanted = f"commit {args.commit}" if args.commit else f"the newest commit that changed {path}"
+        say(f"fetch: asking {settings.GITHUB_API.value()} for {wanted} of {repository}")
+        result, commit = fetch_upstream(paths, args.commit, timeout_s=args.timeout,
+                                        max_file_bytes=args.max_file_bytes, fetch_deadline_s=args.fetch_deadline)
+        if commit is not None and args.commit and not commit.sha.startswith(args.commit):
+            say(f"fetch: commit {args.commit} did not change {path}; its data is that of {commit.sha[:7]} "
+                f"({commit.subject})")
+        if commit is not None:
+            say(f"fetch: {repository} {commit.sha[:7]}, {commit.time}: {commit.subject}")
     for notice in result.notices:
         say(f"fetch: warning: {notice}")
     say(f"fetch: {result.file_count} files, {result.total_bytes / 1e6:.1f} MB -> {result.directory} "
-         f"({'new' if result.changed else 'unchanged'}, {_seconds(started)})")
-    return result
-
-
-def _fetch_upstream(args: SimpleNamespace, paths: Paths) -> Any:
-    """No source given: the upstream's newest commit that changed its data, or the --commit one."""
-    from pipeline.upstream import fetch_upstream
-
-    path, repository = settings.UPSTREAM_PATH, settings.UPSTREAM_REPOSITORY
-    if getattr(args, "commit_time", None) is not None:
-        raise PipelineError("--commit-time is for a --source without snapshot.json; the upstream's commits "
-                            "carry their own time")
-    wanted = f"commit {args.commit}" if args.commit else f"the newest commit that changed {path}"
-    say(f"fetch: asking {settings.GITHUB_API.value()} for {wanted} of {repository}")
-    result, commit = fetch_upstream(paths, args.commit, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
-                                    fetch_deadline_s=args.fetch_deadline)
-    if commit is not None and args.commit and not commit.sha.startswith(args.commit):
-        say(f"fetch: commit {args.commit} did not change {path}; its data is that of {commit.sha[:7]} "
-             f"({commit.subject})")
-    if commit is not None:
-        say(f"fetch: {repository} {commit.sha[:7]}, {commit.time}: {commit.subject}")
+        f"({'new' if result.changed else 'unchanged'}, {_seconds(started)})")
     return result
 
 
@@ -355,7 +326,7 @@ def _run_ingest(args: SimpleNamespace, paths: Paths, snapshot_id: str | None = N
         say(f"ingest: warning: {notice}")
     configurations = sum(result.row_counts.get(t, 0) for t in ("token_configurations", "diffusion_configurations"))
     say(f"ingest: {snapshot_id}: {configurations:,} configurations, {sum(result.row_counts.values()):,} rows in "
-         f"{len(result.row_counts)} tables ({_seconds(started)})")
+        f"{len(result.row_counts)} tables ({_seconds(started)})")
 
 
 def _run_build(args: SimpleNamespace, paths: Paths) -> None:
@@ -378,48 +349,65 @@ def _run_export(args: SimpleNamespace, paths: Paths) -> None:
     say(f"export: {result.task_count} tasks, {result.model_file_count} model files ({_seconds(started)})")
 
 
-def _build_record(args: SimpleNamespace, snapshots: dict[str, str], index: str) -> dict[str, Any]:
-    """What decides "nothing to do": the snapshots refreshed into the database (id -> content digest),
-    which the index shows ("newest", or a snapshot id given with --as-index), the parameters, the code.
-    Any write other than refresh or history removes it, so what it names is what the database holds."""
-    from pipeline.fingerprint import file_sha256
-    from pipeline.paths import code_digest
-
-    return {"snapshots": dict(sorted(snapshots.items())), "index": index, "itl_deadline_ms": args.itl_deadline_ms,
-            "latency_tiers": file_sha256(args.latency_tiers), "as_of": args.as_of, "retrieved": args.retrieved,
-            "code": code_digest()}
-
-
-def _up_to_date(label: str, args: SimpleNamespace, paths: Paths, snapshots: dict[str, str], index: str) -> Any:
-    """The record this run would publish, and, unless the published build already is that record with
-    its files intact, the work to do: the snapshots under ids of an earlier rule (old -> new), the
-    snapshots the published record holds (id -> content digest) and the damaged files to replace."""
+def _publish(label: str, args: SimpleNamespace, paths: Paths, digests: dict[str, str],
+             index: str) -> tuple[str, int] | None:
+    """Publish the snapshots of `digests` (id -> content digest, in commit order) beside those already
+    published, the index on `index` ("newest" or an id): the index's snapshot and how many were ingested.
+    None, with nothing written, when the published build already is this one with its files intact."""
     import msgspec
 
     from pipeline import publish
+    from pipeline.audit import audit_summary
+    from pipeline.database import connect
     from pipeline.fetch import stale_published_ids
+    from pipeline.files import write_bytes_atomic
+    from pipeline.fingerprint import file_sha256
+    from pipeline.paths import code_digest
+    from pipeline.progress import each
 
     try:
         previous = msgspec.json.decode((paths.current / REFRESH_RECORD).read_bytes())
     except (OSError, msgspec.DecodeError):
         previous = {}
     previous = previous if isinstance(previous, dict) else {}
-    stale = stale_published_ids(paths)
+    stale = stale_published_ids(paths)  # published snapshots under ids of an earlier rule: old -> new
     held = {stale.get(s, s): digest for s, digest in previous.get("snapshots", {}).items()}
-    record = _build_record(args, {**held, **snapshots}, index)
+    # What decides "nothing to do": the snapshots in the database, which one the index shows, the
+    # parameters and the code. Any other write removes the record, so what it names is what the database holds.
+    record = {"snapshots": dict(sorted({**held, **digests}.items())), "index": index,
+              "itl_deadline_ms": args.itl_deadline_ms, "latency_tiers": file_sha256(args.latency_tiers),
+              "as_of": args.as_of, "retrieved": args.retrieved, "code": code_digest()}
     damaged = publish.damaged_files(paths)
     for name, problem in damaged or []:
         say(f"{label}: warning: {paths.current / name}: {problem}; building it again")
     if damaged is None and record == previous:
         say(f"{label}: warning: {paths.current / publish.FILE_RECORD} is missing or unreadable, so the published "
-             "files cannot be checked; building them again")
+            "files cannot be checked; building them again")
         damaged = [(publish.FILE_RECORD, "missing or unreadable")]
     if damaged == [] and record == previous and not stale:
         return None
-    return SimpleNamespace(record=record, previous=previous, stale=stale, held=held, damaged=damaged or [])
+    # Ingesting depends on the snapshot and the code only: with the same code, what the database holds
+    # with the same content is not ingested again.
+    same_code = previous.get("code") == record["code"]
+    history = label == "history"  # ingests only what the database lacks; a refresh, its one snapshot
+    ingest = [s for s in digests if not (history and same_code and held.get(s) == digests[s])]
+    args.full = bool(damaged)
+    with _new_generation(paths) as staged:
+        _repair(label, args, staged, stale, damaged or [], set(ingest))
+        for snapshot_id in each(ingest, "history: ingesting", "snapshot", say=say) if history else ingest:
+            _run_ingest(args, staged, snapshot_id)
+        _run_build(args, staged)
+        with connect(str(staged.database), read_only=True) as connection:
+            index_snapshot = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
+        _run_export(args, staged)
+        write_bytes_atomic(staged.generation / REFRESH_RECORD, msgspec.json.format(msgspec.json.encode(record)) + b"\n")
+    say(f"published: {paths.out / 'energy_index.duckdb'}, {paths.out / 'parquet'}/, {paths.out / 'index'}/")
+    say(audit_summary(paths, history))
+    return index_snapshot, len(ingest)
 
 
-def _prepare(args: SimpleNamespace, staged: Paths, work: SimpleNamespace, ingesting: set[str]) -> None:
+def _repair(label: str, args: SimpleNamespace, staged: Paths, stale: dict[str, str], damaged: list[tuple[str, str]],
+            ingesting: set[str]) -> None:
     """Make a staged generation ready for this run's ingests: the snapshots under ids of an earlier rule
     moved to today's ids (their partitions go; ingested again under the new ids), and damaged files
     whole again: the database built from every Parquet file, a damaged derived file computed again, a
@@ -431,15 +419,14 @@ def _prepare(args: SimpleNamespace, staged: Paths, work: SimpleNamespace, ingest
     from pipeline.paths import hive_key
     from schemas import TABLES
 
-    for old, new in sorted(work.stale.items()):
-        say(f"{args.label}: snapshot {old} is now {new} in the database (ids take the commit's UTC date)")
+    for old, new in sorted(stale.items()):
+        say(f"{label}: snapshot {old} is now {new} in the database (ids take the commit's UTC date)")
         for table in (*TABLES, *STORED):
             if (partition := staged.parquet_files(table).get(old)) is not None:
                 shutil.rmtree(partition.parent)
         if new not in ingesting and new not in staged.parquet_files("snapshots"):
             _run_ingest(args, staged, new)
-    args.full = args.full or bool(work.damaged)
-    for name, problem in work.damaged:
+    for name, problem in damaged:
         parts = name.split("/")
         if len(parts) != 4 or parts[0] != "parquet" or not parts[2].startswith(f"{hive_key(parts[1])}="):
             continue
@@ -453,45 +440,6 @@ def _prepare(args: SimpleNamespace, staged: Paths, work: SimpleNamespace, ingest
                     f"{staged.raw_dir} to ingest again; fetch it (energy-index fetch --source ...) and run again")
             _run_ingest(args, staged, snapshot_id)
             ingesting.add(snapshot_id)
-
-
-def _finish(args: SimpleNamespace, staged: Paths, record: dict[str, Any]) -> str:
-    """Build, export and record a staged generation; the snapshot its index shows."""
-    import msgspec
-
-    from pipeline.database import connect
-    from pipeline.files import write_bytes_atomic
-
-    _run_build(args, staged)
-    with connect(str(staged.database), read_only=True) as connection:
-        index_snapshot = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
-    _run_export(args, staged)
-    write_bytes_atomic(staged.generation / REFRESH_RECORD, msgspec.json.format(msgspec.json.encode(record)) + b"\n")
-    return index_snapshot
-
-
-def _run_refresh(args: SimpleNamespace, paths: Paths) -> None:
-    started, args.label = time.perf_counter(), "refresh"
-    fetched = _run_fetch(args, paths)
-    snapshot = fetched.snapshot_id
-    work = _up_to_date("refresh", args, paths, {snapshot: fetched.content_sha256},
-                       snapshot if args.as_index else "newest")
-    if work is None:
-        say(f"refresh: {snapshot} is built and published with these parameters and this code; nothing to do")
-        return
-    # The index shows the newest snapshot, or the one fetched when --as-index says so; snapshots ingested
-    # before stay in the history.
-    args.index_snapshot = snapshot if args.as_index else None
-    with _new_generation(paths) as staged:
-        _prepare(args, staged, work, {snapshot})
-        _run_ingest(args, staged, snapshot)
-        index_snapshot = _finish(args, staged, work.record)
-    _report_published(paths)
-    if index_snapshot != snapshot:
-        say(f"refresh: {snapshot} is older than {index_snapshot}, the newest snapshot in the database: it is in "
-             f"the history now and the index stays on {index_snapshot} (--as-index publishes {snapshot} as the index)")
-    where = "" if index_snapshot == snapshot else f" into the history, the index on {index_snapshot}"
-    say(f"refresh: published {snapshot}{where} ({time.perf_counter() - started:.1f} s)")
 
 
 def _snapshot_sources(sources: list[str]) -> list[str]:
@@ -518,7 +466,7 @@ def _fetch_upstream_history(args: SimpleNamespace, paths: Paths) -> list[str]:
 
     since = f" since {args.since}" if args.since else ""
     say(f"history: asking {settings.GITHUB_API.value()} for every commit of {settings.UPSTREAM_REPOSITORY} that "
-         f"changed {settings.UPSTREAM_PATH}{since}")
+        f"changed {settings.UPSTREAM_PATH}{since}")
     github = open_github(args.timeout, args.max_file_bytes, args.fetch_deadline)
     commits = github.history(args.since)
     if not commits:
@@ -531,65 +479,9 @@ def _fetch_upstream_history(args: SimpleNamespace, paths: Paths) -> list[str]:
         started = time.perf_counter()
         result = fetch_commit(github, paths, commit, held)
         say(f"history: fetched {number}/{len(missing)}: {result.snapshot_id} ({commit.subject}), {result.file_count} "
-             f"files, {result.total_bytes / 1e6:.1f} MB ({_seconds(started)})")
+            f"files, {result.total_bytes / 1e6:.1f} MB ({_seconds(started)})")
     held = held_snapshot_ids(paths)
     return [held[commit.sha] for commit in commits]
-
-
-def _run_history(args: SimpleNamespace, paths: Paths) -> None:
-    from pipeline.fetch import commit_moment, content_digest, move_to_current_ids, read_manifest
-    from pipeline.paths import code_digest
-    from pipeline.progress import each
-
-    if args.since and not args.upstream:
-        raise PipelineError("--since goes with --upstream; to choose among local snapshots, name them in --source")
-    started, args.label = time.perf_counter(), "history"
-    for old, new in move_to_current_ids(paths).items():
-        say(f"history: snapshot {old} is now {new} (ids take the commit's UTC date)")
-    if args.upstream:
-        fetched = _fetch_upstream_history(args, paths)
-    else:
-        fetched = [_run_fetch(args, paths, given).snapshot_id for given in _snapshot_sources(args.source)]
-    manifests = {snapshot_id: read_manifest(paths.raw_snapshot(snapshot_id)) for snapshot_id in set(fetched)}
-    undated = sorted(s for s in manifests if not manifests[s]["upstream"].get("commit_time"))
-    if undated and len(undated) < len(manifests):
-        raise PipelineError(
-            "these snapshots have no commit time (no snapshot.json), so their place among the others would "
-            "be a guess: " + ", ".join(f"{s} ({manifests[s]['source']})" for s in undated)
-            + ". Give each a snapshot.json with commit_time, or refresh it on its own with --commit-time")
-
-    def commit_order(snapshot_id: str) -> tuple[str, str, str]:
-        commit_time = manifests[snapshot_id]["upstream"].get("commit_time")
-        moment = commit_moment(commit_time).isoformat() if commit_time else ""
-        return moment, manifests[snapshot_id]["retrieved"], snapshot_id
-
-    in_order = sorted(manifests, key=commit_order)
-    digests = {s: content_digest(manifests[s]["upstream"], manifests[s]["files"]) for s in in_order}
-    work = _up_to_date("history", args, paths, digests, "newest")
-    if work is None:
-        say(f"history: {len(in_order)} snapshot(s) built and published with these parameters and this code; "
-             "nothing to do")
-        return
-    # Ingesting depends on the snapshot and the code only: with the same code, what the database holds
-    # with the same content is not ingested again.
-    same_code = work.previous.get("code") == code_digest()
-    ingest = [s for s in in_order if not (same_code and work.held.get(s) == digests[s])]
-    args.index_snapshot = None
-    with _new_generation(paths) as staged:
-        _prepare(args, staged, work, set(ingest))
-        for snapshot_id in each(ingest, "history: ingesting", "snapshot", say=say):
-            _run_ingest(args, staged, snapshot_id)
-        _finish(args, staged, work.record)
-    _report_published(paths, every_snapshot=True)
-    say(f"history: published {len(in_order)} snapshot(s), {len(ingest)} ingested, the index on the newest "
-         f"({time.perf_counter() - started:.1f} s)")
-
-
-def _report_published(paths: Paths, every_snapshot: bool = False) -> None:
-    from pipeline.audit import audit_summary
-
-    say(f"published: {paths.out / 'energy_index.duckdb'}, {paths.out / 'parquet'}/, {paths.out / 'index'}/")
-    say(audit_summary(paths, every_snapshot))
 
 
 # ---- the command line ----
@@ -618,10 +510,10 @@ def cli() -> None:
 @FETCH
 @step("lock", lambda args: _one_of(args, "source", "commit"))
 def fetch(args: SimpleNamespace, paths: Paths) -> None:
-    """Copy an upstream snapshot (by default the upstream's newest commit that changed public/data; or
-    --commit, a local folder or a URL) into OUT/raw/<snapshot-id>/ with a manifest of each file's sha256 and
-    size, the source, the retrieval date and the upstream commit when known. An unchanged snapshot is left
-    as it was, retrieval date included."""
+    """Copy an upstream snapshot (by default the upstream's newest commit that changed public/data; or --commit,
+    a local folder or a URL) into OUT/raw/<snapshot-id>/ with a manifest of each file's sha256 and size, the
+    source, the retrieval date and the upstream commit when known. An unchanged snapshot is left as it was,
+    retrieval date included."""
     _run_fetch(args, paths)
 
 
@@ -633,8 +525,8 @@ def fetch(args: SimpleNamespace, paths: Paths) -> None:
 @step("stage")
 def ingest(args: SimpleNamespace, paths: Paths) -> None:
     """Flatten a fetched snapshot into OUT/parquet/<table>/snapshot_id=<id>/data.parquet, one file per table
-    ({tables}), each checked by its
-    pandera schema in schemas/. Every problem is reported at once; nothing is written unless all tables pass."""
+    ({tables}), each checked by its pandera schema in schemas/. Every problem is reported at once; nothing is
+    written unless all tables pass."""
     _run_ingest(args, paths)
 
 
@@ -649,8 +541,7 @@ def ingest(args: SimpleNamespace, paths: Paths) -> None:
 @step("stage")
 def build(args: SimpleNamespace, paths: Paths) -> None:
     """Bring OUT/energy_index.duckdb up to the Parquet tables (appending to a copy of the published database,
-    or --full: loading everything), with the views and macros in sql/, and publish it by rename once
-    complete."""
+    or --full: loading everything), with the views and macros in sql/, and publish it by rename once complete."""
     _run_build(args, paths)
 
 
@@ -679,13 +570,25 @@ def export(args: SimpleNamespace, paths: Paths) -> None:
 @step("lock", lambda args: _one_of(args, "source", "commit"))
 def refresh(args: SimpleNamespace, paths: Paths) -> None:
     """Run fetch, ingest, build and export in order, holding a lock on OUT so that two refreshes never
-    interleave. Without --source it follows the upstream: one conditional request when nothing changed
-    there. A failure at any step leaves the previous outputs in place; with the content, parameters and
-    code of the published build, and its files intact (sizes and sha256 recorded at publish), it does
-    nothing. The index shows the newest snapshot in the database; --as-index publishes an older one as the
-    index."""
-    args.full = False
-    _run_refresh(args, paths)
+    interleave. Without --source it follows the upstream: one conditional request when nothing changed there.
+    A failure at any step leaves the previous outputs in place; with the content, parameters and code of the
+    published build, and its files intact (sizes and sha256 recorded at publish), it does nothing. The index
+    shows the newest snapshot in the database; --as-index publishes an older one as the index."""
+    started = time.perf_counter()
+    snapshot = (fetched := _run_fetch(args, paths)).snapshot_id
+    # The index shows the newest snapshot, or the one fetched when --as-index says so; snapshots ingested
+    # before stay in the history.
+    args.index_snapshot = snapshot if args.as_index else None
+    published = _publish("refresh", args, paths, {snapshot: fetched.content_sha256}, args.index_snapshot or "newest")
+    if published is None:
+        say(f"refresh: {snapshot} is built and published with these parameters and this code; nothing to do")
+        return
+    index_snapshot, where = published[0], ""
+    if index_snapshot != snapshot:
+        say(f"refresh: {snapshot} is older than {index_snapshot}, the newest snapshot in the database: it is in "
+            f"the history now and the index stays on {index_snapshot} (--as-index publishes {snapshot} as the index)")
+        where = f" into the history, the index on {index_snapshot}"
+    say(f"refresh: published {snapshot}{where} ({time.perf_counter() - started:.1f} s)")
 
 
 def _history_sources(args: SimpleNamespace) -> None:
@@ -712,11 +615,41 @@ def _history_sources(args: SimpleNamespace) -> None:
 @EXPORT
 @step("lock", _history_sources)
 def history(args: SimpleNamespace, paths: Paths) -> None:
-    """Fetch and ingest every snapshot given, or with --upstream every upstream commit that changed
-    public/data (in upstream commit order), then build and export once: the database holds all of them,
-    the index shows the newest. Snapshots already in OUT stay."""
-    args.full = False
-    _run_history(args, paths)
+    """Fetch and ingest every snapshot given, or with --upstream every upstream commit that changed public/data
+    (in upstream commit order), then build and export once: the database holds all of them, the index shows the
+    newest. Snapshots already in OUT stay."""
+    from pipeline.fetch import commit_moment, content_digest, move_to_current_ids, read_manifest
+
+    if args.since and not args.upstream:
+        raise PipelineError("--since goes with --upstream; to choose among local snapshots, name them in --source")
+    started = time.perf_counter()
+    for old, new in move_to_current_ids(paths).items():
+        say(f"history: snapshot {old} is now {new} (ids take the commit's UTC date)")
+    if args.upstream:
+        fetched = _fetch_upstream_history(args, paths)
+    else:
+        fetched = [_run_fetch(args, paths, given).snapshot_id for given in _snapshot_sources(args.source)]
+    manifests = {snapshot_id: read_manifest(paths.raw_snapshot(snapshot_id)) for snapshot_id in set(fetched)}
+    undated = sorted(s for s in manifests if not manifests[s]["upstream"].get("commit_time"))
+    if undated and len(undated) < len(manifests):
+        raise PipelineError(
+            "these snapshots have no commit time (no snapshot.json), so their place among the others would "
+            "be a guess: " + ", ".join(f"{s} ({manifests[s]['source']})" for s in undated)
+            + ". Give each a snapshot.json with commit_time, or refresh it on its own with --commit-time")
+
+    def commit_order(snapshot_id: str) -> tuple[str, str, str]:
+        commit_time = manifests[snapshot_id]["upstream"].get("commit_time")
+        moment = commit_moment(commit_time).isoformat() if commit_time else ""
+        return moment, manifests[snapshot_id]["retrieved"], snapshot_id
+
+    in_order = sorted(manifests, key=commit_order)
+    digests = {s: content_digest(manifests[s]["upstream"], manifests[s]["files"]) for s in in_order}
+    if (published := _publish("history", args, paths, digests, "newest")) is None:
+        say(f"history: {len(in_order)} snapshot(s) built and published with these parameters and this code; "
+            "nothing to do")
+        return
+    say(f"history: published {len(in_order)} snapshot(s), {published[1]} ingested, the index on the newest "
+        f"({time.perf_counter() - started:.1f} s)")
 
 
 @cli.command(short_help="list the snapshots in the published database",
@@ -740,7 +673,8 @@ def snapshots(args: SimpleNamespace, paths: Paths) -> None:
             from snapshot_history as s order by s.position""", {})
     print(f"{'#':>3}  {'snapshot':<24} {'commit':<8} {'date':<10} {'configurations':>14}")
     for row in rows:
-        marks = (" <- the index" if row["in_index"] else "") + (" (dated by its fetch)" if row["dated_by_fetch"] else "")
+        marks = ((" <- the index" if row["in_index"] else "")
+                 + (" (dated by its fetch)" if row["dated_by_fetch"] else ""))
         print(f"{row['position']:>3}  {row['snapshot_id']:<24} {row['commit'] or '—':<8} {row['dated']:<10} "
               f"{row['configurations']:>14,}{marks}")
 
@@ -757,11 +691,10 @@ def snapshots(args: SimpleNamespace, paths: Paths) -> None:
               help="in text, list at most N configurations and index rows per group")
 @step("read")
 def diff(args: SimpleNamespace, paths: Paths) -> None:
-    """Report what changed from snapshot OLD to NEW ('energy-index snapshots' lists them), from the
-    published database's table macros configuration_diff and index_diff: a summary (configurations added,
-    removed and changed per task; index rows moved), then the index rows, largest move first, the
-    configurations added and removed, and every changed field (numbers compared with a relative tolerance
-    of 1e-9)."""
+    """Report what changed from snapshot OLD to NEW ('energy-index snapshots' lists them), from the published
+    database's table macros configuration_diff and index_diff: a summary (configurations added, removed and
+    changed per task; index rows moved), then the index rows, largest move first, the configurations added
+    and removed, and every changed field (numbers compared with a relative tolerance of 1e-9)."""
     from pipeline.diff import format_json, format_text, snapshot_diff
 
     found = snapshot_diff(paths, args.old, args.new)
@@ -909,10 +842,10 @@ def _point(wh_per_unit: float, repeats: int) -> str:
 @step("lock")
 def report(args: SimpleNamespace, paths: Paths) -> None:
     """Write OUT/report/index.html, a self-contained page (no network needed to open it) with, per task, the
-    index table, each model's best figure per GPU, the energy-latency frontiers, what each latency tier
-    costs, the efficiency curves, how each index figure moved across the snapshots in the database and
-    every latency metric's tiers; one PNG per chart beside it; and a page per model,
-    OUT/report/models/<slug>.html (docs/report.md)."""
+    index table, each model's best figure per GPU, the energy-latency frontiers, what each latency tier costs,
+    the efficiency curves, how each index figure moved across the snapshots in the database and every latency
+    metric's tiers; one PNG per chart beside it; and a page per model, OUT/report/models/<slug>.html
+    (docs/report.md)."""
     from pipeline.report import write_report
 
     started = time.perf_counter()
@@ -926,8 +859,8 @@ def report(args: SimpleNamespace, paths: Paths) -> None:
 @step("lock")
 def release(args: SimpleNamespace, paths: Paths) -> None:
     """Write OUT/release/<snapshot-id>/ for the index snapshot: the index JSON files, Parquet and CSV of the
-    main views, datapackage.json (Frictionless), croissant.json (Croissant 1.0), CITATION.cff, CHANGES.md
-    (the index changes since the previous snapshot) and SHA256SUMS. The same database gives the same bytes."""
+    main views, datapackage.json (Frictionless), croissant.json (Croissant 1.0), CITATION.cff, CHANGES.md (the
+    index changes since the previous snapshot) and SHA256SUMS. The same database gives the same bytes."""
     from pipeline.release import write_release
 
     started = time.perf_counter()
@@ -944,10 +877,10 @@ def release(args: SimpleNamespace, paths: Paths) -> None:
 @click.option("--output", metavar="FILE", help="write the script to FILE (default: standard output)")
 @step("read")
 def spark_sql(args: SimpleNamespace, paths: Paths) -> None:
-    """Write a Spark SQL script: a temporary view over the published Parquet for every table (ingested,
-    stored and reference tables), then every view of the database in dependency order, translated from
-    sql/ with the scalar macros inlined, so that Spark needs nothing registered by hand. Run it with
-    'spark-sql -i FILE' or each statement with spark.sql(). The table macros are DuckDB's only."""
+    """Write a Spark SQL script: a temporary view over the published Parquet for every table (ingested, stored
+    and reference tables), then every view of the database in dependency order, translated from sql/ with the
+    scalar macros inlined, so that Spark needs nothing registered by hand. Run it with 'spark-sql -i FILE' or
+    each statement with spark.sql(). The table macros are DuckDB's only."""
     from pipeline.files import write_bytes_atomic
     from pipeline.spark import spark_sql as translate
 
@@ -969,28 +902,29 @@ def spark_sql(args: SimpleNamespace, paths: Paths) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the value perturbations")
 @step("read")
 def synth(args: SimpleNamespace, paths: Paths) -> None:
-    """Write a snapshot with the upstream's layout and fields, N times the source's configurations: every
-    model replicated under new ids with energy and power scaled by a seeded factor in [0.98, 1], so every
-    row stays valid. Deterministic for a given seed."""
+    """Write a snapshot with the upstream's layout and fields, N times the source's configurations: every model
+    replicated under new ids with energy and power scaled by a seeded factor in [0.98, 1], so every row stays
+    valid. Deterministic for a given seed."""
     from pipeline.synth import synthesize
 
     started = time.perf_counter()
     counts = synthesize(Path(args.source), Path(args.target), args.scale, args.seed)
     say(f"synth: {counts['configurations']} configurations, {counts['model_files']} model files, "
-         f"{counts['bytes'] / 1e6:.1f} MB -> {args.target} ({_seconds(started)})")
+        f"{counts['bytes'] / 1e6:.1f} MB -> {args.target} ({_seconds(started)})")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; the exit status (0, or 1 when a step failed). A usage error (2) and --help
     or --version (0) end by SystemExit, before any work, as click's standalone mode would."""
+    import signal
+
     try:
-        arguments = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
-        if not arguments:
-            arguments = ["--help"]
-        if argv is None:
-            _interrupt_on_sigterm()
+        if argv is None and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            # A stop from cron or a service manager is handled as Ctrl-C: cleaned up, one line, exit 1.
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
-            with cli.make_context(PROG, arguments) as context:
+            arguments = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
+            with cli.make_context(PROG, arguments or ["--help"]) as context:
                 return cli.invoke(context)
         except click.exceptions.Exit as done:
             raise SystemExit(done.exit_code) from None
@@ -999,18 +933,8 @@ def main(argv: list[str] | None = None) -> int:
             say(f"{PROG}: error: {error.format_message()}{where}")
             raise SystemExit(error.exit_code) from None
     except KeyboardInterrupt:  # before the command began (still importing, parsing): nothing to undo
-        return _fail("interrupted before it started; nothing was changed")
-
-
-def _interrupt_on_sigterm() -> None:
-    """A stop from cron or a service manager (SIGTERM) is handled as Ctrl-C: cleaned up, one line, exit 1."""
-    import signal
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, interrupt)
+        say(f"{PROG}: error: interrupted before it started; nothing was changed")
+        return 1
 
 
 if __name__ == "__main__":

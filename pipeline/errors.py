@@ -26,19 +26,17 @@ def command_name() -> str:
     return relative if not relative.startswith("..") else str(installed)
 
 
-def out_option(out: Path) -> str:
-    """' --out DIR' for an output folder other than the default, quoted for a shell; else ''."""
+def out_option(out: Path, option: str = "--out ") -> str:
+    """' --out DIR' (or another `option`) for an output folder other than the default, shell-quoted; else ''."""
     from pipeline.settings import DEFAULT_OUT  # settings reads the source card, which reports through here
 
-    return "" if Path(out) == DEFAULT_OUT else f" --out {shlex.quote(str(out))}"
+    return "" if Path(out) == DEFAULT_OUT else f" {option}{shlex.quote(str(out))}"
 
 
 def next_step(out: Path) -> str:
-    """NEXT_STEP for the output folder `out`: 'make OUT=...' and '--out ...' when it is not the default."""
-    from pipeline.settings import DEFAULT_OUT
-
-    make_out = "" if Path(out) == DEFAULT_OUT else f" OUT={shlex.quote(str(out))}"
-    return f"run 'make{make_out}' (or '{command_name()} refresh --source FOLDER_OR_URL{out_option(out)}')"
+    """NEXT_STEP for the output folder `out`, with the command as it can be typed here."""
+    command = f"{command_name()} refresh --source FOLDER_OR_URL{out_option(out)}"
+    return f"run 'make{out_option(out, 'OUT=')}' (or '{command}')"
 
 
 def nearest(name: str, names: Iterable[str], count: int = 3) -> list[str]:

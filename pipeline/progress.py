@@ -32,12 +32,10 @@ def each(items: Iterable[Item], label: str, unit: str = "item",
          say: Callable[[str], None] | None = None) -> Iterator[Item]:
     """Yield `items` under a bar on a terminal; elsewhere, `say` one line per item when given."""
     items = list(items)
-    if say is not None and not sys.stderr.isatty():
+    counted = say is not None and not sys.stderr.isatty()
+    with progress(len(items), label, unit) as bar:  # drawn on a terminal only
         for number, item in enumerate(items, start=1):
-            say(f"{label} {number}/{len(items)}: {item}")
-            yield item
-        return
-    with progress(len(items), label, unit) as bar:
-        for item in items:
+            if counted:
+                say(f"{label} {number}/{len(items)}: {item}")
             yield item
             bar.update(1)
