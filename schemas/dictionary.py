@@ -98,9 +98,8 @@ def table_entry(table: str) -> Table:
 
 def table_description(table: str) -> str:
     """What the table holds, its grain and its key, worded as the views' headers give theirs."""
-    if table not in entries().tables:
+    if (entry := entries().tables.get(table)) is None:
         raise KeyError(f"{DICTIONARY.name}: no [tables.{table}]")
-    entry = entries().tables[table]
     key = f"({', '.join(entry.key)})" if entry.key else "none"
     return f"{entry.description} Grain: {entry.grain}. Key: {key}."
 
