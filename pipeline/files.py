@@ -1,5 +1,6 @@
 """Atomic writes and JSON reading: the ways the pipeline touches files."""
 
+import contextlib
 import functools
 import os
 import shutil
@@ -39,13 +40,10 @@ def atomic_path(target: Path) -> Iterator[Path]:
 
 
 def write_bytes_atomic(target: Path, data: bytes) -> bool:
-    """Write `data` to `target` atomically; a file already holding `data` is left untouched. True when
-    written."""
-    try:
+    """Write `data` to `target` atomically, unless it already holds `data`; True when written."""
+    with contextlib.suppress(FileNotFoundError):
         if target.stat().st_size == len(data) and target.read_bytes() == data:
             return False
-    except FileNotFoundError:
-        pass
     with atomic_path(target) as tmp:
         tmp.write_bytes(data)
     return True
@@ -76,27 +74,20 @@ def read_toml(path: Path, shape: Any) -> Any:
 
 def replace_directory(staged: Path, target: Path) -> None:
     """Move a fully written `staged` directory into place at `target`, removing what was there."""
+    retired = target.with_name(f".{target.name}.retired-{os.getpid()}")
     if target.exists():
-        retired = target.with_name(f".{target.name}.retired-{os.getpid()}")
         os.replace(target, retired)
-        os.replace(staged, target)
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
-        os.replace(staged, target)
-
-
-@functools.cache
-def _malloc_trim() -> Any:
-    import ctypes
-
-    return getattr(ctypes.CDLL(None), "malloc_trim", None)
+    os.replace(staged, target)
+    shutil.rmtree(retired, ignore_errors=True)
 
 
 def release_memory() -> None:
     """Hand freed memory back to the system after a large file: Arrow's pool and the C heap keep it
     otherwise, and a process's resident size would only ever grow over a snapshot's many files."""
+    import ctypes
+
     import pyarrow
 
     pyarrow.default_memory_pool().release_unused()
-    if (trim := _malloc_trim()) is not None:
+    if (trim := getattr(ctypes.CDLL(None), "malloc_trim", None)) is not None:
         trim(0)

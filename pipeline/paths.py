@@ -24,17 +24,15 @@ ECOLOGITS = PACKAGE / "ecologits.toml"
 BOUNDARY_FACTORS = PACKAGE / "boundary_factors.toml"
 
 PUBLISHED_OUTPUTS = ("parquet", "energy_index.duckdb", "index")
-HIVE_KEY = "snapshot_id"
-# The change tables hold one consecutive pair of snapshots per file, stored under the newer one: the
-# folder is named after the column that holds it, so that a hive reader adds no second column.
-PAIR_HIVE_KEY = "newer_snapshot_id"
 PAIR_TABLES = ("configuration_changes", "index_changes")
 PARQUET_FILE = "data.parquet"
 
 
 def hive_key(table: str) -> str:
-    """The column a table's folders are named after (<table>/<key>=<id>/), one the files also hold."""
-    return PAIR_HIVE_KEY if table in PAIR_TABLES else HIVE_KEY
+    """The column a table's folders are named after (<table>/<key>=<id>/), one the files also hold. The
+    change tables hold one consecutive pair of snapshots per file, stored under the newer one: the folder
+    is named after the column that holds it, so that a hive reader adds no second column."""
+    return "newer_snapshot_id" if table in PAIR_TABLES else "snapshot_id"
 
 
 @dataclass(frozen=True)
@@ -84,9 +82,8 @@ class Paths:
         return self.build_root / "parquet"
 
     def parquet_path(self, table: str, snapshot_id: str) -> Path:
-        """One file per table and snapshot, in the hive layout (<table>/snapshot_id=<id>/data.parquet) that
-        Spark, Trino, DuckDB, pyarrow and polars read as one dataset: a new snapshot adds a folder and
-        never rewrites another's."""
+        """One file per table and snapshot, in the hive layout that Spark, Trino, DuckDB, pyarrow and polars
+        read as one dataset: a new snapshot adds a folder and never rewrites another's."""
         return self.parquet_dir / table / f"{hive_key(table)}={snapshot_id}" / PARQUET_FILE
 
     def reference_parquet_path(self, table: str) -> Path:
@@ -95,11 +92,9 @@ class Paths:
 
     def parquet_files(self, table: str) -> dict[str, Path]:
         """The table's file of every snapshot, by snapshot id."""
-        folder, key = self.parquet_dir / table, hive_key(table)
-        return {
-            path.parent.name.removeprefix(f"{key}="): path
-            for path in sorted(folder.glob(f"{key}=*/{PARQUET_FILE}"))
-        }
+        key = hive_key(table)
+        return {path.parent.name.removeprefix(f"{key}="): path
+                for path in sorted((self.parquet_dir / table).glob(f"{key}=*/{PARQUET_FILE}"))}
 
     @property
     def database(self) -> Path:

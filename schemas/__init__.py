@@ -9,7 +9,8 @@ from typing import Any
 from schemas import dictionary
 from schemas.types import TYPES, arrow_type
 
-TABLE_NAMES = dictionary.validated_tables()
+# The tables ingest writes and pandera validates: those whose columns the dictionary lists.
+TABLE_NAMES = tuple(name for name, entry in dictionary.entries().tables.items() if entry.columns)
 
 # The dictionary's constraints as pandera's built-in checks.
 _BUILT_IN_CHECKS = {"ge": "greater_than_or_equal_to", "gt": "greater_than", "le": "less_than_or_equal_to",
@@ -34,10 +35,9 @@ def _schemas() -> dict[str, Any]:
             built_in = [pa.Check.str_length(min_value=facts.min_length)] if facts.min_length else []
             built_in += [getattr(pa.Check, check_name)(getattr(facts, key))
                          for key, check_name in _BUILT_IN_CHECKS.items() if getattr(facts, key) is not None]
-            rules = [field_type.check] if field_type.check else []
             columns[name] = pa.Column(
                 field_type.pandas, nullable=presence.may_be_null(), name=name, description=facts.description,
-                checks=built_in + [check(rule, COLUMN_CHECKS) for rule in rules + facts.checks])
+                checks=built_in + [check(rule, COLUMN_CHECKS) for rule in [field_type.check, *facts.checks] if rule])
         tables[table] = pa.DataFrameSchema(
             columns, checks=[check(rule, ROW_CHECKS) for rule in entry.row_checks],
             strict=True, coerce=True, unique=entry.key, report_duplicates="all", name=table,

@@ -29,7 +29,7 @@ class Facts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defau
     checks: list[str] = []  # rules of schemas/rules.py
 
 
-class Field(Facts, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+class Field(Facts):
     description: str
     type: str | None = None  # a key of schemas/types.py TYPES; a view's columns are typed by DuckDB
 
@@ -78,8 +78,8 @@ def entries() -> Dictionary:
     of a dict only as [...]): "dictionary.toml: [fields.num_gpus]: Object contains unknown field `gee`"."""
     sections = {"tables": Table, "fields": Field, "columns": dict[str, str | Facts], "exports": Export}
     raw = msgspec.toml.decode(DICTIONARY.read_bytes())
-    if raw.keys() - sections.keys():
-        raise ValueError(f"{DICTIONARY}: unknown sections {sorted(raw.keys() - sections.keys())}")
+    if unknown := raw.keys() - sections.keys():
+        raise ValueError(f"{DICTIONARY}: unknown sections {sorted(unknown)}")
     decoded: dict[str, dict] = {section: {} for section in sections}
     for section, kind in sections.items():
         for name, entry in raw.get(section, {}).items():
@@ -98,9 +98,8 @@ def table_entry(table: str) -> Table:
 
 def table_description(table: str) -> str:
     """What the table holds, its grain and its key, worded as the views' headers give theirs."""
-    if table not in entries().tables:
+    if (entry := entries().tables.get(table)) is None:
         raise KeyError(f"{DICTIONARY.name}: no [tables.{table}]")
-    entry = entries().tables[table]
     key = f"({', '.join(entry.key)})" if entry.key else "none"
     return f"{entry.description} Grain: {entry.grain}. Key: {key}."
 
@@ -109,20 +108,14 @@ def table_source(table: str) -> str:
     return entries().tables[table].source
 
 
-def validated_tables() -> tuple[str, ...]:
-    """The tables ingest writes and pandera validates: those whose columns the dictionary lists."""
-    return tuple(name for name, entry in entries().tables.items() if entry.columns)
-
-
 def column(object_name: str, name: str) -> Facts:
     """The column's entry: its field's, with what the object says otherwise ([columns.OBJECT])."""
     field = entries().fields.get(name)
     override = entries().columns.get(object_name, {}).get(name)
     if field is None and override is None:
         raise KeyError(f"{DICTIONARY.name}: no entry for column {object_name}.{name} ([fields.{name}])")
-    if isinstance(override, str):
-        override = Facts(description=override)
-    merged = {**msgspec.to_builtins(field or Facts()), **msgspec.to_builtins(override or Facts())}
+    overrides = {"description": override} if isinstance(override, str) else msgspec.to_builtins(override or Facts())
+    merged = {**msgspec.to_builtins(field or Facts()), **overrides}
     merged.pop("type", None)
     return msgspec.convert(merged, Facts)
 
@@ -143,21 +136,8 @@ def json_paths(table: str) -> dict[str, tuple[str, ...]]:
             for name, entry in entries().tables[table].columns.items() if entry.upstream}
 
 
-def decimals(name: str) -> int | None:
-    """The decimals the index files round a column to (Python's round(); 0 gives an integer), or None."""
-    return entries().fields[name].decimals
-
-
-def unit(name: str, object_name: str = "") -> str | None:
-    """The unit of a column's values (an object's own, where it overrides the field's), or None."""
-    return column(object_name, name).unit
-
-
 def export_fields(name: str) -> list[dict]:
-    """One kind of exported row's fields in file order: key, view column and decimals ([exports.NAME])."""
-    return [{"key": f.key, "column": f.column, "decimals": decimals(f.column)} for f in entries().exports[name].fields]
-
-
-def documented_names() -> tuple[set[str], dict[str, set[str]]]:
-    """Every field name, and every object's overridden column names (for the test that finds stale entries)."""
-    return set(entries().fields), {o: set(c) for o, c in entries().columns.items()}
+    """One kind of exported row's fields in file order: key, view column and the decimals the index files
+    round it to (Python's round(); 0 gives an integer) or None ([exports.NAME])."""
+    return [{"key": f.key, "column": f.column, "decimals": entries().fields[f.column].decimals}
+            for f in entries().exports[name].fields]

@@ -37,9 +37,9 @@ class Rule:
     warning: bool = False  # reported, but does not fail the build
 
 
-def _parallel_degree(degree: pd.Series) -> pd.Series:
-    """The upstream spelled 'not set' as 0 before 2025-12-15; not set means a degree of 1."""
-    return degree.where(degree != 0, 1)
+def _parallel_gpus(df: pd.DataFrame) -> pd.Series:
+    """The upstream spelled a degree 'not set' as 0 before 2025-12-15; not set means a degree of 1."""
+    return df.tensor_parallel.where(df.tensor_parallel != 0, 1) * df.data_parallel.where(df.data_parallel != 0, 1)
 
 
 def _calendar_date(dates: pd.Series) -> pd.Series:
@@ -67,7 +67,7 @@ def _energy_matches_power_and_latency(df: pd.DataFrame) -> pd.Series:
     return ((energy / implied - 1).abs() <= ENERGY_IDENTITY_TOLERANCE).fillna(True).astype(bool)
 
 
-def _file_name_matches_contents(df: pd.DataFrame) -> pd.Series:
+def _file_name_matches(df: pd.DataFrame) -> pd.Series:
     expected = df.model_id.str.replace("/", "__", regex=False) + "__" + df.task + ".json"
     return (df.file_name == expected).astype(bool)
 
@@ -89,12 +89,13 @@ COLUMN_CHECKS = {
 ROW_CHECKS = {
     "itl_percentiles_ordered": Rule(
         "median_itl_ms <= p90_itl_ms <= p95_itl_ms <= p99_itl_ms",
-        lambda df: (df.median_itl_ms <= df.p90_itl_ms) & (df.p90_itl_ms <= df.p95_itl_ms) & (df.p95_itl_ms <= df.p99_itl_ms),
+        lambda df: (df.median_itl_ms <= df.p90_itl_ms) & (df.p90_itl_ms <= df.p95_itl_ms)
+        & (df.p95_itl_ms <= df.p99_itl_ms),
     ),
     "batch_within_cap": Rule("avg_batch_size <= max_num_seqs", lambda df: df.avg_batch_size <= df.max_num_seqs),
     "token_gpus_cover_parallelism": Rule(
         "num_gpus divisible by tensor_parallel × data_parallel",
-        lambda df: (df.num_gpus % (_parallel_degree(df.tensor_parallel) * _parallel_degree(df.data_parallel)) == 0).astype(bool),
+        lambda df: (df.num_gpus % _parallel_gpus(df) == 0).astype(bool),
     ),
     "diffusion_gpus_cover_parallelism": Rule(
         "num_gpus divisible by ulysses_degree × ring_degree",
@@ -113,8 +114,6 @@ ROW_CHECKS = {
     "gpu_power_rating_known": Rule(
         "gpu_model has a known rated board power", lambda df: df.gpu_model.isin(list(RATED_BOARD_POWER_W)), warning=True
     ),
-    "file_name_matches_contents": Rule(
-        "file_name is <model_id with / as __>__<task>.json", _file_name_matches_contents
-    ),
+    "file_name_matches_contents": Rule("file_name is <model_id with / as __>__<task>.json", _file_name_matches),
     "edges_increase": Rule("lower_edge < upper_edge", lambda df: (df.lower_edge < df.upper_edge).astype(bool)),
 }

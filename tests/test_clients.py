@@ -104,9 +104,9 @@ def test_the_data_dictionary_covers_every_column_and_agrees_with_the_catalog(his
     assert by_column[("configurations", "wh_per_million_output_tokens")][7] == "sql/marts/configurations.sql"
     assert "diffusion" in by_column[("best_configuration_history", "row_id")][4]
     # No entry of the dictionary describes a column that no longer exists.
-    fields, overrides = dictionary.documented_names()
-    assert fields - {column for _, column, *_ in documented} == set()
-    assert {(o, c) for o, columns in overrides.items() for c in columns} - set(by_column) == set()
+    entries = dictionary.entries()
+    assert set(entries.fields) - {column for _, column, *_ in documented} == set()
+    assert {(o, c) for o, columns in entries.columns.items() for c in columns} - set(by_column) == set()
 
 
 def test_parquet_is_typed_and_carries_the_descriptions(newest_build: Paths) -> None:
