@@ -191,11 +191,6 @@ def _metadata(card: dict[str, Any], release_id: str, root: Path, tables: dict[st
     return package, croissant
 
 
-def _significant(value: Any) -> Any:
-    """Fitted floats to 6 significant digits, more than the fit's own precision."""
-    return float(f"{value:.6g}") if isinstance(value, float) else value
-
-
 def _ecologits(release_id: str, coefficients: dict[str, Any], refits: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "snapshot_id": release_id,
@@ -209,7 +204,9 @@ def _ecologits(release_id: str, coefficients: dict[str, Any], refits: list[dict[
                     "EcoLogits must not also apply this release's boundary factors (boundary_factors, "
                     "index_boundaries): that would count the server and the data centre twice.",
         "ecologits": coefficients,
-        "fits": [{key: _significant(value) for key, value in row.items()} for row in refits],
+        # Fitted floats to 6 significant digits, more than the fit's own precision.
+        "fits": [{key: float(f"{value:.6g}") if isinstance(value, float) else value for key, value in row.items()}
+                 for row in refits],
     }
 
 

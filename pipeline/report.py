@@ -215,10 +215,9 @@ def _index_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True
         return "<p>No configuration within the deadline.</p>"
     headers = ["model"] * with_model + ["GPU", "configuration", "GPUs", task.batch_title, task.metric.title,
                                         task.unit_title, "times measured", "runner-up within the deadline"]
-    once = "measured once"
     return _table("index-table", headers, [_model_cell(row, with_model) + [
         *(_cell(row[column]) for column in ("gpu", "row_id", "num_gpus", "batch_limit", "latency", "wh_per_unit")),
-        _cell(row["n_repeats"], hover=once if (row["n_repeats"] or 0) < 2 else
+        _cell(row["n_repeats"], hover="measured once" if (row["n_repeats"] or 0) < 2 else
               f"repeats from {row['wh_repeat_min']} to {row['wh_repeat_max']}"),
         _cell(row["runner_up_wh_per_unit"],
               hover=f"{row['runner_up_row_id'] or 'none'}; the index row: {row['choice_basis']}"),
@@ -280,10 +279,11 @@ def _page(text: PageText, snapshot: dict[str, Any], sections: Iterable[tuple[Tas
         nav.append(f'<a href="#{task.task}">{html.escape(task.display_name)}</a>')
         bodies.append(body)
         specs.update(charts)
+    escaped = {name: html.escape(str(value)) for name, value in values.items()}
     return _texts().page.format(
-        title=html.escape(text.title.format(**values)), style=(assets / "report.css").read_text(encoding="utf-8"),
-        script=script, intro=text.intro.format(nav="".join(nav), **{k: html.escape(str(v)) for k, v in values.items()}),
-        sections="\n".join(bodies), charts=msgspec.json.encode(specs).decode().replace("</", "<\\/"),
+        title=html.escape(text.title.format(**values)), intro=text.intro.format(nav="".join(nav), **escaped),
+        style=(assets / "report.css").read_text(encoding="utf-8"), script=script, sections="\n".join(bodies),
+        charts=msgspec.json.encode(specs).decode().replace("</", "<\\/"),  # no "</script>" inside the script
         code=(assets / "report.js").read_text(encoding="utf-8")), specs
 
 
