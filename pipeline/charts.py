@@ -27,6 +27,9 @@ DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3], [10, 2]]
 FADED_OPACITY = 0.12
 # Tick values for a log axis in small panels: the powers of ten (Vega's default crowds them).
 DECADES = [10.0 ** power for power in range(-4, 6)]
+# The kinds of chart this process has checked against Vega-Lite's schema: one of each kind is enough, and
+# checking every model page's took most of the report's time.
+_VALIDATED: set[str] = set()
 ENERGY_COLUMNS = ("wh_per_unit", "wh_per_unit_low", "wh_per_unit_high", "wh_per_unit_min", "wh_per_unit_max",
                   "unconstrained_wh_per_unit", "wh_repeat_min", "wh_repeat_max", "runner_up_wh_per_unit")
 # Tooltip entries by column: title, Vega-Lite type and number format.
@@ -118,10 +121,9 @@ def _by_gpu(chart: Any, gpus: list[str]) -> Any:
 
 
 def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: list[str] | None,
-                texts: dict[str, ChartText], one_snapshot: str, validated: set[str]) -> list[Chart]:
+                texts: dict[str, ChartText], one_snapshot: str) -> list[Chart]:
     """The charts of one task: the index page's (`models` lists the task's models in order) or, when
-    `models` is None, one model's page's, whose rows `data` holds. `validated` names the kinds of chart
-    already checked against Vega-Lite's schema (checking every model page's took most of the report's time)."""
+    `models` is None, one model's page's, whose rows `data` holds."""
     index_page = models is not None
     page, series = ("index", "model_id") if index_page else ("model", "gpu")
     gpus = sorted({row["gpu"] for rows in ([data["best"]] if index_page else data.values())
@@ -129,15 +131,14 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
     domain = models if index_page else gpus
     repeated = 0 if index_page else sum(1 for row in data["curves"] if row["n_repeats"] > 1)
     snapshots = [row["snapshot_id"] for row in data["snapshots"]]
+    tips = {name: _tooltip(task, text.tooltip) for name, text in texts.items()}
+    by_gpu = _gpu_series(gpus)
     charts = []
-
-    def hover(name: str) -> list[Any]:
-        return _tooltip(task, texts[name].tooltip)
 
     def add(name: str, chart: Any) -> None:
         kind = f"{page} {task.family} {name} {bool(repeated)}"
-        spec = chart.to_dict(validate=kind not in validated)
-        validated.add(kind)
+        spec = chart.to_dict(validate=kind not in _VALIDATED)
+        _VALIDATED.add(kind)
         # Data by name: the rows go in after Altair has checked the specification (checking thousands of
         # inline rows against the Vega-Lite schema took most of a minute).
         spec["datasets"] = {node["data"]["name"]: data[node["data"]["name"]] for node in _nodes(spec)
@@ -154,11 +155,9 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
             x=alt.X("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=10),
                     title=f"{task.unit_title} (log scale)"),
             y=alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11)),
-            href="href:N",
-            tooltip=hover("best"),
-            **_gpu_series(gpus)).properties(width=520, height=alt.Step(16)))
+            href="href:N", tooltip=tips["best"], **by_gpu).properties(width=520, height=alt.Step(16)))
     if data["curves"]:
-        curve_series = _gpu_series(gpus) if index_page else _series(
+        curve_series = by_gpu if index_page else _series(
             "deployment", sorted({row["deployment"] for row in data["curves"]}), MODEL_COLOURS, MODEL_SHAPES,
             "deployment (GPUs, precision, parallelism)", labelLimit=0, titleLimit=0, orient="bottom", columns=2,
             symbolOpacity=1)
@@ -166,47 +165,44 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
             x=alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False), title=_log(task.batch_title),
                     **({"axis": alt.Axis(values=DECADES[4:], format=",~g")} if index_page else {})),
             color=curve_series["color"], detail="deployment:N")
-        tip = hover("curves")
         if index_page:
             add("curves", curves.mark_line(point=alt.OverlayMarkDef(filled=True, size=22), strokeWidth=1.2).encode(
-                y=_energy_y(task, padding=6, values=DECADES, format=",~g"), href="href:N", tooltip=tip,
+                y=_energy_y(task, padding=6, values=DECADES, format=",~g"), href="href:N", tooltip=tips["curves"],
                 shape=curve_series["shape"]).properties(width=235, height=150).facet(
                 alt.Facet("model_id:N", title=None, sort=models, header=alt.Header(
                     labelExpr="split(datum.value, '/')[1]", labelFontSize=11, labelLimit=250)), columns=4))
         else:
             # The spread's layer only where there is a spread: an empty layer leaves its scales without extent.
             spread = curves.transform_filter("datum.n_repeats > 1").mark_rule(strokeWidth=2).encode(
-                y=_energy_y(task, "wh_per_unit_min"), y2="wh_per_unit_max:Q", tooltip=tip)
+                y=_energy_y(task, "wh_per_unit_min"), y2="wh_per_unit_max:Q", tooltip=tips["curves"])
             add("curves", _by_gpu(alt.layer(
                 *([spread] if repeated else []), curves.mark_line(strokeWidth=1.5).encode(y=_energy_y(task)),
-                curves.mark_point(filled=True, size=40).encode(y=_energy_y(task), tooltip=tip,
+                curves.mark_point(filled=True, size=40).encode(y=_energy_y(task), tooltip=tips["curves"],
                                                                shape=curve_series["shape"])
             ).properties(width=330, height=240), gpus))
     if index_page and data["frontier"]:
         base = alt.Chart(alt.Data(name="frontier")).encode(
             x=alt.X("latency:Q", scale=alt.Scale(type="log", nice=False, padding=8), title=_log(task.metric.title)),
             y=_energy_y(task))
-        tip = hover("frontier")
-        add("frontier", _by_gpu(_by_series(base, series, domain, data["frontier"], tip, {"strokeWidth": 1.6}, 45,
-                                           order="latency:Q").properties(width=360, height=330), gpus))
+        add("frontier", _by_gpu(_by_series(base, series, domain, data["frontier"], tips["frontier"],
+                                           {"strokeWidth": 1.6}, 45, order="latency:Q")
+                                .properties(width=360, height=330), gpus))
     elif data["frontier"]:
         shown = {row["latency_metric"] for row in data["frontier"]}
         metrics = [m for m in task.metrics if m.latency_metric in shown]
         metric = alt.param(name="metric", value=metrics[0].latency_metric, bind=alt.binding_select(
             options=[m.latency_metric for m in metrics], labels=[m.title for m in metrics], name="latency metric: "))
-        tip = hover("frontier")
         encoding = {"x": alt.X("latency:Q", scale=alt.Scale(type="log", nice=False, padding=8),
                                title=f"latency ({task.metric.unit}, log scale; metric chosen below)"),
                     "y": _energy_y(task)}
         everything = alt.Chart(alt.Data(name="points")).transform_filter("datum.latency_metric == metric").mark_point(
-            size=30, opacity=0.35).encode(tooltip=tip, **encoding, **_gpu_series(gpus))
+            size=30, opacity=0.35).encode(tooltip=tips["frontier"], **encoding, **by_gpu)
         best = alt.Chart(alt.Data(name="frontier")).transform_filter("datum.latency_metric == metric").encode(
             **encoding)
         add("frontier", alt.layer(everything, best.mark_line(color="#333", strokeWidth=1.2).encode(order="latency:Q"),
-                                  best.mark_point(filled=True, size=80).encode(tooltip=tip, **_gpu_series(gpus)))
+                                  best.mark_point(filled=True, size=80).encode(tooltip=tips["frontier"], **by_gpu))
             .add_params(metric).properties(width=640, height=320))
     if data["latency_cost"]:
-        tip = hover("latency-cost")
         by_metric = alt.Column("metric_label:N", title=None, sort=[m.short_title for m in task.metrics],
                                header=alt.Header(labelFontWeight="bold"))
         if index_page:
@@ -218,7 +214,8 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
             cells = base.mark_rect(stroke="white").encode(
                 color=alt.Color("relative_to_best:Q", title="energy ÷ unconstrained best",
                                 scale=alt.Scale(type="log", scheme="orangered", domainMin=1),
-                                legend=alt.Legend(format=".1f", tickCount=4)), href="href:N", tooltip=tip)
+                                legend=alt.Legend(format=".1f", tickCount=4)),
+                href="href:N", tooltip=tips["latency-cost"])
             labels = base.mark_text(fontSize=9).encode(
                 text=alt.Text("relative_to_best:Q", format=".2f"),
                 color=alt.condition("datum.relative_to_best > 2.5", alt.value("white"), alt.value("#222")))
@@ -232,32 +229,29 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
                         axis=alt.Axis(labelAngle=0)),
                 y=alt.Y("relative_to_best:Q", title="energy ÷ the GPU's unconstrained best",
                         scale=alt.Scale(zero=False)),
-                detail="gpu:N", tooltip=tip, **_gpu_series(gpus),
+                detail="gpu:N", tooltip=tips["latency-cost"], **by_gpu,
             ).properties(width=220 if len(task.metrics) > 1 else 320, height=200).facet(column=by_metric))
     if not index_page and data["estimates"]:
         base = alt.Chart(alt.Data(name="estimates")).encode(
             x=alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False), title=task.concurrency_title),
-            detail="deployment:N", color=_gpu_series(gpus)["color"])
+            detail="deployment:N", color=by_gpu["color"])
         dashes = alt.StrokeDash("deployment:N", title="deployment (GPUs, precision, parallelism)", scale=alt.Scale(
             domain=sorted({row["deployment"] for row in data["estimates"]}), range=DASHES), legend=alt.Legend(
             orient="bottom", columns=2, labelLimit=0, titleLimit=0, symbolType="stroke", symbolStrokeWidth=1.5))
-        tip = hover("estimate")
         add("estimate", alt.layer(
             base.mark_area(opacity=0.18).encode(y=_energy_y(task, "wh_per_unit_low"), y2="wh_per_unit_high:Q"),
             base.mark_line(strokeWidth=1.5).encode(y=_energy_y(task), strokeDash=dashes),
-            base.mark_point(filled=True, size=18).encode(y=_energy_y(task), tooltip=tip, **_gpu_series(gpus)),
+            base.mark_point(filled=True, size=18).encode(y=_energy_y(task), tooltip=tips["estimate"], **by_gpu),
         ).properties(width=640, height=300))
     if data["history"]:
         base = alt.Chart(alt.Data(name="history")).encode(
             x=alt.X("snapshot_id:O", title="snapshot, in upstream commit order", sort=snapshots,
                     scale=alt.Scale(domain=snapshots), axis=alt.Axis(labelAngle=-40)), y=_energy_y(task))
-        tip = hover("history")
-        chart = _by_series(base, series, domain, data["history"], tip, {"strokeWidth": 1.4 if index_page else 1.5},
-                           45 if index_page else 60)
+        chart = _by_series(base, series, domain, data["history"], tips["history"],
+                           {"strokeWidth": 1.4 if index_page else 1.5}, 45 if index_page else 60)
         add("history", _by_gpu(chart.properties(width=max(220, 34 * len(snapshots)), height=260), gpus) if index_page
             else chart.properties(width=max(160, 40 * len(snapshots)), height=240))
-    order = list(texts)
-    return sorted(charts, key=lambda chart: order.index(chart.name))
+    return sorted(charts, key=lambda chart: list(texts).index(chart.name))
 
 
 def _nodes(node: Any) -> Any:

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow
 
 from pipeline import jsontext
@@ -48,8 +49,8 @@ CROISSANT_CONTEXT = {term: _CONTEXT_TERMS.get(term, f"cr:{term}") for term in (
     "replace samplingRate sc equivalentProperty separator source subField transform").split()}
 
 
-# The boundary tables' files, and what their metadata says of the factors.
-_BOUNDARY_STEMS = ("index_boundaries", "boundary_factors")
+# The boundary tables, and what their metadata says of the factors.
+_BOUNDARY_TABLES = ("index_boundaries", "boundary_factors")
 _BOUNDARY_NOTE = (" The server and facility factors are assumptions from the cited sources (boundary_factors: each"
                   " row's source, url, year and quoted figure), not measurements; gpu_only is the measured figure.")
 
@@ -62,42 +63,24 @@ def write_release(paths: Paths) -> Path:
     """Write OUT/release/<index snapshot>/ (replaced whole) and return it."""
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
-    card = load_source_card().source
-    connection = connect(str(paths.database), read_only=True)
+    staging = paths.out / f".release-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
     try:
-        snapshot = fetch_dicts(connection, """
-            select s.snapshot_id, s.commit, s.commit_subject, strftime(s.last_updated, '%Y-%m-%d') as compiled,
-                   h.previous_snapshot_id
-            from snapshots as s join snapshot_history as h using (snapshot_id)
-            where snapshot_id = (select snapshot_id from index_snapshot)""", {})[0]
-        release_id = snapshot["snapshot_id"]
-        staging = paths.out / f".release-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        try:
-            shutil.copytree(paths.index_dir, staging / "index")
-            tables = {}
-            for view in RELEASE_TABLES:
-                tables[view] = fields = fetch_dicts(connection, """
-                    select column_name, data_type, unit, description from data_dictionary
-                    where object_name = $view order by position""", {"view": view})
-                columns = ", ".join(f'"{field["column_name"]}"' for field in fields)
-                relation = connection.sql(f"select {columns} from {view} order by all")
-                # Through Arrow with every column nullable: DuckDB's writer marks a column required when the
-                # table's statistics show no null anywhere in it, so the same rows would get other bytes
-                # from a database whose other snapshots have nulls there.
-                rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
-                rows = rows.cast(pyarrow.schema([field.with_nullable(True) for field in rows.schema]))
-                connection.register("release_rows", rows)
-                for extension, options in (("parquet", "(format parquet, compression zstd)"), ("csv", "(format csv, header true)")):
-                    target = staging / "data" / f"{view}.{extension}"
-                    target.parent.mkdir(exist_ok=True)
-                    connection.execute(f"copy (select * from release_rows) to '{str(target).replace(chr(39), chr(39) * 2)}' {options}")
-                connection.unregister("release_rows")
+        shutil.copytree(paths.index_dir, staging / "index")
+        (staging / "data").mkdir()
+        (staging / "adapters").mkdir()
+        with connect(str(paths.database), read_only=True) as connection:
+            snapshot = fetch_dicts(connection, """
+                select s.snapshot_id, s.commit, s.commit_subject, h.previous_snapshot_id
+                from snapshots as s join snapshot_history as h using (snapshot_id)
+                where snapshot_id = (select snapshot_id from index_snapshot)""", {})[0]
+            release_id = snapshot["snapshot_id"]
+            tables = {view: _write_table(connection, view, staging / "data") for view in RELEASE_TABLES}
             refits = fetch_dicts(connection, """
                 select * exclude (snapshot_id) from ecologits_refit
                 order by task, gpu, latency_metric, latency_limit""", {})
-            coefficients = fetch_dicts(connection, "select * from ecologits_coefficients", {})[0]
+            coefficients = fetch_dicts(connection, "select version, source, alpha, beta, gamma, batch_size "
+                                                   "from ecologits_coefficients", {})[0]
             factor_sources = fetch_dicts(connection, """
                 select source, url, year, list(boundary order by boundary) as boundaries
                 from boundary_factors group by source, url, year order by source, url""", {})
@@ -106,14 +89,13 @@ def write_release(paths: Paths) -> Path:
                        relative_change, unit_label
                 from index_changes where newer_snapshot_id = $id
                 order by abs(relative_change) desc nulls last, task, model_id, gpu""", {"id": release_id})
-        finally:
-            connection.close()
-        (staging / "adapters").mkdir()
+        card = load_source_card().source
         (staging / "adapters" / "ecologits.json").write_bytes(_json(_ecologits(release_id, coefficients, refits)))
         (staging / "CHANGES.md").write_bytes(_changes(snapshot, changes).encode())
         (staging / "CITATION.cff").write_bytes(_citation(card, release_id).encode())
-        (staging / "datapackage.json").write_bytes(_json(_datapackage(card, release_id, staging, tables, factor_sources)))
-        (staging / "croissant.json").write_bytes(_json(_croissant(card, release_id, staging, tables, factor_sources)))
+        package, croissant = _metadata(card, release_id, staging, tables, factor_sources)
+        (staging / "datapackage.json").write_bytes(_json(package))
+        (staging / "croissant.json").write_bytes(_json(croissant))
         files = sorted(p for p in staging.rglob("*") if p.is_file())
         sums = "".join(f"{file_sha256(p)}  {p.relative_to(staging).as_posix()}\n" for p in files)
         (staging / "SHA256SUMS").write_text(sums, encoding="utf-8")
@@ -121,35 +103,65 @@ def write_release(paths: Paths) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         replace_directory(staging, target)
     finally:
-        shutil.rmtree(paths.out / f".release-{os.getpid()}", ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
-def _what(view: str) -> str:
-    return "The reference table" if view == "boundary_factors" else "The view"
+def _write_table(connection: duckdb.DuckDBPyConnection, view: str, folder: Path) -> list[dict[str, Any]]:
+    """Write the view's Parquet and CSV, rows in a fixed order, into `folder`; return its field dictionary."""
+    fields = fetch_dicts(connection, """
+        select column_name, data_type, unit, description from data_dictionary
+        where object_name = $view order by position""", {"view": view})
+    columns = ", ".join(f'"{field["column_name"]}"' for field in fields)
+    relation = connection.sql(f"select {columns} from {view} order by all")
+    # Through Arrow with every column nullable: DuckDB's writer marks a column required when the
+    # table's statistics show no null anywhere in it, so the same rows would get other bytes
+    # from a database whose other snapshots have nulls there.
+    rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
+    connection.register("release_rows", rows.cast(pyarrow.schema([f.with_nullable(True) for f in rows.schema])))
+    for extension, options in (("parquet", "format parquet, compression zstd"), ("csv", "format csv, header true")):
+        target = str(folder / f"{view}.{extension}").replace("'", "''")
+        connection.execute(f"copy (select * from release_rows) to '{target}' ({options})")
+    connection.unregister("release_rows")
+    return fields
 
 
-def _described(field: dict[str, Any]) -> str:
-    return field["description"] + (f" Unit: {field['unit']}." if field["unit"] else "")
-
-
-def _datapackage(card: dict[str, Any], release_id: str, root: Path, tables: dict[str, Any],
-                 factor_sources: list[dict[str, Any]]) -> dict[str, Any]:
-    resources = []
+def _metadata(card: dict[str, Any], release_id: str, root: Path, tables: dict[str, list[dict[str, Any]]],
+              factor_sources: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """datapackage.json and croissant.json: a resource and a record set per table, each field described
+    from the field dictionary."""
+    resources, distribution, record_sets = [], [], []
     sources = [{"title": f"{s['source']} ({s['year']})", "path": s["url"]} for s in factor_sources]
+    cited = "; ".join(f"{s['source']} ({s['year']}, {s['url']}; {' and '.join(s['boundaries'])})"
+                      for s in factor_sources)
     for view, fields in tables.items():
-        path = root / "data" / f"{view}.csv"
+        csv, path = root / "data" / f"{view}.csv", f"data/{view}.csv"
+        sha256, boundary = file_sha256(csv), view in _BOUNDARY_TABLES
+        kind = "The reference table" if view == "boundary_factors" else "The view"
+        what = f"{kind} {view} of the energy-index database"
+        described = {f["column_name"]: f["description"] + (f" Unit: {f['unit']}." if f["unit"] else "")
+                     for f in fields}
         resources.append({
-            "name": view.replace("_", "-"), "path": f"data/{view}.csv", "format": "csv", "mediatype": "text/csv",
-            "encoding": "utf-8", "bytes": path.stat().st_size, "hash": f"sha256:{file_sha256(path)}",
-            "description": f"{_what(view)} {view} of the energy-index database, snapshot {release_id}."
-                           + (_BOUNDARY_NOTE if view in _BOUNDARY_STEMS else ""),
-            **({"sources": sources} if view in _BOUNDARY_STEMS else {}),
+            "name": view.replace("_", "-"), "path": path, "format": "csv", "mediatype": "text/csv",
+            "encoding": "utf-8", "bytes": csv.stat().st_size, "hash": f"sha256:{sha256}",
+            "description": f"{what}, snapshot {release_id}." + (_BOUNDARY_NOTE if boundary else ""),
+            **({"sources": sources} if boundary else {}),
             "schema": {"fields": [{"name": f["column_name"], "type": BY_DUCKDB[f["data_type"]].frictionless,
-                                   "description": _described(f), **({"unit": f["unit"]} if f["unit"] else {})}
-                                  for f in fields]},
+                                   "description": described[f["column_name"]],
+                                   **({"unit": f["unit"]} if f["unit"] else {})} for f in fields]},
         })
-    return {
+        distribution.append({"@type": "cr:FileObject", "@id": f"{view}.csv", "name": f"{view}.csv",
+                             "contentUrl": path, "encodingFormat": "text/csv", "sha256": sha256})
+        record_sets.append({
+            "@type": "cr:RecordSet", "@id": view, "name": view,
+            "description": f"{what}." + (f"{_BOUNDARY_NOTE} Sources: {cited}." if boundary else ""),
+            "field": [{
+                "@type": "cr:Field", "@id": f"{view}/{f['column_name']}", "name": f["column_name"],
+                "description": described[f["column_name"]], "dataType": BY_DUCKDB[f["data_type"]].croissant,
+                "source": {"fileObject": {"@id": f"{view}.csv"}, "extract": {"column": f["column_name"]}},
+            } for f in fields],
+        })
+    package = {
         "name": "energy-index",
         "title": "energy-index: GPU energy per output of open models (ML.ENERGY Leaderboard)",
         "version": release_id,
@@ -161,35 +173,13 @@ def _datapackage(card: dict[str, Any], release_id: str, root: Path, tables: dict
         "sources": [{"title": card["name"], "path": card["url"]}, *sources],
         "resources": resources,
     }
-
-
-def _croissant(card: dict[str, Any], release_id: str, root: Path, tables: dict[str, Any],
-               factor_sources: list[dict[str, Any]]) -> dict[str, Any]:
-    distribution, record_sets = [], []
-    cited = "; ".join(f"{s['source']} ({s['year']}, {s['url']}; {' and '.join(s['boundaries'])})"
-                      for s in factor_sources)
-    for view, fields in tables.items():
-        distribution.append({
-            "@type": "cr:FileObject", "@id": f"{view}.csv", "name": f"{view}.csv", "contentUrl": f"data/{view}.csv",
-            "encodingFormat": "text/csv", "sha256": file_sha256(root / "data" / f"{view}.csv"),
-        })
-        record_sets.append({
-            "@type": "cr:RecordSet", "@id": view, "name": view,
-            "description": f"{_what(view)} {view} of the energy-index database."
-                           + (f"{_BOUNDARY_NOTE} Sources: {cited}." if view in _BOUNDARY_STEMS else ""),
-            "field": [{
-                "@type": "cr:Field", "@id": f"{view}/{f['column_name']}", "name": f["column_name"],
-                "description": _described(f), "dataType": BY_DUCKDB[f["data_type"]].croissant,
-                "source": {"fileObject": {"@id": f"{view}.csv"}, "extract": {"column": f["column_name"]}},
-            } for f in fields],
-        })
-    return {
+    croissant = {
         "@context": CROISSANT_CONTEXT,
         "@type": "sc:Dataset",
         "name": "energy-index",
         "conformsTo": "http://mlcommons.org/croissant/1.0",
-        "description": "GPU energy per output of open models served with vLLM and xDiT on H100 and B200, per "
-                       f"model and GPU, from the ML.ENERGY Leaderboard's published measurements; snapshot {release_id}.",
+        "description": "GPU energy per output of open models served with vLLM and xDiT on H100 and B200, per model "
+                       f"and GPU, from the ML.ENERGY Leaderboard's published measurements; snapshot {release_id}.",
         "version": "1.0.0",
         "license": "https://www.apache.org/licenses/LICENSE-2.0",
         "url": card["url"],
@@ -198,11 +188,7 @@ def _croissant(card: dict[str, Any], release_id: str, root: Path, tables: dict[s
         "distribution": distribution,
         "recordSet": record_sets,
     }
-
-
-def _significant(value: Any) -> Any:
-    """Fitted floats to 6 significant digits, more than the fit's own precision."""
-    return float(f"{value:.6g}") if isinstance(value, float) else value
+    return package, croissant
 
 
 def _ecologits(release_id: str, coefficients: dict[str, Any], refits: list[dict[str, Any]]) -> dict[str, Any]:
@@ -217,48 +203,49 @@ def _ecologits(release_id: str, coefficients: dict[str, Any], refits: list[dict[
                     "provider's PUE on top of its GPU-energy model, so a calculator that takes these fits into "
                     "EcoLogits must not also apply this release's boundary factors (boundary_factors, "
                     "index_boundaries): that would count the server and the data centre twice.",
-        "ecologits": {key: coefficients[key] for key in ("version", "source", "alpha", "beta", "gamma", "batch_size")},
-        "fits": [{key: _significant(value) for key, value in row.items()} for row in refits],
+        "ecologits": coefficients,
+        # Fitted floats to 6 significant digits, more than the fit's own precision.
+        "fits": [{key: float(f"{value:.6g}") if isinstance(value, float) else value for key, value in row.items()}
+                 for row in refits],
     }
 
 
 def _citation(card: dict[str, Any], release_id: str) -> str:
-    return "\n".join([
-        "cff-version: 1.2.0",
-        "message: If you use these figures, cite the ML.ENERGY Benchmark paper and this data release.",
-        "type: dataset",
-        f"title: \"energy-index: GPU energy per output of open models (ML.ENERGY Leaderboard), snapshot {release_id}\"",
-        f"version: \"{release_id}\"",
-        "license: Apache-2.0",
-        f"url: \"{card['url']}\"",
-        "authors:",
-        f"  - name: \"{card['publisher']}\"",
-        "preferred-citation:",
-        "  type: conference-paper",
-        "  title: \"The ML.ENERGY Benchmark: Toward Automated Inference Energy Measurement and Optimization\"",
-        "  authors:",
-        *(f"    - family-names: {family}\n      given-names: {given}" for given, family in PAPER_AUTHORS),
-        "  collection-title: \"NeurIPS 2025 Datasets and Benchmarks\"",
-        "  year: 2025",
-        f"  url: \"{card['cite_url']}\"",
-        "",
-    ])
+    authors = "".join(f"    - family-names: {family}\n      given-names: {given}\n" for given, family in PAPER_AUTHORS)
+    return f"""cff-version: 1.2.0
+message: If you use these figures, cite the ML.ENERGY Benchmark paper and this data release.
+type: dataset
+title: "energy-index: GPU energy per output of open models (ML.ENERGY Leaderboard), snapshot {release_id}"
+version: "{release_id}"
+license: Apache-2.0
+url: "{card['url']}"
+authors:
+  - name: "{card['publisher']}"
+preferred-citation:
+  type: conference-paper
+  title: "The ML.ENERGY Benchmark: Toward Automated Inference Energy Measurement and Optimization"
+  authors:
+{authors}  collection-title: "NeurIPS 2025 Datasets and Benchmarks"
+  year: 2025
+  url: "{card['cite_url']}"
+"""
 
 
 def _changes(snapshot: dict[str, Any], changes: list[dict[str, Any]]) -> str:
-    lines = [f"# Changes in {snapshot['snapshot_id']}", ""]
+    text = f"# Changes in {snapshot['snapshot_id']}\n\n"
     if snapshot["previous_snapshot_id"] is None:
-        lines.append("The first snapshot in the database: nothing to compare with.")
-        return "\n".join(lines) + "\n"
+        return text + "The first snapshot in the database: nothing to compare with.\n"
     commit = f"upstream commit {snapshot['commit'][:7]}" if snapshot["commit"] else "the upstream"
     subject = f" (\"{snapshot['commit_subject']}\")" if snapshot["commit_subject"] else ""
-    lines += [f"Index rows that {commit}{subject} changed since {snapshot['previous_snapshot_id']}: {len(changes)}.", ""]
+    text += f"Index rows that {commit}{subject} changed since {snapshot['previous_snapshot_id']}: {len(changes)}.\n\n"
     if changes:
-        lines += ["| task | model | GPU | change | old → new configuration | old → new | move |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
-        for row in changes:
-            figures = " → ".join("—" if v is None else f"{v:.4g}" for v in (row["old_wh_per_unit"], row["new_wh_per_unit"]))
-            move = "—" if row["relative_change"] is None else f"{row['relative_change'] * 100:+.1f} %"
-            lines.append(f"| {row['task']} | {row['model_id']} | {row['gpu']} | {row['change']} | "
-                         f"{row['old_row_id'] or '—'} → {row['new_row_id'] or '—'} | {figures} Wh per {row['unit_label']} | {move} |")
-    return "\n".join(lines) + "\n"
+        text += ("| task | model | GPU | change | old → new configuration | old → new | move |\n"
+                 "| --- | --- | --- | --- | --- | --- | --- |\n")
+    for row in changes:
+        figures = " → ".join("—" if figure is None else f"{figure:.4g}"
+                             for figure in (row["old_wh_per_unit"], row["new_wh_per_unit"]))
+        configurations = f"{row['old_row_id'] or '—'} → {row['new_row_id'] or '—'}"
+        move = "—" if row["relative_change"] is None else f"{row['relative_change'] * 100:+.1f} %"
+        text += (f"| {row['task']} | {row['model_id']} | {row['gpu']} | {row['change']} | {configurations} | "
+                 f"{figures} Wh per {row['unit_label']} | {move} |\n")
+    return text

@@ -13,6 +13,7 @@ import functools
 import html
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ class Texts(msgspec.Struct, frozen=True):
     batch_titles: dict[str, str]
     concurrency_titles: dict[str, str]
     one_snapshot: str
+    page: str
     facts: dict[str, str]
     index: PageText
     model: PageText
@@ -125,14 +127,11 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
     """Every row the task's charts and tables show, from the views, rounded as the index files round them."""
     metric = task.metric.latency_metric
     metrics = ", ".join(m.latency_metric for m in task.metrics)
-    def href(table: str = "") -> str:
-        return f"'models/' || {table}slug || '.html' as href"
-
     queries = {
         "best": f"""
             select b.model_id, b.slug, b.gpu, b.row_id, b.num_gpus, c.batch_limit, b.{metric} as latency, b.wh_per_unit,
-                   {href("b.")}, u.n_repeats, u.wh_repeat_min, u.wh_repeat_max, u.runner_up_row_id,
-                   u.runner_up_wh_per_unit, u.choice_basis
+                   'models/' || b.slug || '.html' as href, u.n_repeats, u.wh_repeat_min, u.wh_repeat_max,
+                   u.runner_up_row_id, u.runner_up_wh_per_unit, u.choice_basis
             from best_configurations as b
             join configuration_points as c using (snapshot_id, task, row_id)
             left join index_uncertainty as u on u.task = b.task and u.model_id = b.model_id and u.gpu = b.gpu
@@ -150,12 +149,13 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
                   on {metrics} into name latency_metric value latency)
             join latency_metrics using (latency_metric) order by model_id, gpu, row_id, metric_order""",
         "latency_cost": f"""
-            select c.*, m.short_title as metric_label, {href("c.")}
+            select c.*, m.short_title as metric_label, 'models/' || c.slug || '.html' as href
             from latency_tier_costs as c join latency_metrics as m using (latency_metric)
             where c.task = $task order by lower(c.model_id), c.model_id, c.gpu, m.metric_order, c.latency_limit""",
         "curves": f"""
             select model_id, slug, gpu, row_id, num_gpus, {DEPLOYMENT} as deployment, batch_limit, n_repeats,
-                   {metric} as latency, wh_per_unit, wh_per_unit_min, wh_per_unit_max, {href()}
+                   {metric} as latency, wh_per_unit, wh_per_unit_min, wh_per_unit_max,
+                   'models/' || slug || '.html' as href
             from configuration_points where task = $task order by lower(model_id), gpu, deployment, batch_limit""",
         # Each measured concurrency (the line's corners are the measured points) and a half-octave grid between.
         "estimates": f"""
@@ -215,10 +215,9 @@ def _index_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True
         return "<p>No configuration within the deadline.</p>"
     headers = ["model"] * with_model + ["GPU", "configuration", "GPUs", task.batch_title, task.metric.title,
                                         task.unit_title, "times measured", "runner-up within the deadline"]
-    once = "measured once"
     return _table("index-table", headers, [_model_cell(row, with_model) + [
         *(_cell(row[column]) for column in ("gpu", "row_id", "num_gpus", "batch_limit", "latency", "wh_per_unit")),
-        _cell(row["n_repeats"], hover=once if (row["n_repeats"] or 0) < 2 else
+        _cell(row["n_repeats"], hover="measured once" if (row["n_repeats"] or 0) < 2 else
               f"repeats from {row['wh_repeat_min']} to {row['wh_repeat_max']}"),
         _cell(row["runner_up_wh_per_unit"],
               hover=f"{row['runner_up_row_id'] or 'none'}; the index row: {row['choice_basis']}"),
@@ -245,48 +244,47 @@ def _tier_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True)
         for (_, _, gpu), values in sorted(cells.items())], groups)
 
 
-def _heading(title: str, answers: str) -> str:
-    return f'<h3>{title}</h3><p class="answers">{answers}</p>'
-
-
-def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str, Any]]], models: list[str] | None,
-             validated: set[str]) -> tuple[str, dict[str, dict[str, Any]]]:
+def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str, Any]]],
+             models: list[str] | None) -> tuple[str, dict[str, dict[str, Any]]]:
     """A task's section of the index page (`models`: the task's models in order) or of a model's page: what its
     figures rest on, the index table, the charts and the tier table; and the charts' specifications by id."""
     text, header = _texts().index if models else _texts().model, task.header
     facts = {**snapshot, **header, **header["source"], "unit": task.unit_title, "deadline": task.deadline,
              "commit_time": snapshot["commit_time"] or "unknown time"}
+    heading = '<h3>{}</h3><p class="answers">{}</p>'.format
     parts = [f'<section id="{task.task}"><h2>{html.escape(task.display_name)} ({task.task})</h2><dl class="facts">',
              *(f"<dt>{html.escape(name)}</dt><dd>{html.escape(fact.format(**facts))}</dd>"
                for name, fact in _texts().facts.items()), "</dl>",
-             _heading(*(part.format(models=len(models or ()), task=task.task) for part in text.index_table)),
+             heading(*(part.format(models=len(models or ()), task=task.task) for part in text.index_table)),
              _index_table(task, rows["best"], with_model=bool(models))]
     specs = {}
-    for chart in task_charts(task, rows, models, text.charts, _texts().one_snapshot, validated):
+    for chart in task_charts(task, rows, models, text.charts, _texts().one_snapshot):
         chart_id = f"{task.task}-{chart.name}"
         if problems := ambiguous_encodings(chart.spec):
             raise PipelineError(f"report: chart {chart_id} would not tell its categories apart", problems)
         specs[chart_id] = chart.spec
-        parts.append(_heading(html.escape(chart.title), html.escape(chart.answers))
+        parts.append(heading(html.escape(chart.title), html.escape(chart.answers))
                      + f'<div class="chart" id="{html.escape(chart_id)}"></div>')
-    parts += [_heading(*text.tier_table), _tier_table(task, rows["latency_cost"], bool(models)), "</section>"]
+    parts += [heading(*text.tier_table), _tier_table(task, rows["latency_cost"], bool(models)), "</section>"]
     return "".join(parts), specs
 
 
-def _page(text: PageText, sections: list[tuple[Task, str]], charts: dict[str, dict[str, Any]], script: str,
-          **values: Any) -> str:
-    """A whole page: its opening with a link to each task's section, the sections, the charts drawn."""
-    assets = Path(__file__).parent
-    nav = "".join(f'<a href="#{task.task}">{html.escape(task.display_name)}</a>' for task, _ in sections)
-    specs = msgspec.json.encode(charts).decode().replace("</", "<\\/")  # no "</script>" inside the script
+def _page(text: PageText, snapshot: dict[str, Any], sections: Iterable[tuple[Task, dict[str, Any], list[str] | None]],
+          script: str, **values: Any) -> tuple[str, dict[str, dict[str, Any]]]:
+    """A whole page of (task, rows, models) sections, each task's linked from the page's opening; and its charts'
+    specifications by id."""
+    assets, specs, nav, bodies = Path(__file__).parent, {}, [], []
+    for task, rows, models in sections:
+        body, charts = _section(task, snapshot, rows, models)
+        nav.append(f'<a href="#{task.task}">{html.escape(task.display_name)}</a>')
+        bodies.append(body)
+        specs.update(charts)
     escaped = {name: html.escape(str(value)) for name, value in values.items()}
-    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{html.escape(text.title.format(**values))}</title>"
-            f"<style>\n{(assets / 'report.css').read_text(encoding='utf-8')}</style>{script}</head><body>\n"
-            + text.intro.format(nav=nav, **escaped) + "\n".join(section for _, section in sections)
-            + f"\n<script>\nconst charts = {specs};\n{(assets / 'report.js').read_text(encoding='utf-8')}</script>\n"
-            "</body></html>\n")
+    return _texts().page.format(
+        title=html.escape(text.title.format(**values)), intro=text.intro.format(nav="".join(nav), **escaped),
+        style=(assets / "report.css").read_text(encoding="utf-8"), script=script, sections="\n".join(bodies),
+        charts=msgspec.json.encode(specs).decode().replace("</", "<\\/"),  # no "</script>" inside the script
+        code=(assets / "report.js").read_text(encoding="utf-8")), specs
 
 
 def _tasks(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any]) -> list[Task]:
@@ -297,6 +295,21 @@ def _tasks(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any]) -> l
         msgspec.convert({**m, "unit": dictionary.column("configuration_points", m["latency_metric"]).unit}, Metric)
         for m in metrics if m["family"] == plan.family])
         for plan in task_plans(connection, snapshot, snapshot["retrieved"], snapshot["retrieved"])]
+
+
+def _models(task: Task) -> list[str]:
+    """The task's models in the order its charts list them: by best figure, then the rest by name."""
+    best_first = sorted(task.data["best"], key=lambda row: row["wh_per_unit"])
+    models = list(dict.fromkeys(row["model_id"] for row in best_first))
+    return models + sorted({row["model_id"] for row in task.data["curves"]} - set(models), key=str.lower)
+
+
+def _model_rows(task: Task, model_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The rows of the task that a model's page shows: the model's, its frontier across GPUs as the frontier."""
+    rows = {key: value if key == "snapshots" else [row for row in value if row.get("model_id") == model_id]
+            for key, value in task.data.items()}
+    rows["frontier"] = rows.pop("model_frontier")
+    return rows
 
 
 def write_report(paths: Paths) -> tuple[Path, int]:
@@ -326,45 +339,23 @@ def write_report(paths: Paths) -> tuple[Path, int]:
     try:
         bundle = vl_convert.javascript_bundle()
         (staging / "vega.js").write_text(bundle, encoding="utf-8")
-        specs: dict[str, dict[str, Any]] = {}
-        sections, validated = [], set()
-        for task in each(tasks, "report: index page", unit="task"):
-            # The task's models in the order its charts list them: by best figure, then the rest by name.
-            best_first = sorted(task.data["best"], key=lambda row: row["wh_per_unit"])
-            models = list(dict.fromkeys(row["model_id"] for row in best_first))
-            models += sorted({row["model_id"] for row in task.data["curves"]} - set(models), key=str.lower)
-            section, charts = _section(task, snapshot, task.data, models, validated)
-            sections.append((task, section))
-            specs.update(charts)
+        index, specs = _page(_texts().index, snapshot, ((task, task.data, _models(task)) for task in
+                                                         each(tasks, "report: index page", unit="task")),
+                             f"<script>{bundle}</script>", snapshot_id=snapshot["snapshot_id"],
+                             snapshot_count=snapshot_count)
         chosen = os.environ.get("ENERGY_INDEX_REPORT_PNGS")
         for name in each([name for name in specs if chosen is None or name in chosen.split(",")], "report: PNGs",
                          unit="chart"):
             (staging / f"{name}.png").write_bytes(vl_convert.vegalite_to_png(specs[name], scale=1.5))
-        (staging / "index.html").write_text(_page(_texts().index, sections, specs, f"<script>{bundle}</script>",
-                                                  snapshot_id=snapshot["snapshot_id"], snapshot_count=snapshot_count),
-                                            encoding="utf-8")
+        (staging / "index.html").write_text(index, encoding="utf-8")
         for slug in each(sorted(slugs), "report: model pages", unit="model"):
-            (staging / "models" / f"{slug}.html").write_text(
-                _model_page(next(iter(slugs[slug])), tasks, snapshot, validated), encoding="utf-8")
+            model_id = next(iter(slugs[slug]))
+            sections = [(task, _model_rows(task, model_id), None) for task in tasks
+                        if any(row["model_id"] == model_id for row in task.data["curves"])]
+            page, _ = _page(_texts().model, snapshot, sections, '<script src="../vega.js"></script>',
+                            model_id=model_id, snapshot_id=snapshot["snapshot_id"])
+            (staging / "models" / f"{slug}.html").write_text(page, encoding="utf-8")
         replace_directory(staging, paths.out / "report")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return paths.out / "report" / "index.html", len(specs)
-
-
-def _model_page(model_id: str, tasks: list[Task], snapshot: dict[str, Any], validated: set[str]) -> str:
-    specs: dict[str, dict[str, Any]] = {}
-    sections = []
-    for task in tasks:
-        if not any(row["model_id"] == model_id for row in task.data["curves"]):
-            continue
-        rows = {key: [row for row in value if row.get("model_id") == model_id] if key != "snapshots" else value
-                for key, value in task.data.items()}
-        rows["frontier"] = rows.pop("model_frontier")
-        section, charts = _section(task, snapshot, rows, None, validated)
-        sections.append((task, section))
-        specs.update(charts)
-    return _page(_texts().model, sections, specs, '<script src="../vega.js"></script>', model_id=model_id,
-                 snapshot_id=snapshot["snapshot_id"])
-
-
