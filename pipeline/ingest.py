@@ -120,13 +120,20 @@ def _table(name: str, columns: dict[str, Any]) -> pyarrow.Table:
 # index.json and the task files.
 
 
+def _untyped_object(name: str, data: bytes, required: dict[str, type]) -> dict[str, Any]:
+    """A file as JSON values, checked to be an object with the `required` fields of their types."""
+    document = decode_untyped(name, data)
+    _expect(isinstance(document, dict), f"{name}: must be a JSON object")
+    for key, kind in required.items():
+        _expect(key in document, f"{name}: missing required field '{key}'")
+        _expect(isinstance(document[key], kind), f"{name}: field '{key}' must be a JSON {kind.__name__}")
+    return document
+
+
 def _read_index(snapshot: _Snapshot) -> tuple[dict[str, Any], dict[str, str]]:
     """index.json, checked, and each task's family."""
-    index = decode_untyped("index.json", snapshot.read("index.json"))
-    _expect(isinstance(index, dict), "index.json: must be a JSON object")
-    for name, kind in (("models", dict), ("tasks", list), ("architectures", dict), ("last_updated", str)):
-        _expect(name in index, f"index.json: missing required field '{name}'")
-        _expect(isinstance(index[name], kind), f"index.json: field '{name}' must be a JSON {kind.__name__}")
+    index = _untyped_object("index.json", snapshot.read("index.json"),
+                            {"models": dict, "tasks": list, "architectures": dict, "last_updated": str})
     for task in index["tasks"]:
         # A task name becomes a file and folder name: only a closed alphabet may reach a path.
         _expect(isinstance(task, str) and bool(TASK_NAME_PATTERN.match(task)),
@@ -138,16 +145,6 @@ def _read_index(snapshot: _Snapshot) -> tuple[dict[str, Any], dict[str, str]]:
     for task in index["tasks"]:
         _expect(task in families, f"index.json: task {task!r} has no family in architectures")
     return index, families
-
-
-def _untyped_file(name: str, data: bytes) -> dict[str, Any]:
-    """A task or detail file as JSON values, to be read object by object: an object with a list of
-    configurations."""
-    document = decode_untyped(name, data)
-    _expect(isinstance(document, dict), f"{name}: must be a JSON object")
-    _expect("configurations" in document, f"{name}: missing required field 'configurations'")
-    _expect(isinstance(document["configurations"], list), f"{name}: field 'configurations' must be a list")
-    return document
 
 
 def _read_task_file(
@@ -166,14 +163,14 @@ def _read_task_file(
         columns, keys = columns_of(rows, kind)
         check_repeated_keys(name, data, keys + len(head) + 1)
     except Irregular:
-        document = _untyped_file(name, data)
-        _expect(isinstance(document.get("task_display_name"), str), f"{name}: missing required field 'task_display_name'")
+        document = _untyped_object(name, data, {"configurations": list})
+        _expect(isinstance(document.get("task_display_name"), str),
+                f"{name}: missing required field 'task_display_name'")
         found.read_by_object.append(name)
         head = {key: value for key, value in document.items() if key != "configurations"}
-        objects = [
-            (f"{name}: configurations[{ordinal}] (model_id={row.get('model_id') if isinstance(row, dict) else None})", row)
-            for ordinal, row in enumerate(document["configurations"])
-        ]
+        entries = document["configurations"]
+        ids = [entry.get("model_id") if isinstance(entry, dict) else None for entry in entries]
+        objects = [(f"{name}: configurations[{i}] (model_id={ids[i]})", entry) for i, entry in enumerate(entries)]
         rows, extras = read_objects(objects, kind, name, found.problems)
         if len(rows) < len(objects):
             return head, None
@@ -221,7 +218,7 @@ def _read_detail_file(name: str, data: bytes, families: dict[str, str], found: _
         document = decode(name, data, types["model_details"].struct)
         detail = _DetailFile(name, document, None, [None] * len(document.configurations))
     except Irregular:
-        raw = _untyped_file(name, data)
+        raw = _untyped_object(name, data, {"configurations": list})
         found.read_by_object.append(name)
         head, head_extras = read_objects([(name, {**raw, "configurations": []})], types["model_details"], name,
                                          found.problems)
@@ -237,7 +234,9 @@ def _read_detail_file(name: str, data: bytes, families: dict[str, str], found: _
     return detail
 
 
-def _detail_tables(snapshot_id: str, details: list[_DetailFile], problems: list[str]) -> tuple[dict[str, pyarrow.Table], int]:
+def _detail_tables(
+    snapshot_id: str, details: list[_DetailFile], problems: list[str]
+) -> tuple[dict[str, pyarrow.Table], int]:
     """The three detail tables of a chunk of files, and how many keys the files held."""
     types = file_types()
     documents = [detail.document for detail in details]
@@ -271,15 +270,14 @@ def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str
     for detail in details:
         document = detail.document
         for ordinal, holder in [(None, document), *enumerate(document.configurations)]:
-            histogram = holder.output_length_distribution
-            if histogram is ABSENT:
+            if (histogram := holder.output_length_distribution) is ABSENT:
                 continue
             if len(histogram.bins) != len(histogram.counts) + 1:
                 where = detail.name if ordinal is None else f"{detail.name}: configurations[{ordinal}]"
                 problems.append(f"{where}: {HISTOGRAM_PROBLEM}")
             histograms.append(histogram)
-            for column, value in (("task", document.task), ("model_id", document.model_id),
-                                  ("scope", "model" if ordinal is None else "configuration"), ("detail_ordinal", ordinal)):
+            for column, value in (("task", document.task), ("model_id", document.model_id), ("detail_ordinal", ordinal),
+                                  ("scope", "model" if ordinal is None else "configuration")):
                 identity[column].append(value)
     schema = schemas.arrow_schema("output_length_histograms")
     if problems or not histograms:
@@ -293,7 +291,8 @@ def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str
     edges = bins.flatten().to_numpy(zero_copy_only=False)
     return _table("output_length_histograms", {
         "snapshot_id": [snapshot_id] * len(parent),
-        **{column: pyarrow.array(values, schema.field(column).type).take(parent) for column, values in identity.items()},
+        **{column: pyarrow.array(values, schema.field(column).type).take(parent)
+           for column, values in identity.items()},
         "bin_index": bin_index.astype(numpy.int64), "lower_edge": edges[lower], "upper_edge": edges[lower + 1],
         "count": counts.flatten(),
     })
@@ -378,7 +377,7 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
     """Flatten a fetched snapshot into its Parquet tables, each validated by its schema."""
     directory = paths.raw_snapshot(check_snapshot_id(snapshot_id))
     manifest = read_manifest(directory)
-    snapshot = _Snapshot(snapshot_id, directory, {entry["path"]: entry["sha256"] for entry in manifest.get("files", [])})
+    snapshot = _Snapshot(snapshot_id, directory, {entry["path"]: entry["sha256"] for entry in manifest["files"]})
     for relative in snapshot.digests:
         if not (directory / relative).is_file():
             raise snapshot.changed(relative)
@@ -422,12 +421,11 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
         if found.problems:
             raise PipelineError(f"snapshot {snapshot_id} has input problems: {len(found.problems)} problem(s)",
                                 found.problems[:200])
-        upstream, files = manifest.get("upstream", {}), manifest["files"]
+        snapshot_row = {**manifest.get("upstream", {}), "snapshot_id": snapshot_id, "source": manifest["source"],
+                        "retrieved": manifest["retrieved"], "last_updated": index["last_updated"],
+                        "file_count": len(manifest["files"]), "total_bytes": sum(e["size"] for e in manifest["files"])}
         small = {
-            "snapshots": pyarrow.Table.from_pylist([{
-                **upstream, "snapshot_id": snapshot_id, "source": manifest["source"], "retrieved": manifest["retrieved"],
-                "last_updated": index["last_updated"], "file_count": len(files),
-                "total_bytes": sum(entry["size"] for entry in files)}], schema=schemas.arrow_schema("snapshots")),
+            "snapshots": pyarrow.Table.from_pylist([snapshot_row], schema=schemas.arrow_schema("snapshots")),
             "tasks": pyarrow.Table.from_pylist(task_rows, schema=schemas.arrow_schema("tasks")),
             "models": _table("models", {**columns_of(models, model_type)[0], "snapshot_id": [snapshot_id] * len(models),
                                         "model_id": list(index["models"]), "extra_fields": model_extras}),
@@ -437,7 +435,8 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
         found.passes(small)
         raise_failures(found.failures)
         if unlisted := sorted(named_models - set(index["models"])):
-            raise PipelineError("task files name models that index.json does not list", [f"model_id {m}" for m in unlisted])
+            raise PipelineError("task files name models that index.json does not list",
+                                [f"model_id {model_id}" for model_id in unlisted])
         read = {"index.json", *(f"tasks/{task}.json" for task in index["tasks"]), *detail_names}
         for relative in sorted(snapshot.digests.keys() - read):
             snapshot.read(relative)

@@ -18,6 +18,7 @@ import functools
 import json
 import math
 import re
+from collections import Counter
 from operator import attrgetter
 from typing import Annotated, Any
 
@@ -215,7 +216,7 @@ def read_objects(
     worded problem for every object refused; a missing required key is counted per file rather than
     named per entry."""
     items, extras = [], []
-    missing: dict[str, int] = {}
+    missing: Counter[str] = Counter()
     for where, obj in objects:
         if not isinstance(obj, dict):
             problems.append(f"{where}: must be a JSON object")
@@ -225,7 +226,7 @@ def read_objects(
             items.append(msgspec.convert(known, kind.struct))
         except msgspec.ValidationError as error:
             if field := re.search(r"missing required field `([^`]+)`", str(error)):
-                missing[field.group(1)] = missing.get(field.group(1), 0) + 1
+                missing[field.group(1)] += 1
             else:
                 problems.append(f"{where}: {_worded(error, known)}")
         extras.append(extras_text(unknown))
@@ -243,17 +244,13 @@ def extras_text(unknown: dict[str, Any]) -> str | None:
 def _split(obj: dict[str, Any], kind: RowType) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the declared keys, the rest) of an object; a nested group's unknown keys stay under its name."""
     declared = set(kind.struct.__struct_fields__)
-    known, unknown = {}, {}
-    for key, value in obj.items():
-        if key in kind.groups and isinstance(value, dict):
-            fields = kind.groups[key].__struct_fields__
-            known[key] = {k: v for k, v in value.items() if k in fields}
-            if rest := {k: v for k, v in value.items() if k not in fields}:
+    known = {key: value for key, value in obj.items() if key in declared}
+    unknown = {key: value for key, value in obj.items() if key not in declared}
+    for key, group in kind.groups.items():
+        if isinstance(value := known.get(key), dict):
+            known[key] = {k: v for k, v in value.items() if k in group.__struct_fields__}
+            if rest := {k: v for k, v in value.items() if k not in group.__struct_fields__}:
                 unknown[key] = rest
-        elif key in declared:
-            known[key] = value
-        else:
-            unknown[key] = value
     return known, unknown
 
 
@@ -261,16 +258,17 @@ def _worded(error: msgspec.ValidationError, obj: dict[str, Any]) -> str:
     """msgspec's refusal as this project words it: the field, what was expected and the value."""
     text = str(error)
     located = re.search(r" - at `\$((?:\.[^.`\[]+|\[\d+\])*)`$", text)
-    path = [key or int(index) for key, index in re.findall(r"\.([^.`\[]+)|\[(\d+)\]", located.group(1) if located else "")]
+    steps = re.findall(r"\.([^.`\[]+)|\[(\d+)\]", located.group(1)) if located else []
+    path = [key or int(index) for key, index in steps]
     if path and path[0] == HISTOGRAM_KEY:
         return HISTOGRAM_PROBLEM
     value: Any = obj
     for step in path:
         value = value[step]
-    field, expected = ".".join(map(str, path)), re.match(r"Expected `(\w+)", text)
-    expected_word = expected.group(1) if expected else None
-    if expected_word == "int" and isinstance(value, int) and not isinstance(value, bool):
+    expected = re.match(r"Expected `(\w+)", text)
+    field = ".".join(map(str, path))
+    if expected and expected.group(1) == "int" and isinstance(value, int) and not isinstance(value, bool):
         return f"field '{field}': integer {value} is out of the 64-bit range"
-    if expected_word in _WORDS:
-        return f"field '{field}': expected {_WORDS[expected_word]}, got {msgspec.json.encode(value).decode()[:60]}"
+    if expected and expected.group(1) in _WORDS:
+        return f"field '{field}': expected {_WORDS[expected.group(1)]}, got {msgspec.json.encode(value).decode()[:60]}"
     return f"field '{field}': {text.split(' - at ')[0]}"
