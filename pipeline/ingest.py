@@ -7,10 +7,10 @@ in place. Detail files are read in chunks, each validated and written before the
 memory stays bounded however large the snapshot.
 """
 
-import functools
+import itertools
 import multiprocessing
 import os
-from collections import Counter, deque
+from collections import defaultdict, deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack
@@ -33,18 +33,8 @@ from pipeline.paths import Paths
 from pipeline.progress import progress
 from pipeline.source_card import load_source_card
 from pipeline.upstream_json import (
-    ABSENT,
-    HISTOGRAM_PROBLEM,
-    FileTypes,
-    Histogram,
-    Irregular,
-    check_repeated_keys,
-    columns_of,
-    decode,
-    decode_untyped,
-    extras_text,
-    file_types,
-    read_objects,
+    ABSENT, HISTOGRAM_PROBLEM, Histogram, Irregular, check_repeated_keys, columns_of, decode, decode_untyped,
+    extras_text, file_types, read_objects,
 )
 from pipeline.validate import raise_failures, table_failures
 from schemas import dictionary, measured_key
@@ -56,6 +46,11 @@ TASK_FILE_HEAD = ("task", "task_display_name", "architecture")
 DETAIL_KEY = sorted({*measured_key("token_configurations"), *measured_key("diffusion_configurations")}
                     - {"task", "model_id"})
 DETAIL_CHUNK_FILES = 500  # ~20 MB of JSON at a time
+# A worker costs about a second to start (pandera's import); with fewer detail files than this the
+# whole snapshot takes less, and they are read in this process. Above it one worker per core reads
+# chunks while this process reads the task files (100x: ingest 14 s in one process, 9.6 s so), at
+# most two per worker in flight: finished chunks waiting for this process took 4.9 GB at 1000x.
+PARALLEL_MIN_DETAIL_FILES = 2000
 
 
 @dataclass
@@ -67,39 +62,47 @@ class IngestResult:
     read_by_object: list[str] = field(default_factory=list)
 
 
-@functools.cache
-def _types() -> FileTypes:
-    return file_types()
+@dataclass
+class _Findings:
+    """What reading found: input problems (after one, nothing is validated or written), validation
+    failures, warnings and the files read object by object."""
+
+    problems: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    read_by_object: list[str] = field(default_factory=list)
+
+    def add(self, other: "_Findings") -> None:
+        for name, values in vars(other).items():
+            getattr(self, name).extend(values)
+
+    def passes(self, tables: dict[str, pyarrow.Table]) -> bool:
+        """Validate `tables`; True when they may be written (nothing refused so far)."""
+        if self.problems:
+            return False
+        failures, notices = table_failures(tables)
+        self.failures += failures
+        self.notices += notices
+        return not self.failures
 
 
-class _VerifiedFiles:
-    """The fetched files, each checked against the manifest as it is read."""
+@dataclass(frozen=True)
+class _Snapshot:
+    """A fetched snapshot's files, each checked against the manifest as it is read."""
 
-    def __init__(self, snapshot_dir: Path, manifest: dict[str, Any]) -> None:
-        self.snapshot_dir = snapshot_dir
-        self.digests = {entry["path"]: entry["sha256"] for entry in manifest.get("files", [])}
-        self.read_names: set[str] = set()
+    id: str
+    directory: Path
+    digests: dict[str, str]  # file -> sha256
 
-    def check_present(self) -> None:
-        for relative in self.digests:
-            if not (self.snapshot_dir / relative).is_file():
-                raise self._changed(relative)
-
-    def _changed(self, relative: str) -> PipelineError:
+    def changed(self, relative: str) -> PipelineError:
         return PipelineError(
-            f"{self.snapshot_dir / relative}: missing or changed since it was fetched; fetch the snapshot again"
-        )
+            f"{self.directory / relative}: missing or changed since it was fetched; fetch the snapshot again")
 
     def read(self, relative: str) -> bytes:
-        data = (self.snapshot_dir / relative).read_bytes()
+        data = (self.directory / relative).read_bytes()
         if data_sha256(data) != self.digests.get(relative):
-            raise self._changed(relative)
-        self.read_names.add(relative)
+            raise self.changed(relative)
         return data
-
-    def verify_rest(self) -> None:
-        for relative in sorted(self.digests.keys() - self.read_names):
-            self.read(relative)
 
 
 def _expect(condition: bool, message: str) -> None:
@@ -113,121 +116,86 @@ def _table(name: str, columns: dict[str, Any]) -> pyarrow.Table:
     return pyarrow.table({column: columns[column] for column in schema.names}, schema=schema)
 
 
-def _repeats(key_columns: list[list[Any]]) -> list[int]:
-    """1-based ordinal of each row among the rows before it with the same key."""
-    seen: Counter[tuple[Any, ...]] = Counter()
-    repeats = []
-    for key in zip(*key_columns):
-        seen[key] += 1
-        repeats.append(seen[key])
-    return repeats
-
-
 # ---------------------------------------------------------------------------------------------------
 # index.json and the task files.
 
 
-def _read_index(files: _VerifiedFiles) -> dict[str, Any]:
-    index = decode_untyped("index.json", files.read("index.json"))
-    _expect(isinstance(index, dict), "index.json: must be a JSON object")
-    for name, kind in (("models", dict), ("tasks", list), ("architectures", dict), ("last_updated", str)):
-        _expect(name in index, f"index.json: missing required field '{name}'")
-        _expect(isinstance(index[name], kind), f"index.json: field '{name}' must be a JSON {kind.__name__}")
+def _untyped_object(name: str, data: bytes, required: dict[str, type]) -> dict[str, Any]:
+    """A file as JSON values, checked to be an object with the `required` fields of their types."""
+    document = decode_untyped(name, data)
+    _expect(isinstance(document, dict), f"{name}: must be a JSON object")
+    for key, kind in required.items():
+        _expect(key in document, f"{name}: missing required field '{key}'")
+        _expect(isinstance(document[key], kind), f"{name}: field '{key}' must be a JSON {kind.__name__}")
+    return document
+
+
+def _read_index(snapshot: _Snapshot) -> tuple[dict[str, Any], dict[str, str]]:
+    """index.json, checked, and each task's family."""
+    index = _untyped_object("index.json", snapshot.read("index.json"),
+                            {"models": dict, "tasks": list, "architectures": dict, "last_updated": str})
     for task in index["tasks"]:
         # A task name becomes a file and folder name: only a closed alphabet may reach a path.
-        _expect(
-            isinstance(task, str) and bool(TASK_NAME_PATTERN.match(task)),
-            f"index.json: task {task!r} is not a task name (lower-case letters, digits and '-')",
-        )
-    return index
-
-
-def _task_families(index: dict[str, Any]) -> dict[str, str]:
+        _expect(isinstance(task, str) and bool(TASK_NAME_PATTERN.match(task)),
+                f"index.json: task {task!r} is not a task name (lower-case letters, digits and '-')")
     families = {}
     for family, tasks in index["architectures"].items():
         _expect(isinstance(tasks, list), f"index.json: architectures.{family} must be a list of tasks")
         families.update({task: family for task in tasks})
     for task in index["tasks"]:
         _expect(task in families, f"index.json: task {task!r} has no family in architectures")
-    return families
-
-
-def _models_table(snapshot_id: str, index: dict[str, Any], problems: list[str]) -> pyarrow.Table | None:
-    objects = [(f"index.json: models[{model_id!r}]", metadata) for model_id, metadata in index["models"].items()]
-    models, extras = read_objects(objects, _types().model, "index.json", problems)
-    if len(models) < len(objects):
-        return None
-    columns, _ = columns_of(models, _types().model)
-    return _table("models", {**columns, "snapshot_id": [snapshot_id] * len(models),
-                             "model_id": list(index["models"]), "extra_fields": extras})
+    return index, families
 
 
 def _read_task_file(
-    snapshot_id: str, files: _VerifiedFiles, task: str, token: bool, problems: list[str]
-) -> tuple[dict[str, Any], pyarrow.Table | None, bool]:
-    """One task file: its fields besides the configurations, its configurations as a table (None
-    when refused) and whether it was read object by object."""
+    snapshot: _Snapshot, task: str, table: str, found: _Findings
+) -> tuple[dict[str, Any], pyarrow.Table | None]:
+    """One task file: its fields besides the configurations, and its configurations as a table (None
+    when refused)."""
     name = f"tasks/{task}.json"
-    _expect((files.snapshot_dir / name).is_file(), f"{name}: missing, though index.json lists task '{task}'")
-    kind = _types().token if token else _types().diffusion
-    data = files.read(name)
+    _expect((snapshot.directory / name).is_file(), f"{name}: missing, though index.json lists task '{task}'")
+    kind = file_types()[table]
+    data = snapshot.read(name)
     try:
-        document = decode(name, data, _types().token_file if token else _types().diffusion_file)
+        document = decode(name, data, kind.file)
         head = {key: getattr(document, key) for key in TASK_FILE_HEAD if getattr(document, key) is not ABSENT}
         rows, extras = document.configurations, [None] * len(document.configurations)
         columns, keys = columns_of(rows, kind)
         check_repeated_keys(name, data, keys + len(head) + 1)
-        by_object = False
     except Irregular:
-        document = decode_untyped(name, data)
-        _expect(isinstance(document, dict), f"{name}: must be a JSON object")
-        _expect("configurations" in document, f"{name}: missing required field 'configurations'")
-        _expect(isinstance(document["configurations"], list), f"{name}: field 'configurations' must be a list")
-        _expect(isinstance(document.get("task_display_name"), str), f"{name}: missing required field 'task_display_name'")
+        document = _untyped_object(name, data, {"configurations": list})
+        _expect(isinstance(document.get("task_display_name"), str),
+                f"{name}: missing required field 'task_display_name'")
+        found.read_by_object.append(name)
         head = {key: value for key, value in document.items() if key != "configurations"}
-        objects = [
-            (f"{name}: configurations[{ordinal}] (model_id={row.get('model_id') if isinstance(row, dict) else None})", row)
-            for ordinal, row in enumerate(document["configurations"])
-        ]
-        rows, extras = read_objects(objects, kind, name, problems)
+        entries = document["configurations"]
+        ids = [entry.get("model_id") if isinstance(entry, dict) else None for entry in entries]
+        objects = [(f"{name}: configurations[{i}] (model_id={ids[i]})", entry) for i, entry in enumerate(entries)]
+        rows, extras = read_objects(objects, kind, name, found.problems)
         if len(rows) < len(objects):
-            return head, None, True
+            return head, None
         columns, _ = columns_of(rows, kind)
-        by_object = True
     count = len(rows)
     del data, document, rows  # the decoded objects: at 1000x a task file's take a gigabyte
-    added = {"snapshot_id": [snapshot_id] * count, "task": [task] * count, "source_ordinal": range(count),
-             "extra_fields": extras}
-    return head, _table("token_configurations" if token else "diffusion_configurations", {**columns, **added}), by_object
+    return head, _table(table, {**columns, "snapshot_id": [snapshot.id] * count, "task": [task] * count,
+                                "source_ordinal": range(count), "extra_fields": extras})
 
 
-def _task_row(snapshot_id: str, task: str, position: int, head: dict[str, Any], families: dict[str, str],
-              labels: dict[str, str], problems: list[str], notices: list[str]) -> dict[str, Any]:
+def _task_row(snapshot_id: str, task: str, position: int, head: dict[str, Any], family: str,
+              labels: dict[str, str], found: _Findings) -> dict[str, Any]:
     if head.get("task", task) != task:
-        problems.append(f"tasks/{task}.json: its task field says {head['task']!r}")
+        found.problems.append(f"tasks/{task}.json: its task field says {head['task']!r}")
     architecture = head.get("architecture")
     if architecture is not None and not isinstance(architecture, str):
-        problems.append(f"tasks/{task}.json: field 'architecture' must be a string")
-    unknown = {key: value for key, value in head.items() if key not in TASK_FILE_HEAD}
+        found.problems.append(f"tasks/{task}.json: field 'architecture' must be a string")
     if task not in labels:
-        notices.append(f"task {task}: no workload label in the source card; using its display name")
+        found.notices.append(f"task {task}: no workload label in the source card; using its display name")
     return {
         "snapshot_id": snapshot_id, "task": task, "display_name": head["task_display_name"],
-        "workload_label": labels.get(task, head["task_display_name"]), "family": families[task],
+        "workload_label": labels.get(task, head["task_display_name"]), "family": family,
         "index_position": position, "file_architecture": architecture if isinstance(architecture, str) else None,
-        "file_extra_fields": extras_text(unknown),
+        "file_extra_fields": extras_text({key: value for key, value in head.items() if key not in TASK_FILE_HEAD}),
     }
-
-
-def _snapshots_table(snapshot_id: str, manifest: dict[str, Any], index: dict[str, Any]) -> pyarrow.Table:
-    upstream = manifest.get("upstream", {})
-    files = manifest["files"]
-    return _table("snapshots", {
-        "snapshot_id": [snapshot_id], "source": [manifest["source"]], "retrieved": [manifest["retrieved"]],
-        **{column: [upstream.get(column)] for column in ("commit", "commit_time", "commit_subject", "tasks_last_commit_date")},
-        "last_updated": [index["last_updated"]], "file_count": [len(files)],
-        "total_bytes": [sum(entry["size"] for entry in files)],
-    })
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -240,46 +208,46 @@ class _DetailFile:
     document: Any  # the DetailFile struct
     extra_fields: str | None
     row_extras: list[str | None]
-    by_object: bool
 
 
-def _read_detail_file(name: str, data: bytes, families: dict[str, str], problems: list[str]) -> _DetailFile | None:
+def _read_detail_file(name: str, data: bytes, families: dict[str, str], found: _Findings) -> _DetailFile | None:
     """A detail file decoded, or None when refused (its problems added). Repeated keys are checked by
     the caller, for a whole chunk at once."""
-    types = _types()
+    types = file_types()
     try:
-        document = decode(name, data, types.detail_file.struct)
-        detail = _DetailFile(name, document, None, [None] * len(document.configurations), False)
+        document = decode(name, data, types["model_details"].struct)
+        detail = _DetailFile(name, document, None, [None] * len(document.configurations))
     except Irregular:
-        raw = decode_untyped(name, data)
-        _expect(isinstance(raw, dict), f"{name}: must be a JSON object")
-        _expect(isinstance(raw.get("configurations"), list), f"{name}: missing required field 'configurations' (a list)")
-        head, head_extras = read_objects([(name, {**raw, "configurations": []})], types.detail_file, name, problems)
+        raw = _untyped_object(name, data, {"configurations": list})
+        found.read_by_object.append(name)
+        head, head_extras = read_objects([(name, {**raw, "configurations": []})], types["model_details"], name,
+                                         found.problems)
         objects = [(f"{name}: configurations[{ordinal}]", row) for ordinal, row in enumerate(raw["configurations"])]
-        rows, row_extras = read_objects(objects, types.detail_row, name, problems)
+        rows, row_extras = read_objects(objects, types["model_detail_configurations"], name, found.problems)
         if not head or len(rows) < len(objects):
             return None
         document = msgspec.structs.replace(head[0], configurations=rows)
-        detail = _DetailFile(name, document, head_extras[0], row_extras, True)
+        detail = _DetailFile(name, document, head_extras[0], row_extras)
     if document.task not in families:
-        problems.append(f"{name}: task {document.task!r} is not a task index.json lists")
+        found.problems.append(f"{name}: task {document.task!r} is not a task index.json lists")
         return None
     return detail
 
 
 def _detail_tables(
-    snapshot_id: str, details: list[_DetailFile], families: dict[str, str], problems: list[str]
+    snapshot_id: str, details: list[_DetailFile], problems: list[str]
 ) -> tuple[dict[str, pyarrow.Table], int]:
     """The three detail tables of a chunk of files, and how many keys the files held."""
-    types = _types()
+    types = file_types()
     documents = [detail.document for detail in details]
-    model_columns, keys = columns_of(documents, types.detail_file)
-    row_lists = [document.configurations for document in documents]
-    counts = list(map(len, row_lists))
-    rows = [row for row_list in row_lists for row in row_list]
-    row_columns, row_keys = columns_of(rows, types.detail_row)
+    model_columns, keys = columns_of(documents, types["model_details"])
+    counts = [len(document.configurations) for document in documents]
+    rows = [row for document in documents for row in document.configurations]
+    row_columns, row_keys = columns_of(rows, types["model_detail_configurations"])
     file_of_row = numpy.repeat(numpy.arange(len(documents)), counts)
-    repeats = _repeats([file_of_row.tolist(), *(row_columns[column] for column in DETAIL_KEY)])
+    # 1-based ordinal of each row among the rows before it with the same key.
+    ordinals: defaultdict[tuple[Any, ...], Iterator[int]] = defaultdict(lambda: itertools.count(1))
+    repeats = [next(ordinals[key]) for key in zip(file_of_row.tolist(), *(row_columns[c] for c in DETAIL_KEY))]
     tables = {
         "model_details": _table("model_details", {
             **model_columns, "snapshot_id": [snapshot_id] * len(documents),
@@ -301,17 +269,15 @@ def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str
     identity: dict[str, list[Any]] = {"task": [], "model_id": [], "scope": [], "detail_ordinal": []}
     for detail in details:
         document = detail.document
-        holders = [(None, document), *enumerate(document.configurations)]
-        for ordinal, holder in holders:
-            histogram = holder.output_length_distribution
-            if histogram is ABSENT:
+        for ordinal, holder in [(None, document), *enumerate(document.configurations)]:
+            if (histogram := holder.output_length_distribution) is ABSENT:
                 continue
             if len(histogram.bins) != len(histogram.counts) + 1:
                 where = detail.name if ordinal is None else f"{detail.name}: configurations[{ordinal}]"
                 problems.append(f"{where}: {HISTOGRAM_PROBLEM}")
             histograms.append(histogram)
-            for column, value in (("task", document.task), ("model_id", document.model_id),
-                                  ("scope", "model" if ordinal is None else "configuration"), ("detail_ordinal", ordinal)):
+            for column, value in (("task", document.task), ("model_id", document.model_id), ("detail_ordinal", ordinal),
+                                  ("scope", "model" if ordinal is None else "configuration")):
                 identity[column].append(value)
     schema = schemas.arrow_schema("output_length_histograms")
     if problems or not histograms:
@@ -325,61 +291,40 @@ def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str
     edges = bins.flatten().to_numpy(zero_copy_only=False)
     return _table("output_length_histograms", {
         "snapshot_id": [snapshot_id] * len(parent),
-        **{column: pyarrow.array(values, schema.field(column).type).take(parent) for column, values in identity.items()},
+        **{column: pyarrow.array(values, schema.field(column).type).take(parent)
+           for column, values in identity.items()},
         "bin_index": bin_index.astype(numpy.int64), "lower_edge": edges[lower], "upper_edge": edges[lower + 1],
         "count": counts.flatten(),
     })
 
 
-@dataclass
-class _DetailChunk:
-    """What one chunk of detail files gave: its tables (validated, except model_details, whose key
-    spans every chunk) and what was found on the way."""
-
-    tables: dict[str, pyarrow.Table]
-    problems: list[str]
-    failures: list[str]
-    notices: list[str]
-    read_by_object: list[str]
-    files: int
+_DetailChunk = tuple[int, dict[str, pyarrow.Table], _Findings]  # files read, tables, what was found
 
 
-def _read_detail_chunk(
-    snapshot_id: str, snapshot_dir: Path, manifest: dict[str, Any], names: list[str], families: dict[str, str]
-) -> _DetailChunk:
-    """Read, decode, flatten and validate a chunk of detail files (in a worker process when split)."""
-    files = _VerifiedFiles(snapshot_dir, manifest)
-    problems: list[str] = []
-    chunk = [(name, files.read(name)) for name in names]
-    details = [_read_detail_file(name, data, families, problems) for name, data in chunk]
-    result = _DetailChunk({}, problems, [], [], [d.name for d in details if d is not None and d.by_object], len(names))
-    if problems:
-        return result
-    result.tables, keys = _detail_tables(snapshot_id, [d for d in details if d is not None], families, problems)
+def _read_detail_chunk(snapshot: _Snapshot, names: list[str], families: dict[str, str]) -> _DetailChunk:
+    """Read, decode, flatten and validate a chunk of detail files (in a worker process when split): its
+    tables are validated, except model_details, whose key spans every chunk."""
+    found = _Findings()
+    chunk = [(name, snapshot.read(name)) for name in names]
+    details = [_read_detail_file(name, data, families, found) for name, data in chunk]
+    if found.problems:
+        return len(names), {}, found
+    tables, keys = _detail_tables(snapshot.id, details, found.problems)
     if sum(data.count(b":") for _, data in chunk) != keys:
         for name, data in chunk:  # which file: each is checked on its own
             decode_untyped(name, data)
-    if not problems:
-        result.failures, result.notices = table_failures(
-            {name: table for name, table in result.tables.items() if name != "model_details"})
+    if not found.problems:
+        found.passes({name: table for name, table in tables.items() if name != "model_details"})
     release_memory()
-    return result
-
-
-# A worker costs about a second to start (pandera's import); with fewer detail files than this the
-# whole snapshot takes less, and they are read in this process. Above it one worker per core reads
-# chunks while this process reads the task files (100x: ingest 14 s in one process, 9.6 s so), at
-# most two per worker in flight: finished chunks waiting for this process took 4.9 GB at 1000x.
-PARALLEL_MIN_DETAIL_FILES = 2000
+    return len(names), tables, found
 
 
 class _DetailChunks:
     """The detail files' chunks, handed over in order: read by worker processes when there are many,
     else here, one at a time as they are asked for."""
 
-    def __init__(self, stack: ExitStack, snapshot_id: str, files: _VerifiedFiles, manifest: dict[str, Any],
-                 names: list[str], families: dict[str, str]) -> None:
-        self._jobs = iter([(snapshot_id, files.snapshot_dir, manifest, names[start:start + DETAIL_CHUNK_FILES], families)
+    def __init__(self, stack: ExitStack, snapshot: _Snapshot, names: list[str], families: dict[str, str]) -> None:
+        self._jobs = iter([(snapshot, names[start:start + DETAIL_CHUNK_FILES], families)
                            for start in range(0, len(names), DETAIL_CHUNK_FILES)])
         self._running: deque[Future] = deque()
         self._pool = None
@@ -416,105 +361,89 @@ class _TableWriters:
     def __init__(self, stack: ExitStack, paths: Paths, snapshot_id: str) -> None:
         self._stack, self._paths, self._snapshot_id = stack, paths, snapshot_id
         self._writers: dict[str, pq.ParquetWriter] = {}
-        self._schemas: dict[str, pyarrow.Schema] = {}
         self.row_counts: dict[str, int] = {}
 
     def write(self, name: str, table: pyarrow.Table) -> None:
+        schema = schemas.arrow_schema(name, stored=True)
         if name not in self._writers:
-            self._schemas[name] = schemas.arrow_schema(name, stored=True)
             tmp = self._stack.enter_context(atomic_path(self._paths.parquet_path(name, self._snapshot_id)))
-            self._writers[name] = self._stack.enter_context(
-                pq.ParquetWriter(tmp, self._schemas[name], compression="zstd")
-            )
+            self._writers[name] = self._stack.enter_context(pq.ParquetWriter(tmp, schema, compression="zstd"))
             self.row_counts[name] = 0
-        self._writers[name].write_table(table.select(self._schemas[name].names).cast(self._schemas[name]))
+        self._writers[name].write_table(table.select(schema.names).cast(schema))
         self.row_counts[name] += table.num_rows
-
-
-def _raise_problems(snapshot_id: str, problems: list[str]) -> None:
-    if problems:
-        raise PipelineError(f"snapshot {snapshot_id} has input problems: {len(problems)} problem(s)", problems[:200])
 
 
 def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
     """Flatten a fetched snapshot into its Parquet tables, each validated by its schema."""
-    snapshot_dir = paths.raw_snapshot(check_snapshot_id(snapshot_id))
-    manifest = read_manifest(snapshot_dir)
-    files = _VerifiedFiles(snapshot_dir, manifest)
-    files.check_present()
-    index = _read_index(files)
-    families = _task_families(index)
+    directory = paths.raw_snapshot(check_snapshot_id(snapshot_id))
+    manifest = read_manifest(directory)
+    snapshot = _Snapshot(snapshot_id, directory, {entry["path"]: entry["sha256"] for entry in manifest["files"]})
+    for relative in snapshot.digests:
+        if not (directory / relative).is_file():
+            raise snapshot.changed(relative)
+    index, families = _read_index(snapshot)
     labels = load_source_card().workload_labels
-    detail_names = sorted(f"models/{path.name}" for path in (snapshot_dir / "models").glob("*.json"))
-    notices: list[str] = []
-    problems: list[str] = []
-    failures: list[str] = []
-    read_by_object: list[str] = []
-
-    def check(tables: dict[str, pyarrow.Table]) -> bool:
-        """Validate `tables`; True when they may be written (nothing refused so far)."""
-        if problems:
-            return False
-        table_failed, table_notices = table_failures(tables)
-        failures.extend(table_failed)
-        notices.extend(table_notices)
-        return not failures
+    detail_names = sorted(f"models/{path.name}" for path in (directory / "models").glob("*.json"))
+    found = _Findings()
 
     with ExitStack() as stack:
         writers = _TableWriters(stack, paths, snapshot_id)
         bar = stack.enter_context(progress(len(index["tasks"]) + len(detail_names), f"ingest {snapshot_id}"))
-        details = _DetailChunks(stack, snapshot_id, files, manifest, detail_names, families)
-        model_details, read = [], 0
+        details = _DetailChunks(stack, snapshot, detail_names, families)
+        model_details = []
 
         def take(chunks: Iterator[_DetailChunk]) -> None:
-            nonlocal read
-            for chunk in chunks:
-                files.read_names.update(detail_names[read:read + chunk.files])  # verified where they were read
-                read += chunk.files
-                problems.extend(chunk.problems)
-                failures.extend(chunk.failures)
-                notices.extend(chunk.notices)
-                read_by_object.extend(chunk.read_by_object)
-                if not problems and not failures:  # else nothing is written, and the tables may hold holes
-                    model_details.append(chunk.tables.pop("model_details"))
-                    for name, table in chunk.tables.items():
+            for files, tables, chunk_found in chunks:
+                found.add(chunk_found)
+                if not found.problems and not found.failures:  # else nothing is written, and the tables may hold holes
+                    model_details.append(tables.pop("model_details"))
+                    for name, table in tables.items():
                         writers.write(name, table)
-                bar.update(chunk.files)
+                bar.update(files)
 
-        models = _models_table(snapshot_id, index, problems)
+        model_type = file_types()["models"]
+        models, model_extras = read_objects(
+            [(f"index.json: models[{model_id!r}]", metadata) for model_id, metadata in index["models"].items()],
+            model_type, "index.json", found.problems)
         task_rows, named_models = [], set()
         for position, task in enumerate(index["tasks"]):
-            token = families[task] in TOKEN_FAMILIES
-            head, table, by_object = _read_task_file(snapshot_id, files, task, token, problems)
-            if by_object:
-                read_by_object.append(f"tasks/{task}.json")
-            task_rows.append(_task_row(snapshot_id, task, position, head, families, labels, problems, notices))
-            name = "token_configurations" if token else "diffusion_configurations"
-            if table is not None and check({name: table}):
+            name = "token_configurations" if families[task] in TOKEN_FAMILIES else "diffusion_configurations"
+            head, table = _read_task_file(snapshot, task, name, found)
+            task_rows.append(_task_row(snapshot_id, task, position, head, families[task], labels, found))
+            if table is not None and found.passes({name: table}):
                 named_models.update(pc.unique(table["model_id"]).to_pylist())
                 writers.write(name, table)
             del table
             bar.update(1)
             take(details.ready(wait=False))  # written while the next task file is read: none pile up
-
         take(details.ready(wait=True))
 
-        _raise_problems(snapshot_id, problems)
-        small = {"snapshots": _snapshots_table(snapshot_id, manifest, index),
-                 "tasks": pyarrow.Table.from_pylist(task_rows, schema=schemas.arrow_schema("tasks")),
-                 "models": models,
-                 "model_details": pyarrow.concat_tables(model_details) if model_details
-                 else schemas.arrow_schema("model_details").empty_table()}
-        check(small)
-        raise_failures(failures)
-        unlisted = sorted(named_models - set(models["model_id"].to_pylist()))
-        if unlisted:
-            raise PipelineError("task files name models that index.json does not list", [f"model_id {m}" for m in unlisted])
-        files.verify_rest()
+        if found.problems:
+            raise PipelineError(f"snapshot {snapshot_id} has input problems: {len(found.problems)} problem(s)",
+                                found.problems[:200])
+        snapshot_row = {**manifest.get("upstream", {}), "snapshot_id": snapshot_id, "source": manifest["source"],
+                        "retrieved": manifest["retrieved"], "last_updated": index["last_updated"],
+                        "file_count": len(manifest["files"]), "total_bytes": sum(e["size"] for e in manifest["files"])}
+        small = {
+            "snapshots": pyarrow.Table.from_pylist([snapshot_row], schema=schemas.arrow_schema("snapshots")),
+            "tasks": pyarrow.Table.from_pylist(task_rows, schema=schemas.arrow_schema("tasks")),
+            "models": _table("models", {**columns_of(models, model_type)[0], "snapshot_id": [snapshot_id] * len(models),
+                                        "model_id": list(index["models"]), "extra_fields": model_extras}),
+            "model_details": pyarrow.concat_tables(model_details) if model_details
+            else schemas.arrow_schema("model_details").empty_table(),
+        }
+        found.passes(small)
+        raise_failures(found.failures)
+        if unlisted := sorted(named_models - set(index["models"])):
+            raise PipelineError("task files name models that index.json does not list",
+                                [f"model_id {model_id}" for model_id in unlisted])
+        read = {"index.json", *(f"tasks/{task}.json" for task in index["tasks"]), *detail_names}
+        for relative in sorted(snapshot.digests.keys() - read):
+            snapshot.read(relative)
         for name, table in small.items():
             writers.write(name, table)
         for name in TABLE_ORDER:
             # An empty batch: the file exists even where a snapshot has no such rows.
             writers.write(name, schemas.arrow_schema(name).empty_table())
-    return IngestResult(snapshot_id, {name: writers.row_counts[name] for name in TABLE_ORDER}, list(dict.fromkeys(notices)),
-                        read_by_object)
+    return IngestResult(snapshot_id, {name: writers.row_counts[name] for name in TABLE_ORDER},
+                        list(dict.fromkeys(found.notices)), found.read_by_object)

@@ -50,13 +50,6 @@ _ApiError = msgspec.defstruct("_ApiError", [("message", str, "")])
 _ListingState = msgspec.defstruct("_ListingState", [("url", str), ("etag", str), ("newest", Commit)])
 
 
-def check_ref(text: str) -> str:
-    """A commit hash, full or abbreviated to at least 7 hex digits."""
-    if not COMMIT_PATTERN.match(text):
-        raise PipelineError(f"--commit {text!r} is not a commit hash (7 to 40 hex digits, e.g. 7885788)")
-    return text
-
-
 class GitHub:
     """The two upstream endpoints, read through one HttpReader (its deadlines, caps and redirect rule)."""
 
@@ -68,9 +61,6 @@ class GitHub:
 
     def listing_url(self, path: str = UPSTREAM_PATH, **query: str | int) -> str:
         return f"{self.api}/repos/{UPSTREAM_REPOSITORY}/commits?{urllib.parse.urlencode({'path': path, **query})}"
-
-    def raw_url(self, sha: str) -> str:
-        return f"{self.raw}/{UPSTREAM_REPOSITORY}/{sha}/{UPSTREAM_PATH}"
 
     def _api(self, url: str, shape: Any, etag: str | None = None) -> tuple[Any, Mapping[str, str]]:
         """The answer at `url` decoded into `shape` (None for 304 Not Modified), and its headers."""
@@ -123,9 +113,9 @@ class GitHub:
         url = self.listing_url(per_page=1)
         try:
             known = read_typed(paths.upstream_state, _ListingState)
+            known = known if known.url == url else None
         except (OSError, PipelineError):
             known = None
-        known = known if known is not None and known.url == url else None
         commits, headers = self._page(url, known.etag if known else None)
         if commits is None:
             if known is None:
@@ -201,8 +191,8 @@ def fetch_commit(github: GitHub, paths: Paths, commit: Commit, held: dict[str, s
     held = held_snapshot_ids(paths) if held is None else held
     if commit.sha in held:
         return held_snapshot(paths, held[commit.sha])
-    return fetch(github.raw_url(commit.sha), paths, reader=github.reader, commit_facts=github.facts(commit),
-                 listing=github.data_files(commit.sha))
+    return fetch(f"{github.raw}/{UPSTREAM_REPOSITORY}/{commit.sha}/{UPSTREAM_PATH}", paths, reader=github.reader,
+                 commit_facts=github.facts(commit), listing=github.data_files(commit.sha))
 
 
 def fetch_upstream(
@@ -211,7 +201,9 @@ def fetch_upstream(
     """The newest commit that touched public/data, or the one `commit_ref` names: fetched, or found
     in OUT/raw. A pinned commit already held needs no request at all (it works offline)."""
     if commit_ref is not None:
-        held = {sha: s for sha, s in held_snapshot_ids(paths).items() if sha.startswith(check_ref(commit_ref))}
+        if not COMMIT_PATTERN.match(commit_ref):
+            raise PipelineError(f"--commit {commit_ref!r} is not a commit hash (7 to 40 hex digits, e.g. 7885788)")
+        held = {sha: s for sha, s in held_snapshot_ids(paths).items() if sha.startswith(commit_ref)}
         if len(held) == 1:
             return held_snapshot(paths, *held.values()), None
     github = open_github(timeout_s, max_file_bytes, fetch_deadline_s)

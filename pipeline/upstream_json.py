@@ -13,10 +13,12 @@ only where keys still outnumber those decoded does the standard library's parser
 repeated key conflicts (the upstream's 2025-12-15 text-to-image file repeats one with its value).
 """
 
+import dataclasses
+import functools
 import json
 import math
 import re
-from dataclasses import dataclass
+from collections import Counter
 from operator import attrgetter
 from typing import Annotated, Any
 
@@ -48,13 +50,14 @@ HISTOGRAM_PROBLEM = (
 )
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class RowType:
     """The msgspec type of one kind of upstream object, generated from its table's schema."""
 
     struct: type[msgspec.Struct]
     paths: dict[str, tuple[str, ...]]  # upstream column -> its JSON path
     groups: dict[str, type[msgspec.Struct]]  # nested objects whose keys are columns (parallelization)
+    file: Any = None  # for a task file's rows: the type of the whole file
 
 
 def row_type(table: str, name: str, extra: tuple[tuple[str, Any, Any], ...] = ()) -> RowType:
@@ -79,6 +82,23 @@ def row_type(table: str, name: str, extra: tuple[tuple[str, Any, Any], ...] = ()
     return RowType(struct, paths, groups)
 
 
+@functools.cache
+def file_types() -> dict[str, RowType]:
+    """The msgspec types of the upstream's objects, by the table they go to."""
+    histogram = (HISTOGRAM_KEY, Histogram | Absent, ABSENT)
+    types = {"models": row_type("models", "ModelRow"),
+             "model_detail_configurations": row_type("model_detail_configurations", "DetailRow", (histogram,))}
+    types["model_details"] = row_type("model_details", "DetailFile", (
+        ("configurations", list[types["model_detail_configurations"].struct]), histogram))
+    for table, name in (("token_configurations", "Token"), ("diffusion_configurations", "Diffusion")):
+        rows = row_type(table, f"{name}Row")
+        types[table] = dataclasses.replace(rows, file=msgspec.defstruct(f"{name}TaskFile", [
+            ("task", str | Absent, ABSENT), ("task_display_name", str), ("architecture", str | None | Absent, ABSENT),
+            ("configurations", list[rows.struct]),
+        ], kw_only=True, forbid_unknown_fields=True))
+    return types
+
+
 def _finite_float(text: str) -> float:
     if not math.isfinite(value := float(text)):
         raise ValueError(f"number {text} is out of range for a 64-bit float")
@@ -100,27 +120,26 @@ def _no_conflicting_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def parse_json_strict(raw: bytes, name: str) -> Any:
-    """JSON as RFC 8259 says: UTF-8 without BOM, no NaN/Infinity, no key given two values; a failure
-    names `name` and the position. The standard library's parser, because msgspec (fast, and used
-    wherever a file is well formed) keeps a repeated key's last value and gives no line and column."""
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raise PipelineError(f"{name}: starts with a UTF-8 byte order mark, which JSON does not allow")
+def _strict_refusal(name: str, data: bytes) -> PipelineError | None:
+    """Why `data` is not JSON as RFC 8259 says (UTF-8 without BOM, no NaN/Infinity, no key given two
+    values), naming `name` and the position; None when it is. The standard library's parser, because
+    msgspec (fast, and used wherever a file is well formed) keeps a repeated key's last value and
+    gives no line and column."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return PipelineError(f"{name}: starts with a UTF-8 byte order mark, which JSON does not allow")
     try:
-        text = raw.decode("utf-8")
+        json.loads(data.decode("utf-8"), parse_constant=_reject_constant, parse_float=_finite_float,
+                   object_pairs_hook=_no_conflicting_keys)
     except UnicodeDecodeError as error:
-        raise PipelineError(f"{name}: invalid UTF-8 at byte {error.start}") from None
-    try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
-                          object_pairs_hook=_no_conflicting_keys)
+        return PipelineError(f"{name}: invalid UTF-8 at byte {error.start}")
     except json.JSONDecodeError as error:
-        raise PipelineError(
-            f"{name}: malformed JSON at line {error.lineno} column {error.colno} (char {error.pos}): {error.msg}"
-        ) from None
+        return PipelineError(
+            f"{name}: malformed JSON at line {error.lineno} column {error.colno} (char {error.pos}): {error.msg}")
     except ValueError as error:
-        raise PipelineError(f"{name}: invalid JSON: {error}") from None
+        return PipelineError(f"{name}: invalid JSON: {error}")
     except RecursionError:
-        raise PipelineError(f"{name}: JSON nested too deeply to parse") from None
+        return PipelineError(f"{name}: JSON nested too deeply to parse")
+    return None
 
 
 class Irregular(Exception):
@@ -134,43 +153,32 @@ def decode(name: str, data: bytes, file_type: Any) -> Any:
     except msgspec.ValidationError:
         raise Irregular from None
     except (msgspec.DecodeError, RecursionError) as error:
-        raise _refusal(name, data, error) from None
+        raise _strict_refusal(name, data) or PipelineError(f"{name}: invalid JSON: {error}") from None
 
 
 def decode_untyped(name: str, data: bytes) -> Any:
     """The file as JSON values (dicts, lists), repeated keys checked."""
     try:
         document = msgspec.json.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as error:
-        raise _refusal(name, data, error) from None
+    except (msgspec.DecodeError, RecursionError) as error:
+        raise _strict_refusal(name, data) or PipelineError(f"{name}: invalid JSON: {error}") from None
     check_repeated_keys(name, data, _keys_of(document))
     return document
-
-
-def _refusal(name: str, data: bytes, error: Exception) -> PipelineError:
-    """The standard library's wording of why the file is not JSON (line, column, what)."""
-    try:
-        parse_json_strict(data, name)
-    except PipelineError as worded:
-        return worded
-    return PipelineError(f"{name}: invalid JSON: {error}")
 
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
 def check_repeated_keys(name: str, data: bytes, decoded_keys: int) -> None:
-    if data.count(b":") == decoded_keys or _STRING.sub(b"", data).count(b":") == decoded_keys:
-        return
-    parse_json_strict(data, name)  # raises where a repeated key has two values
+    if data.count(b":") != decoded_keys and _STRING.sub(b"", data).count(b":") != decoded_keys:
+        if refusal := _strict_refusal(name, data):  # a repeated key with two values
+            raise refusal
 
 
 def _keys_of(value: Any) -> int:
     if isinstance(value, dict):
         return len(value) + sum(map(_keys_of, value.values()))
-    if isinstance(value, list):
-        return sum(map(_keys_of, value))
-    return 0
+    return sum(map(_keys_of, value)) if isinstance(value, list) else 0
 
 
 def columns_of(items: list[Any], kind: RowType) -> tuple[dict[str, list[Any]], int]:
@@ -186,17 +194,15 @@ def _fields_of(
     keys = 0
     for field in struct.__struct_fields__:
         values = list(map(attrgetter(field), items))
-        absent = values.count(ABSENT)
-        keys += len(values) - absent
-        if absent:
+        if absent := values.count(ABSENT):
             values = [None if value is ABSENT else value for value in values]
+        keys += len(values) - absent
         if field in groups:
-            present = [value for value in values if value is not None]
-            nested, nested_keys = _fields_of(present, groups[field], {})
+            nested, nested_keys = _fields_of([value for value in values if value is not None], groups[field], {})
             keys += nested_keys
             for (child,), child_values in nested.items():
                 remaining = iter(child_values)
-                values_by_path[(field, child)] = [None if v is None else next(remaining) for v in values]
+                values_by_path[(field, child)] = [None if value is None else next(remaining) for value in values]
         elif field == HISTOGRAM_KEY:
             keys += len(Histogram.__struct_fields__) * (len(values) - values.count(None))
         values_by_path[(field,)] = values
@@ -206,11 +212,11 @@ def _fields_of(
 def read_objects(
     objects: list[tuple[str, Any]], kind: RowType, file_name: str, problems: list[str]
 ) -> tuple[list[Any], list[str | None]]:
-    """Convert each (where, object) to `kind`, keeping unknown keys (as sorted JSON, None when there
-    are none) and adding a worded problem for every object refused; a missing required key is counted
-    per file rather than named per entry."""
+    """Convert each (where, object) to `kind`, keeping unknown keys (as extras_text) and adding a
+    worded problem for every object refused; a missing required key is counted per file rather than
+    named per entry."""
     items, extras = [], []
-    missing: dict[str, int] = {}
+    missing: Counter[str] = Counter()
     for where, obj in objects:
         if not isinstance(obj, dict):
             problems.append(f"{where}: must be a JSON object")
@@ -219,9 +225,8 @@ def read_objects(
         try:
             items.append(msgspec.convert(known, kind.struct))
         except msgspec.ValidationError as error:
-            field = re.search(r"missing required field `([^`]+)`", str(error))
-            if field:
-                missing[field.group(1)] = missing.get(field.group(1), 0) + 1
+            if field := re.search(r"missing required field `([^`]+)`", str(error)):
+                missing[field.group(1)] += 1
             else:
                 problems.append(f"{where}: {_worded(error, known)}")
         extras.append(extras_text(unknown))
@@ -232,25 +237,20 @@ def read_objects(
 
 def extras_text(unknown: dict[str, Any]) -> str | None:
     """Unknown keys as the stored text spells them (sorted, ", " and ": " between items, as the views and
-    their users read it since the first release)."""
+    their users read it since the first release); None when there are none."""
     return jsontext.dumps(unknown, indent=None, ensure_ascii=False, sort_keys=True).decode() if unknown else None
 
 
 def _split(obj: dict[str, Any], kind: RowType) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the declared keys, the rest) of an object; a nested group's unknown keys stay under its name."""
     declared = set(kind.struct.__struct_fields__)
-    known, unknown = {}, {}
-    for key, value in obj.items():
-        if key in kind.groups and isinstance(value, dict):
-            fields = kind.groups[key].__struct_fields__
-            known[key] = {k: v for k, v in value.items() if k in fields}
-            rest = {k: v for k, v in value.items() if k not in fields}
-            if rest:
+    known = {key: value for key, value in obj.items() if key in declared}
+    unknown = {key: value for key, value in obj.items() if key not in declared}
+    for key, group in kind.groups.items():
+        if isinstance(value := known.get(key), dict):
+            known[key] = {k: v for k, v in value.items() if k in group.__struct_fields__}
+            if rest := {k: v for k, v in value.items() if k not in group.__struct_fields__}:
                 unknown[key] = rest
-        elif key in declared:
-            known[key] = value
-        else:
-            unknown[key] = value
     return known, unknown
 
 
@@ -272,33 +272,3 @@ def _worded(error: msgspec.ValidationError, obj: dict[str, Any]) -> str:
     if expected and expected.group(1) in _WORDS:
         return f"field '{field}': expected {_WORDS[expected.group(1)]}, got {msgspec.json.encode(value).decode()[:60]}"
     return f"field '{field}': {text.split(' - at ')[0]}"
-
-
-@dataclass(frozen=True)
-class FileTypes:
-    """The msgspec types of the upstream's files, generated from the tables' schemas."""
-
-    token: RowType
-    diffusion: RowType
-    model: RowType
-    detail_row: RowType
-    detail_file: RowType
-    token_file: type[msgspec.Struct]
-    diffusion_file: type[msgspec.Struct]
-
-
-def file_types() -> FileTypes:
-    histogram = (HISTOGRAM_KEY, Histogram | Absent, ABSENT)
-    detail_row = row_type("model_detail_configurations", "DetailRow", (histogram,))
-    rows = {"token": row_type("token_configurations", "TokenRow"),
-            "diffusion": row_type("diffusion_configurations", "DiffusionRow")}
-    files = {
-        family: msgspec.defstruct(f"{family.title()}TaskFile", [
-            ("task", str | Absent, ABSENT), ("task_display_name", str), ("architecture", str | None | Absent, ABSENT),
-            ("configurations", list[kind.struct]),
-        ], kw_only=True, forbid_unknown_fields=True)
-        for family, kind in rows.items()
-    }
-    detail_file = row_type("model_details", "DetailFile", (("configurations", list[detail_row.struct]), histogram))
-    return FileTypes(rows["token"], rows["diffusion"], row_type("models", "ModelRow"), detail_row, detail_file,
-                  files["token"], files["diffusion"])

@@ -120,7 +120,7 @@ def test_a_new_upstream_field_takes_one_dictionary_entry(source_copy: Path, tmp_
     monkeypatch.setattr(dictionary, "entries", lambda: msgspec.structs.replace(entries, tables=tables, fields=fields))
     schemas._schemas.cache_clear()
     schemas.arrow_schema.cache_clear()
-    ingest_module._types.cache_clear()
+    upstream_json.file_types.cache_clear()
     try:
         gpqa = source_copy / "tasks" / "gpqa.json"
         document = json.loads(gpqa.read_text())
@@ -145,4 +145,4 @@ def test_a_new_upstream_field_takes_one_dictionary_entry(source_copy: Path, tmp_
     finally:  # the next test's schemas come from the real dictionary again
         schemas._schemas.cache_clear()
         schemas.arrow_schema.cache_clear()
-        ingest_module._types.cache_clear()
+        upstream_json.file_types.cache_clear()
