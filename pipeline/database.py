@@ -10,14 +10,9 @@ import duckdb
 def connect(database: str | Path = ":memory:", *, read_only: bool = False,
             config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
     """duckdb.connect, without DuckDB's progress bar: it draws one for any query over two seconds, into
-    logs and cron mail as well, and the steps report their own progress (pipeline/progress.py). A
-    lock_configuration in `config` is applied last, once that is set."""
-    config = dict(config or {})
-    lock = config.pop("lock_configuration", False)
-    connection = duckdb.connect(str(database), read_only=read_only, config=config)
+    logs and cron mail as well, and the steps report their own progress (pipeline/progress.py)."""
+    connection = duckdb.connect(str(database), read_only=read_only, config=config or {})
     connection.execute("set enable_progress_bar = false")
-    if lock:
-        connection.execute("set lock_configuration = true")
     return connection
 
 

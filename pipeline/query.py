@@ -1,21 +1,20 @@
 """energy-index sql and estimate: read-only queries against the published database.
 
-The database is opened read-only with file system access and extension loading off and the
-configuration locked, so DuckDB itself refuses to write, attach, install, load or read files; the
-statement's type is also checked first, so a refusal is one plain sentence. A query is bounded in time
-(interrupted after `timeout_s`) and memory (DuckDB's memory_limit; what it spills goes to a private
-folder in the system's temporary directory, never under OUT). Results are written by DuckDB itself: a
-box table on a terminal, or CSV, JSON lines or Parquet into that private folder (the one place the
-query may write), copied from there to standard output or renamed into --output.
+The database is opened read-only with file access and extension loading off and the configuration
+locked, so DuckDB itself refuses to write, attach, install, load or read files; the statement's type is
+checked first, so a refusal is one plain sentence. A query is bounded in time and memory (what it spills
+goes to a private temporary folder, never under OUT). DuckDB writes the results: a box table on a
+terminal, or CSV, JSON lines or Parquet into that private folder, copied to standard output or --output.
 """
 
+import itertools
 import re
 import shutil
 import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +37,8 @@ def parse_parameter(text: str) -> tuple[str, Any]:
     if not equals or not name.isidentifier():
         raise ValueError(f"expected NAME=VALUE, got {text!r}")
     for kind in (int, float):
-        try:
+        with suppress(ValueError):
             return name, kind(value)
-        except ValueError:
-            pass
     return name, value
 
 
@@ -64,8 +61,8 @@ def session(paths: Paths, *, timeout_s: float | None = None, memory_limit: str |
         for setting in LOCKED_DOWN:
             connection.execute(f"set {setting} = false")
         connection.execute("set lock_configuration = true")
-        timer = threading.Timer(timeout_s, connection.interrupt) if timeout_s is not None else None
-        if timer is not None:
+        timer = threading.Timer(timeout_s or 0, connection.interrupt)
+        if timeout_s is not None:
             timer.start()
         try:
             yield connection, Path(private)
@@ -73,7 +70,7 @@ def session(paths: Paths, *, timeout_s: float | None = None, memory_limit: str |
             raise PipelineError("refused: the query reads or writes files or extensions; energy-index sql reads "
                                 "only the database") from None
         except duckdb.InterruptException:
-            if timer is None or timer.is_alive():
+            if timeout_s is None or timer.is_alive():
                 raise KeyboardInterrupt from None  # Ctrl-C, not the time limit
             raise PipelineError(f"the query was stopped at its time limit of {timeout_s:g} s; --timeout SECONDS "
                                 "allows more") from None
@@ -84,8 +81,7 @@ def session(paths: Paths, *, timeout_s: float | None = None, memory_limit: str |
             # The table macros' own identifier errors read as the CLI's: without DuckDB's error class.
             raise PipelineError(IDENTIFIER_ERROR.sub("", _one_line(error))) from None
         finally:
-            if timer is not None:
-                timer.cancel()
+            timer.cancel()
             connection.close()
 
 
@@ -108,12 +104,8 @@ def _statement(connection: duckdb.DuckDBPyConnection, sql: str) -> Any:
 def _one_line(error: Exception) -> str:
     """DuckDB's message with its hints (did you mean, candidate bindings) on one line, without the
     echoed query and caret that follow them."""
-    kept = []
-    for line in str(error).splitlines():
-        if not line.strip() or line.startswith("LINE "):
-            break
-        kept.append(line.strip())
-    return " ".join(kept)
+    hints = itertools.takewhile(lambda line: line.strip() and not line.startswith("LINE "), str(error).splitlines())
+    return " ".join(line.strip() for line in hints)
 
 
 def run_sql(paths: Paths, sql: str, parameters: dict[str, Any], output_format: str | None, output: Path | None,
@@ -124,11 +116,11 @@ def run_sql(paths: Paths, sql: str, parameters: dict[str, Any], output_format: s
         raise PipelineError("--format parquet needs --output FILE")
     with session(paths, timeout_s=timeout_s, memory_limit=memory_limit) as (connection, private):
         statement = _statement(connection, sql)
-        relation = connection.sql(sql, params=parameters or None)
         explain = statement.type == duckdb.StatementType.EXPLAIN
         if output_format is None:
             output_format = "table" if explain or (sys.stdout.isatty() and output is None) else "csv"
         if output_format == "table":
+            relation = connection.sql(sql, params=parameters or None)
             if sys.stdout.isatty():  # fitted to the terminal, for reading
                 relation = relation.project(_rounded_columns(relation))
             width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 10_000
@@ -136,16 +128,18 @@ def run_sql(paths: Paths, sql: str, parameters: dict[str, Any], output_format: s
             return None
         if explain:
             raise PipelineError("an explain statement prints as a table: --format table")
+        # On its own lines, so that a comment ending the query cannot swallow the parenthesis.
+        query = f"(\n{statement.query}\n)"
+        # The result's columns as DuckDB binds them, without running the query (a relation costs more to start).
+        columns = connection.execute(f"describe {query}", parameters or None).fetchall()
         options = COPY_OPTIONS[output_format]
-        quoted = [name for name, kind in zip(relation.columns, relation.types) if str(kind) == "VARCHAR"]
+        quoted = [name for name, kind, *_ in columns if kind == "VARCHAR"]
         if output_format == "csv" and output is None and quoted:  # strings quoted, as the header is
             options += f", force_quote ({', '.join(map(_identifier, quoted))})"
         elif output_format == "csv" and output is not None:
             options = "format csv, header true"
         result = private / "result"
-        # On its own lines, so that a comment ending the query cannot swallow the parenthesis.
-        count = connection.execute(f"copy (\n{statement.query}\n) to '{_quoted(result)}' ({options})",
-                                   parameters or None).fetchone()[0]
+        count = connection.execute(f"copy {query} to '{_quoted(result)}' ({options})", parameters or None).fetchone()[0]
         if output is not None:
             from pipeline.files import atomic_path
 
@@ -153,7 +147,7 @@ def run_sql(paths: Paths, sql: str, parameters: dict[str, Any], output_format: s
                 shutil.copyfile(result, temporary)
             return count
         if output_format == "csv":
-            sys.stdout.write(",".join(map(_identifier, relation.columns)) + "\n")
+            sys.stdout.write(",".join(_identifier(name) for name, *_ in columns) + "\n")
         sys.stdout.flush()
         with open(result, "rb") as written:
             shutil.copyfileobj(written, sys.stdout.buffer)
@@ -197,27 +191,34 @@ def estimate(
     paths: Paths, task: str, model: str, gpu: str, concurrency: float, gpus: int | None, precision: str | None,
     boundary: str = "gpu_only",
 ) -> dict[str, Any]:
-    """The energy_at_concurrency macro's rows for one question, and their range, as one document. The
-    task, model and GPU may be written loosely (any case, a model's slug, an unambiguous part of a task
-    name); each is resolved against what the index snapshot measured, or refused naming the nearest. At
-    a boundary wider than gpu_only every energy figure is scaled by the boundary's central factor (what
-    multiplies GPU energy: the server factor, times the facility factor at facility), with the figure at
-    its low and high factor beside it."""
+    """The energy_at_concurrency macro's rows for one question, and their range, as one document; the task,
+    model and GPU may be written loosely (resolve_question). At a boundary wider than gpu_only every energy
+    figure is scaled by the boundary's central factor (the server factor, times the facility factor at
+    facility), with the figure at its low and high factor beside it."""
     with session(paths) as (connection, _):
         multipliers = {"low": 1.0, "central": 1.0, "high": 1.0}
         for factors in fetch_dicts(connection, "select * from boundary_factor_ranges", {}):
             if factors["boundary"] in BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]:
                 multipliers = {level: multipliers[level] * factors[f"factor_{level}"] for level in multipliers}
-        # The same names as configuration_points', without grouping every configuration first.
-        measured = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from unified_configurations "
-                               "where in_index_snapshot", {})
-        task, model, gpu = resolve_question(measured, task, model, gpu)
-        arguments = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency}
-        call = "energy_at_concurrency($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)"
-        deployments = fetch_dicts(connection, f"select * from {call}", {**arguments, "gpus": gpus, "precision": precision})
+        call = ("select * from energy_at_concurrency($task, $model, $gpu, $concurrency, gpus := $gpus, "
+                "precision_name := $precision)")
+        asked, narrowed = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency}, {
+            "gpus": gpus, "precision": precision}
+        deployments: list[dict[str, Any]] = []
+        # Names as the index snapshot spells them need no resolving (the macro refuses any other): reading
+        # every measured name is left to loosely written ones.
+        with suppress(duckdb.InvalidInputException):
+            deployments = fetch_dicts(connection, call, asked | narrowed)
+        if not deployments:
+            # The same names as configuration_points', without grouping every configuration first.
+            measured = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from unified_configurations "
+                                   "where in_index_snapshot", {})
+            task, model, gpu = resolve_question(measured, task, model, gpu)
+            asked |= {"task": task, "model": model, "gpu": gpu}
+            deployments = fetch_dicts(connection, call, asked | narrowed)
         if not deployments:
             every = fetch_dicts(connection, "select * from energy_at_concurrency($task, $model, $gpu, $concurrency)",
-                                arguments)
+                                asked)
             wanted = " and ".join(part for part in (f"{gpus} GPU(s)" if gpus else "", precision or "") if part)
             raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} has {wanted}; measured: "
                                 + "; ".join(deployment_label(row) for row in every))
@@ -245,10 +246,10 @@ def deployment_label(row: dict[str, Any]) -> str:
 
 
 def resolve_question(measured: list[dict[str, Any]], task: str, model: str, gpu: str) -> tuple[str, str, str]:
-    """The task, model_id and GPU the index snapshot knows for loosely written ones (rows of task,
-    model_id, slug and gpu it measured): a task by its name in any case or by whole hyphen-separated
-    parts of one name ('fim', 'lm-arena'); a model by its id or its slug in any case; a GPU in any case.
-    An unknown, ambiguous or unmeasured combination is refused with the nearest valid values."""
+    """The task, model_id and GPU the index snapshot measured (rows of task, model_id, slug and gpu) for
+    loosely written ones: a task in any case or by whole hyphen-separated parts of one name ('fim'); a model
+    by its id or slug in any case; a GPU in any case. Unknown, ambiguous or unmeasured names are refused,
+    naming the nearest."""
     tasks = sorted({row["task"] for row in measured})
     wanted = task.casefold().split("-")
     task = _one("task", task, tasks, lambda name: name.casefold() == task.casefold(), lambda name: any(

@@ -5,18 +5,19 @@ Imports nothing heavy, so that building the command line costs little more than 
 import os
 import re
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline.paths import LATENCY_TIERS as TIERS_FILE
-from pipeline.source_card import load_source_card
+from pipeline.paths import SOURCE_CARD
 
 
 @dataclass(frozen=True)
 class Setting:
-    """An option (--name) or an environment variable (NAME), its default and what it is for; `make`
-    names the make variable that passes it."""
+    """An option (--name) or an environment variable (NAME), its default, what it is for, and the make
+    variable that passes it."""
 
     name: str
     default: Any
@@ -27,8 +28,7 @@ class Setting:
     def environment_variable(self) -> str:
         return self.name
 
-    def value(self) -> str:
-        """An environment variable's value, or its default."""
+    def value(self) -> str:  # an environment variable's value, or its default
         return (os.environ.get(self.name) or self.default).rstrip("/")
 
 
@@ -56,9 +56,10 @@ COMMIT_TIME = Setting(
     "--commit-time", None, "the upstream commit time of a source that has no snapshot.json (ISO 8601, e.g. "
     "2026-02-16T09:48:29Z): it places the snapshot in the history; without it, a folder without snapshot.json is "
     "ordered by the day it was first fetched", "COMMIT_TIME")
-# The leaderboard web app's own default, stated in the source card (the export's wording reads it there).
+# The leaderboard web app's own default, stated in the source card (the export's wording reads it there); read
+# with tomllib, not the typed pipeline.source_card, whose msgspec would cost every command (sql too) ~20 ms.
 ITL_DEADLINE_MS = Setting(
-    "--itl-deadline-ms", float(load_source_card().token.default_itl_deadline_ms),
+    "--itl-deadline-ms", float(tomllib.loads(SOURCE_CARD.read_text("utf-8"))["token"]["default_itl_deadline_ms"]),
     "median inter-token latency ceiling for the best configurations (the leaderboard's own)", "ITL_DEADLINE_MS")
 LATENCY_TIERS = Setting("--latency-tiers", TIERS_FILE, "the latency tiers of tiered_best_configurations and "
                         "tiers.json, in the layout of pipeline/latency_tiers.toml")
