@@ -183,36 +183,35 @@ def _columns(family: Family) -> str:
     return ", ".join([f"m.{c}" for _, c, _ in MODEL_FIELDS if c != "slug"] + [f"c.{c}" for c in family_columns])
 
 
-def _check_floats(connection: duckdb.DuckDBPyConnection, snapshot_id: str) -> bool:
-    """Refuse NaN and infinity (the index format has neither; msgspec would write null); say whether
-    every exported float is zero or within jsontext.PLAIN_FLOAT_RANGE (then rounded too)."""
-    relations = [(f"{family.configurations_view} as c {_MODELS_JOIN}", _columns(family))
-                 for family in FAMILIES.values()]
-    relations.append(("tiered_best_configurations as c", ", ".join(sorted({f"c.{c}" for _, c, _ in TIER_FIELDS}))))
-    problems, plain, (low, high) = [], True, jsontext.PLAIN_FLOAT_RANGE
-    for relation, columns in relations:
-        selected = connection.sql(f"select {columns} from {relation} limit 0")
-        floats = [f'"{c}"' for c, dtype in zip(selected.columns, selected.dtypes) if str(dtype) == "DOUBLE"]
-        unusual = " or ".join(f"{c} <> 0 and not (abs({c}) >= {low} and abs({c}) < {high})" for c in floats)
-        nonfinite = " or ".join(f"not isfinite({c})" for c in floats)
-        unusual, nonfinite = connection.execute(f"""
-            select count(*) filter (where {unusual}), count(*) filter (where {nonfinite})
-            from (select {columns} from {relation} where c.snapshot_id = $id)""", {"id": snapshot_id}).fetchone()
-        plain = plain and not unusual
-        if nonfinite:
-            problems.append(f"{relation.split()[0]}: {nonfinite} row(s) with a NaN or infinite value")
-    if problems:
-        raise PipelineError("values the index format cannot hold", problems)
-    return plain
+def _float_check(connection: duckdb.DuckDBPyConnection, columns: str, relation: str) -> str:
+    """A select-list item `float_check` over the DOUBLE columns of `columns`: 2 for a row with a NaN or
+    infinity (the index format has neither; msgspec would write null), 1 for a row with a float neither
+    zero nor within jsontext.PLAIN_FLOAT_RANGE (the slower path spells those as json.dumps does), else 0.
+    Checked in the queries that read the rows: a pass of its own would compute the views twice."""
+    selected = connection.sql(f"select {columns} from {relation} limit 0")
+    floats = [column for column, dtype in zip(columns.split(", "), selected.dtypes) if str(dtype) == "DOUBLE"]
+    (low, high), test = jsontext.PLAIN_FLOAT_RANGE, " or ".join
+    return (f"case when {test(f'not isfinite({c})' for c in floats) or 'false'} then 2 when "
+            f"{test(f'{c} <> 0 and not (abs({c}) >= {low} and abs({c}) < {high})' for c in floats) or 'false'} "
+            "then 1 else 0 end as float_check")
+
+
+def _plain_floats(rows: list[dict[str, Any]], where: str) -> bool:
+    """Whether every float of `rows` prints alike in msgspec and json.dumps; NaN and infinity refused."""
+    if (worst := max((row["float_check"] for row in rows), default=0)) == 2:
+        raise PipelineError("values the index format cannot hold", [f"{where}: a NaN or infinite value"])
+    return worst == 0
 
 
 def _rows(connection: duckdb.DuckDBPyConnection, family: Family, view: str, order_by: str, where: str,
           parameters: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """A view's rows of one family with the model's fields, in file order, a batch at a time (at the
-    1000x scale the rows as dictionaries would take gigabytes)."""
+    """A view's rows of one family with the model's fields and their float_check, in file order, a batch
+    at a time (at the 1000x scale the rows as dictionaries would take gigabytes)."""
+    relation = f"{view} as c {_MODELS_JOIN}"
     return stream_dicts(connection, f"""
-        select c.task, c.slug, {_columns(family)} from {view} as c {_MODELS_JOIN}
-        where c.snapshot_id = $snapshot_id and {where} order by c.task, c.slug, {order_by}""", parameters)
+        select c.task, c.slug, {_columns(family)}, {_float_check(connection, _columns(family), relation)}
+        from {relation} where c.snapshot_id = $snapshot_id and {where} order by c.task, c.slug, {order_by}""",
+                        parameters)
 
 
 def _rows_by_task(rows: Iterator[dict[str, Any]], tasks: list[str]) -> Iterator[list[dict[str, Any]]]:
@@ -230,7 +229,7 @@ def _rows_by_task(rows: Iterator[dict[str, Any]], tasks: list[str]) -> Iterator[
         raise PipelineError(f"export: rows of task {pending[0]} out of the tasks' order")
 
 
-def write_model_files(database: str, snapshot_id: str, plans: list[TaskPlan], staging: str, floats_vetted: bool,
+def write_model_files(database: str, snapshot_id: str, plans: list[TaskPlan], staging: str, plain_headers: bool,
                       share: int = 0, shares: int = 1) -> int:
     """Write one share of the per-model files (the models whose slug hashes to `share`) into staging.
     Runs in a worker process when the export is split; each opens the database read-only itself."""
@@ -249,11 +248,13 @@ def write_model_files(database: str, snapshot_id: str, plans: list[TaskPlan], st
                 best.setdefault((row["task"], row["slug"]), []).append(row)
             rows = _rows(connection, family, family.configurations_view, family.order_by, where, parameters)
             for (task, slug), group in itertools.groupby(rows, key=itemgetter("task", "slug")):
-                plan, group = by_task[task], list(group)
+                plan, group, best_rows = by_task[task], list(group), best.get((task, slug), [])
                 document = {**plan.header, **plan.model(group[0]), "gpus": sorted({row["gpu"] for row in group}),
                             "configurations": [plan.configuration(row) for row in group],
-                            "best": {row["gpu"]: plan.configuration(row) for row in best.get((task, slug), [])}}
-                Path(staging, task, "models", f"{slug}.json").write_bytes(jsontext.dumps(document, floats_vetted=floats_vetted))
+                            "best": {row["gpu"]: plan.configuration(row) for row in best_rows}}
+                name = f"{task}/models/{slug}.json"
+                plain = plain_headers and _plain_floats(group + best_rows, name)
+                Path(staging, name).write_bytes(jsontext.dumps(document, floats_vetted=plain))
                 written += 1
                 counter.update(1)
         return written
@@ -270,26 +271,29 @@ LARGE_INDEX_CONFIGURATIONS = 20_000
 
 
 def _write_task_files(connection: duckdb.DuckDBPyConnection, snapshot_id: str, plans: list[TaskPlan], staging: Path,
-                      large: bool, floats_vetted: bool) -> None:
+                      large: bool, plain_headers: bool) -> None:
     """Every task's index.json (its best rows) and tiers.json (its tier-best rows), streamed in task
     order: one query per family for the best rows, and for the tiers one query, or one per task when
     the index is `large`. One task's rows are held at a time."""
-    def write(plan: TaskPlan, name: str, rows: list[dict[str, Any]]) -> None:
-        (staging / plan.task / name).write_bytes(jsontext.dumps({**plan.header, "rows": rows}, floats_vetted=floats_vetted))
+    def write(plan: TaskPlan, name: str, read: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
+        plain = plain_headers and _plain_floats(read, f"{plan.task}/{name}")
+        (staging / plan.task / name).write_bytes(jsontext.dumps({**plan.header, "rows": rows}, floats_vetted=plain))
 
     for family_name, family in FAMILIES.items():
         tasks = [plan for plan in plans if plan.family == family_name]
         best = _rows(connection, family, "best_configurations", "c.gpu", "list_contains($tasks, c.task)",
                      {"snapshot_id": snapshot_id, "tasks": [plan.task for plan in tasks]})
         for plan, rows in zip(tasks, _rows_by_task(best, [plan.task for plan in tasks])):
-            write(plan, "index.json", [{**plan.model(row), **plan.configuration(row)} for row in rows])
+            write(plan, "index.json", rows, [{**plan.model(row), **plan.configuration(row)} for row in rows])
+    tiers = "tiered_best_configurations as c"
+    check = _float_check(connection, ", ".join(sorted({f"c.{c}" for _, c, _ in TIER_FIELDS})), tiers)
     for group in [[plan] for plan in plans] if large else [plans]:
         tasks = [plan.task for plan in group]
-        tiered = stream_dicts(connection, """
-            select * from tiered_best_configurations where snapshot_id = $id and list_contains($tasks, task)
+        tiered = stream_dicts(connection, f"""
+            select *, {check} from {tiers} where snapshot_id = $id and list_contains($tasks, task)
             order by task, slug, gpu, latency_metric, latency_limit""", {"id": snapshot_id, "tasks": tasks})
         for plan, rows in zip(group, _rows_by_task(tiered, tasks)):
-            write(plan, "tiers.json", [plan.tier(row) for row in rows])
+            write(plan, "tiers.json", rows, [plan.tier(row) for row in rows])
 
 
 @dataclass(frozen=True)
@@ -312,23 +316,22 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
         as_of = _check_date("AS_OF", as_of or snapshot["retrieved"])
         retrieved = _check_date("RETRIEVED", retrieved or snapshot["retrieved"])
         _check_slugs_distinct(connection, snapshot["snapshot_id"])
-        floats_vetted = _check_floats(connection, snapshot["snapshot_id"])
         plans = task_plans(connection, snapshot, as_of, retrieved)
-        floats_vetted = floats_vetted and all(jsontext.as_json_dumps_writes(plan.header) == plan.header for plan in plans)
+        plain_headers = all(jsontext.as_json_dumps_writes(plan.header) == plan.header for plan in plans)
         large = sum(plan.configuration_count for plan in plans) >= LARGE_INDEX_CONFIGURATIONS
         shares = processes or (max(1, min(len(os.sched_getaffinity(0)), 8)) if large else 1)
         shutil.rmtree(staging, ignore_errors=True)
         for plan in plans:
             (staging / plan.task / "models").mkdir(parents=True)
         # Before the model files, not beside them: at 1000x the two at once took 3.5 GB.
-        _write_task_files(connection, snapshot["snapshot_id"], plans, staging, large, floats_vetted)
+        _write_task_files(connection, snapshot["snapshot_id"], plans, staging, large, plain_headers)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     finally:
         connection.close()
     try:
-        arguments = (str(paths.database), snapshot["snapshot_id"], plans, str(staging), floats_vetted)
+        arguments = (str(paths.database), snapshot["snapshot_id"], plans, str(staging), plain_headers)
         if shares == 1:
             model_file_count = write_model_files(*arguments)
         else:

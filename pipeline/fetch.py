@@ -5,6 +5,7 @@ differs from what was published under the same id is refused, naming the files."
 
 import contextlib
 import functools
+import hashlib
 import io
 import os
 import re
@@ -38,9 +39,10 @@ PINNED_COMMIT_PATTERN = re.compile(r"/([0-9a-f]{40})/")
 MAX_REDIRECTS = 5
 LOCAL_HINT = "offline? a local copy works too: make SOURCE=<folder>"
 # Per local source folder and file: size, mtime and ctime in ns, inode and sha256, as git's index keeps
-# them. A file whose entry matches is not read again; any other (cp -a, rsync -a, an edit in place, a
-# git checkout: each gives a new ctime or inode) is hashed. An entry touched within RACY_WINDOW_NS of
-# writing the cache could change again within the same timestamp tick: it is left out (git's rule).
+# them. When every file's entry matches, none is read; otherwise (cp -a, rsync -a, an edit in place, a
+# git checkout: each gives a new ctime or inode) all are copied and hashed. An entry touched within
+# RACY_WINDOW_NS of writing the cache could change again within the same timestamp tick: it is left out
+# (git's rule).
 STAT_CACHE = ".stat-cache.json"
 RACY_WINDOW_NS = 2_000_000_000
 # What a fetch by URL reads of index.json and the task files: the files they imply.
@@ -194,13 +196,12 @@ class HttpReader:
                         raise PipelineError(f"{url}: larger than the size cap of {self.max_file_bytes} bytes")
                 body = b"" if target is not None else handle.getvalue()
         except Exception:
-            if cut.is_set():
-                raise self._timed_out(url) from None
-            raise
+            if not cut.is_set():
+                raise
         finally:
             timer.cancel()
             timer.join()
-        if cut.is_set():
+        if cut.is_set():  # the read failed or ended early because the deadline cut it off
             raise self._timed_out(url)
         return body
 
@@ -210,12 +211,7 @@ class HttpReader:
         if (status := self.get(url, target=staging / name)[0]) != 200:
             phrase = HTTPStatus(status).phrase if status in iter(HTTPStatus) else ""
             raise PipelineError(f"{url}: HTTP {status} {phrase}")
-        return _entry(staging, name)
-
-
-def _entry(folder: Path, name: str) -> FileEntry:
-    """A file's manifest entry: of the archived copy itself, not of a source someone may be editing."""
-    return {"path": name, "sha256": file_sha256(folder / name), "size": (folder / name).stat().st_size}
+        return {"path": name, "sha256": file_sha256(staging / name), "size": (staging / name).stat().st_size}
 
 
 def _fetch_url(source: str, staging: Path, reader: HttpReader,
@@ -272,27 +268,57 @@ def _local_files(source: str) -> tuple[Path, list[str]]:
     return root, sorted(names)
 
 
-def _describe_local(paths: Paths, root: Path, names: list[str], max_file_bytes: int) -> list[FileEntry]:
-    """Each local file's manifest entry, hashing only the files whose stat the cache does not hold."""
-    cache_path, key = paths.raw_dir / STAT_CACHE, str(root.resolve())
+def _stat_key(stat: os.stat_result, path: Path, max_file_bytes: int) -> tuple[int, int, int, int]:
+    if stat.st_size > max_file_bytes:
+        raise PipelineError(f"{path}: larger than the size cap of {max_file_bytes} bytes")
+    return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
+
+
+def _read_stat_cache(paths: Paths) -> dict[str, dict[str, tuple[int, int, int, int, str]]]:
     try:
-        cache = read_typed(cache_path, dict[str, dict[str, tuple[int, int, int, int, str]]])
+        return read_typed(paths.raw_dir / STAT_CACHE, dict[str, dict[str, tuple[int, int, int, int, str]]])
     except (OSError, PipelineError):
-        cache = {}
-    known, fresh, files = cache.get(key, {}), {}, []
-    racy_after = time.time_ns() - RACY_WINDOW_NS
+        return {}
+
+
+def _known_unchanged(root: Path, names: list[str], cached: dict[str, tuple[int, int, int, int, str]],
+                     max_file_bytes: int) -> list[FileEntry] | None:
+    """Each file's manifest entry from the stat cache, when it holds every file unchanged (nothing is read)."""
+    files: list[FileEntry] = []
     for name in names:
         stat = (root / name).stat()
-        if stat.st_size > max_file_bytes:
-            raise PipelineError(f"{root / name}: larger than the size cap of {max_file_bytes} bytes")
-        now = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
-        sha256 = cached[4] if (cached := known.get(name)) and cached[:4] == now else file_sha256(root / name)
-        if max(stat.st_mtime_ns, stat.st_ctime_ns) < racy_after:
-            fresh[name] = (*now, sha256)
-        files.append({"path": name, "sha256": sha256, "size": stat.st_size})
-    if fresh != known:
-        write_json_atomic(cache_path, {**cache, key: fresh})
+        if (entry := cached.get(name)) is None or entry[:4] != _stat_key(stat, root / name, max_file_bytes):
+            return None
+        files.append({"path": name, "sha256": entry[4], "size": stat.st_size})
     return files
+
+
+def _copy_local(root: Path, names: list[str], staging: Path, max_file_bytes: int,
+                expected: list[FileEntry] | None = None) -> tuple[list[FileEntry], dict[str, tuple]]:
+    """Copy the files into `staging`, hashing the bytes written on the way (one read of each): their
+    entries and the stat cache's entries for them. A file whose stat moved while it was read, or that is
+    not as `expected`, was being changed: refused."""
+    files: list[FileEntry] = []
+    cached, changing, racy_after = {}, [], time.time_ns() - RACY_WINDOW_NS
+    for folder in {(staging / name).parent for name in names}:
+        folder.mkdir(parents=True, exist_ok=True)
+    for position, name in enumerate(names):
+        digest, size, path = hashlib.sha256(), 0, root / name
+        with open(path, "rb") as source, open(staging / name, "xb") as copy:
+            before = _stat_key(os.fstat(source.fileno()), path, max_file_bytes)
+            while chunk := source.read(1 << 20):
+                digest.update(chunk)
+                size += copy.write(chunk)
+            moved = _stat_key(os.fstat(source.fileno()), path, max_file_bytes) != before
+        files.append({"path": name, "sha256": digest.hexdigest(), "size": size})
+        if moved or (expected is not None and files[-1] != expected[position]):
+            changing.append(name)
+        elif max(before[1:3]) < racy_after:
+            cached[name] = (*before, files[-1]["sha256"])
+    if changing:
+        raise PipelineError(f"{root}: files changed while they were being fetched ({', '.join(changing[:5])}); "
+                            "run again")
+    return files, cached
 
 
 def _local_commit_facts(root: Path) -> dict[str, str]:
@@ -399,18 +425,17 @@ def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                 upstream = dict(commit_facts)
         else:
             root, names = _local_files(source)
-            upstream, files = _local_commit_facts(root), _describe_local(paths, root, names, max_file_bytes)
+            upstream, cache = _local_commit_facts(root), _read_stat_cache(paths)
+            # Unless the stat cache vouches for every file, the files are copied at once (the id may
+            # depend on their content), each read once; the copy goes if the archive holds it already.
+            if (files := _known_unchanged(root, names, cache.get(str(root.resolve()), {}), max_file_bytes)) is None:
+                files, cached = _copy_local(root, names, staging, max_file_bytes)
+                write_json_atomic(paths.raw_dir / STAT_CACHE, {**cache, str(root.resolve()): cached})
         upstream = _with_commit_time(upstream, commit_time, source)
         target = paths.raw_snapshot(snapshot_id := snapshot_id_of(upstream, files))
         if changed := not _held_already(paths, snapshot_id, upstream, files):
-            if not is_url:
-                staging.mkdir(parents=True)
-                for name in names:
-                    (staging / name).parent.mkdir(exist_ok=True)
-                    shutil.copyfile(root / name, staging / name)  # the kernel copies it (sendfile)
-                if changing := [entry["path"] for name, entry in zip(names, files) if _entry(staging, name) != entry]:
-                    raise PipelineError(f"{source}: files changed while they were being fetched "
-                                        f"({', '.join(changing[:5])}); run again")
+            if not staging.is_dir():  # known from the stat cache, not copied yet
+                _copy_local(root, names, staging, max_file_bytes, expected=files)
             write_json_atomic(staging / MANIFEST, Manifest(
                 snapshot_id=snapshot_id, source=source if is_url else str(root.resolve()),
                 retrieved=datetime.now(timezone.utc).date().isoformat(), upstream=upstream, files=files))
