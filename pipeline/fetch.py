@@ -334,11 +334,9 @@ def _local_commit_facts(root: Path) -> dict[str, str]:
 
 def _checked_time(text: str, what: str) -> str:
     """`text` if it is an ISO 8601 time (a date, T, a time of day); else an error naming `what`."""
-    try:
+    with contextlib.suppress(ValueError):
         if re.match(r"^\d{4}-\d{2}-\d{2}T", text) and commit_moment(text):
             return text
-    except ValueError:
-        pass
     raise PipelineError(f"{what} {text!r} is not an ISO 8601 time")
 
 
@@ -404,8 +402,8 @@ def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
           commit_time: str | None = None, reader: HttpReader | None = None,
           commit_facts: dict[str, str] | None = None, listing: Mapping[str, tuple[int, str]] | None = None,
           ) -> FetchResult:
-    """Bring `source` into OUT/raw/<snapshot-id>/. A local folder is read only where its files' stat
-    changed, and copied only when its content is not there yet. For a URL, `reader` carries deadlines
+    """Bring `source` into OUT/raw/<snapshot-id>/. A local folder is not read when the stat cache
+    vouches for every file, else each file is read once, as it is copied. For a URL, `reader` carries deadlines
     already running (the upstream's API was asked first), `commit_facts` are the upstream facts of the
     commit the URL is pinned to and `listing` its files as the commit's tree lists them."""
     is_url = "://" in source
