@@ -101,6 +101,13 @@ def _statement(connection: duckdb.DuckDBPyConnection, sql: str) -> Any:
     return statements[0]
 
 
+def _without_terminator(query: str) -> str:
+    """The statement without its closing semicolon and what follows it, so that it can sit in parentheses
+    (DuckDB's extracted statement keeps both)."""
+    tokens = [position for position, kind in duckdb.tokenize(query) if kind != duckdb.token_type.comment]
+    return query[: tokens[-1]] if tokens and query[tokens[-1]] == ";" else query
+
+
 def _one_line(error: Exception) -> str:
     """DuckDB's message with its hints (did you mean, candidate bindings) on one line, without the
     echoed query and caret that follow them."""
@@ -129,7 +136,7 @@ def run_sql(paths: Paths, sql: str, parameters: dict[str, Any], output_format: s
         if explain:
             raise PipelineError("an explain statement prints as a table: --format table")
         # On its own lines, so that a comment ending the query cannot swallow the parenthesis.
-        query = f"(\n{statement.query}\n)"
+        query = f"(\n{_without_terminator(statement.query)}\n)"
         # The result's columns as DuckDB binds them, without running the query (a relation costs more to start).
         columns = connection.execute(f"describe {query}", parameters or None).fetchall()
         options = COPY_OPTIONS[output_format]

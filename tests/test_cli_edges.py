@@ -123,6 +123,18 @@ def test_7_sql_piped_into_head(newest_build: Paths) -> None:
     assert (result.returncode, result.stdout, result.stderr) == (0, '"range"\n', "")
 
 
+
+@pytest.mark.parametrize("query", ["select 1 as one;", "select 1 as one ; -- the end", "select 1 as one /* ; */;"])
+def test_7_a_query_ending_in_a_semicolon_reads_the_same_into_a_pipe_or_a_file(
+    query: str, newest_build: Paths, tmp_path: Path
+) -> None:
+    piped = cli("sql", "--out", newest_build.out, query)
+    target = tmp_path / "one.csv"
+    written = cli("sql", "--out", newest_build.out, query, "--output", target)
+    assert (piped.returncode, piped.stdout, written.returncode) == (0, '"one"\n1\n', 0), piped.stderr + written.stderr
+    assert target.read_text() == "one\n1\n"
+
+
 # ---- Ctrl-C at any moment is one line ----
 
 def _has_mapped(pid: int, library: str) -> bool:
