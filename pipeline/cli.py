@@ -357,8 +357,6 @@ def _publish(label: str, args: SimpleNamespace, paths: Paths, digests: dict[str,
     import msgspec
 
     from pipeline import publish
-    from pipeline.audit import audit_summary
-    from pipeline.database import connect
     from pipeline.fetch import stale_published_ids
     from pipeline.files import write_bytes_atomic
     from pipeline.fingerprint import file_sha256
@@ -386,6 +384,9 @@ def _publish(label: str, args: SimpleNamespace, paths: Paths, digests: dict[str,
         damaged = [(publish.FILE_RECORD, "missing or unreadable")]
     if damaged == [] and record == previous and not stale:
         return None
+    from pipeline.audit import audit_summary  # DuckDB, which a refresh with nothing to do never loads
+    from pipeline.database import connect
+
     # Ingesting depends on the snapshot and the code only: with the same code, what the database holds
     # with the same content is not ingested again.
     same_code = previous.get("code") == record["code"]

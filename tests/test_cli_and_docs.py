@@ -5,7 +5,7 @@ import re
 import click
 import duckdb
 import pytest
-from conftest import PROJECT
+from conftest import NEWEST, PROJECT, SEED_AS_OF, SEED_RETRIEVED
 
 from pipeline.cli import cli, main
 from pipeline.paths import Paths
@@ -134,15 +134,17 @@ print(sorted({name.split(".")[0] for name in sys.modules} & set(HEAVY)), file=sy
     (["sql", "--help"], set()),
     (["sql", "select 1"], {"duckdb"}),
     (["estimate", "--task", "gpqa", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--concurrency", "100"], {"duckdb"}),
+    # The build's own arguments again: a refresh with nothing to do.
+    (["refresh", "--source", str(NEWEST), "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED], set()),
 ])
 def test_a_command_imports_only_what_it_uses(argv: list[str], allowed: set[str], newest_build: Paths) -> None:
     import subprocess
     import sys
 
     run = subprocess.run([sys.executable, "-c", IMPORTS.replace("HEAVY", repr(HEAVY)), *argv,
-                          *(["--out", str(newest_build.out)] if argv[0] in ("sql", "estimate") else [])],
+                          *(["--out", str(newest_build.out)] if argv[0] in ("sql", "estimate", "refresh") else [])],
                          capture_output=True, text=True, timeout=120)
-    assert run.stdout, run.stderr
+    assert run.stdout or "; nothing to do\n" in run.stderr, run.stderr
     assert set(eval(run.stderr.splitlines()[-1])) == allowed, run.stderr
 
 
