@@ -136,6 +136,17 @@ LIGHT_COMMANDS = {
 }
 
 
+def _wall_seconds(command: list[str]) -> float:
+    """Wall seconds of one short command, waited for rather than polled: _measure's memory sampling wakes
+    every 20 ms and walks /proc, which on two cores adds a sizeable share to a command of a few tenths."""
+    started = time.perf_counter()
+    process = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_ROOT)
+    elapsed = time.perf_counter() - started
+    if process.returncode != 0:
+        raise SystemExit(f"bench: {' '.join(command)} failed:\n{(process.stdout + process.stderr)[-2000:]}")
+    return elapsed
+
+
 def _bench_light(cli: str, out: Path, runs: int, **more: list[str]) -> dict[str, dict[str, float]]:
     """The light commands (and `more`) and their references, interleaved, medians of `runs` (three more
     than asked: each takes a fraction of a second, and the first of each warms the page cache)."""
@@ -143,8 +154,7 @@ def _bench_light(cli: str, out: Path, runs: int, **more: list[str]) -> dict[str,
     samples: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(runs + 3):
         for name, command in commands.items():
-            seconds, _, _ = _measure([part.format(cli=cli, out=out) for part in command], cwd=PROJECT_ROOT)
-            samples[name].append(seconds)
+            samples[name].append(_wall_seconds([part.format(cli=cli, out=out) for part in command]))
     return {name: {"seconds": statistics.median(values[3:]), "peak_rss_mb": 0.0} for name, values in samples.items()}
 
 

@@ -6,7 +6,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,9 +17,6 @@ from pipeline import __version__, settings
 from pipeline.errors import NEXT_STEP, PROG, PipelineError, command_name, nearest, next_step, out_option
 from pipeline.paths import Paths
 from pipeline.progress import say
-
-# In a generation made by refresh or history: the snapshots, parameters and code it was made from.
-REFRESH_RECORD = "refresh.json"
 
 
 # ---- parameter types: each a function that returns the value or raises ValueError saying why ----
@@ -53,11 +50,9 @@ def calendar_date(text: str) -> str:
     """A real calendar date, YYYY-MM-DD, checked before any work (it reaches the public files)."""
     import datetime
 
-    try:
+    with suppress(ValueError):
         if datetime.date.fromisoformat(text).isoformat() == text:  # not 20260927, which it reads too
             return text
-    except ValueError:
-        pass
     raise ValueError(f"{text!r} is not a calendar date written YYYY-MM-DD, e.g. 2026-09-27")
 
 
@@ -183,7 +178,11 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
             try:
                 with ExitStack() as stack:
                     stack.enter_context(_reader_may_leave() if mode == "read" else _exclusive_lock(paths))
-                    handler(args, stack.enter_context(_new_generation(paths)) if mode == "stage" else paths)
+                    if mode == "stage":
+                        from pipeline.publish import new_generation  # never loaded by the commands that read
+
+                        paths = stack.enter_context(new_generation(paths))
+                    handler(args, paths)
             except (Exception, KeyboardInterrupt) as error:
                 if (message := _failure(error, paths.out)) is None:
                     raise
@@ -259,21 +258,6 @@ def _exclusive_lock(paths: Paths) -> Iterator[None]:
                 shutil.rmtree(made)  # nothing in it but the lock and empty folders
 
 
-@contextmanager
-def _new_generation(paths: Paths) -> Iterator[Paths]:
-    """Yield paths into a private copy of the published build; publish it only if the block succeeds."""
-    from pipeline import publish
-
-    staged = publish.begin(paths)
-    # Only a refresh or a history says what the build was made from; any other write makes that unknown.
-    (staged.generation / REFRESH_RECORD).unlink(missing_ok=True)
-    try:
-        yield staged
-        publish.publish(staged)
-    finally:
-        publish.abandon(staged)
-
-
 # ---- the steps ----
 
 def _seconds(started: float) -> str:
@@ -315,12 +299,12 @@ def _run_fetch(args: SimpleNamespace, paths: Paths, source: str | None = None) -
     return result
 
 
-def _run_ingest(args: SimpleNamespace, paths: Paths, snapshot_id: str | None = None) -> None:
+def _run_ingest(paths: Paths, snapshot_id: str | None) -> None:
     from pipeline.fetch import latest_snapshot_id
     from pipeline.ingest import ingest
 
     started = time.perf_counter()
-    snapshot_id = snapshot_id or getattr(args, "snapshot", None) or latest_snapshot_id(paths)
+    snapshot_id = snapshot_id or latest_snapshot_id(paths)
     result = ingest(paths, snapshot_id)
     for notice in result.notices:
         say(f"ingest: warning: {notice}")
@@ -329,12 +313,11 @@ def _run_ingest(args: SimpleNamespace, paths: Paths, snapshot_id: str | None = N
         f"{len(result.row_counts)} tables ({_seconds(started)})")
 
 
-def _run_build(args: SimpleNamespace, paths: Paths) -> None:
+def _run_build(args: SimpleNamespace, paths: Paths, full: bool) -> None:
     from pipeline.build import build
 
     started = time.perf_counter()
-    result = build(paths, args.itl_deadline_ms, getattr(args, "index_snapshot", None),
-                   full=getattr(args, "full", False), latency_tiers=args.latency_tiers)
+    result = build(paths, args.itl_deadline_ms, args.index_snapshot, full, latency_tiers=args.latency_tiers)
     for notice in result.notices:
         say(f"build: warning: {notice}")
     how = "appended to the published database" if result.appended else "built from every Parquet file"
@@ -349,39 +332,37 @@ def _run_export(args: SimpleNamespace, paths: Paths) -> None:
     say(f"export: {result.task_count} tasks, {result.model_file_count} model files ({_seconds(started)})")
 
 
-def _publish(label: str, args: SimpleNamespace, paths: Paths, digests: dict[str, str],
-             index: str) -> tuple[str, int] | None:
+def _publish(label: str, args: SimpleNamespace, paths: Paths, digests: dict[str, str]) -> tuple[str, int] | None:
     """Publish the snapshots of `digests` (id -> content digest, in commit order) beside those already
-    published, the index on `index` ("newest" or an id): the index's snapshot and how many were ingested.
-    None, with nothing written, when the published build already is this one with its files intact."""
+    published, the index on args.index_snapshot or else the newest: the index's snapshot and how many were
+    ingested. None, with nothing written, when the published build already is this one with its files intact."""
     import msgspec
 
-    from pipeline import publish
     from pipeline.fetch import stale_published_ids
-    from pipeline.files import write_bytes_atomic
+    from pipeline.files import write_json_atomic
     from pipeline.fingerprint import file_sha256
     from pipeline.paths import code_digest
     from pipeline.progress import each
+    from pipeline.publish import FILE_RECORD, REFRESH_RECORD, damaged_files, new_generation
 
     try:
-        previous = msgspec.json.decode((paths.current / REFRESH_RECORD).read_bytes())
+        previous = msgspec.json.decode((paths.current / REFRESH_RECORD).read_bytes(), type=dict)
     except (OSError, msgspec.DecodeError):
         previous = {}
-    previous = previous if isinstance(previous, dict) else {}
     stale = stale_published_ids(paths)  # published snapshots under ids of an earlier rule: old -> new
     held = {stale.get(s, s): digest for s, digest in previous.get("snapshots", {}).items()}
     # What decides "nothing to do": the snapshots in the database, which one the index shows, the
     # parameters and the code. Any other write removes the record, so what it names is what the database holds.
-    record = {"snapshots": dict(sorted({**held, **digests}.items())), "index": index,
+    record = {"snapshots": dict(sorted({**held, **digests}.items())), "index": args.index_snapshot or "newest",
               "itl_deadline_ms": args.itl_deadline_ms, "latency_tiers": file_sha256(args.latency_tiers),
               "as_of": args.as_of, "retrieved": args.retrieved, "code": code_digest()}
-    damaged = publish.damaged_files(paths)
+    damaged = damaged_files(paths)
     for name, problem in damaged or []:
         say(f"{label}: warning: {paths.current / name}: {problem}; building it again")
     if damaged is None and record == previous:
-        say(f"{label}: warning: {paths.current / publish.FILE_RECORD} is missing or unreadable, so the published "
+        say(f"{label}: warning: {paths.current / FILE_RECORD} is missing or unreadable, so the published "
             "files cannot be checked; building them again")
-        damaged = [(publish.FILE_RECORD, "missing or unreadable")]
+        damaged = [(FILE_RECORD, "missing or unreadable")]
     if damaged == [] and record == previous and not stale:
         return None
     from pipeline.audit import audit_summary  # DuckDB, which a refresh with nothing to do never loads
@@ -392,27 +373,27 @@ def _publish(label: str, args: SimpleNamespace, paths: Paths, digests: dict[str,
     same_code = previous.get("code") == record["code"]
     history = label == "history"  # ingests only what the database lacks; a refresh, its one snapshot
     ingest = [s for s in digests if not (history and same_code and held.get(s) == digests[s])]
-    args.full = bool(damaged)
-    with _new_generation(paths) as staged:
-        _repair(label, args, staged, stale, damaged or [], set(ingest))
-        for snapshot_id in each(ingest, "history: ingesting", "snapshot", say=say) if history else ingest:
-            _run_ingest(args, staged, snapshot_id)
-        _run_build(args, staged)
+    with new_generation(paths) as staged:
+        for snapshot_id in _repair(label, staged, stale, damaged or [], ingest):
+            _run_ingest(staged, snapshot_id)
+        for snapshot_id in each(ingest, "history: ingesting", "snapshot", logged=True) if history else ingest:
+            _run_ingest(staged, snapshot_id)
+        _run_build(args, staged, full=bool(damaged))
         with connect(str(staged.database), read_only=True) as connection:
             index_snapshot = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
         _run_export(args, staged)
-        write_bytes_atomic(staged.generation / REFRESH_RECORD, msgspec.json.format(msgspec.json.encode(record)) + b"\n")
+        write_json_atomic(staged.generation / REFRESH_RECORD, record)
     say(f"published: {paths.out / 'energy_index.duckdb'}, {paths.out / 'parquet'}/, {paths.out / 'index'}/")
     say(audit_summary(paths, history))
     return index_snapshot, len(ingest)
 
 
-def _repair(label: str, args: SimpleNamespace, staged: Paths, stale: dict[str, str], damaged: list[tuple[str, str]],
-            ingesting: set[str]) -> None:
-    """Make a staged generation ready for this run's ingests: the snapshots under ids of an earlier rule
-    moved to today's ids (their partitions go; ingested again under the new ids), and damaged files
-    whole again: the database built from every Parquet file, a damaged derived file computed again, a
-    damaged ingested file ingested again from the fetched snapshot in OUT/raw."""
+def _repair(label: str, staged: Paths, stale: dict[str, str], damaged: list[tuple[str, str]],
+            ingesting: list[str]) -> list[str]:
+    """Make a staged generation ready for this run's ingests; return the snapshots to ingest again besides
+    `ingesting`. Snapshots under ids of an earlier rule move to today's ids (their partitions go; ingested
+    again under the new ids); damaged files are made whole: a derived file computed again by the full
+    build, an ingested file's snapshot ingested again from its fetched copy in OUT/raw."""
     import shutil
 
     from pipeline.build import STORED
@@ -420,13 +401,14 @@ def _repair(label: str, args: SimpleNamespace, staged: Paths, stale: dict[str, s
     from pipeline.paths import hive_key
     from schemas import TABLES
 
+    again = []
     for old, new in sorted(stale.items()):
         say(f"{label}: snapshot {old} is now {new} in the database (ids take the commit's UTC date)")
         for table in (*TABLES, *STORED):
             if (partition := staged.parquet_files(table).get(old)) is not None:
                 shutil.rmtree(partition.parent)
-        if new not in ingesting and new not in staged.parquet_files("snapshots"):
-            _run_ingest(args, staged, new)
+        if new not in staged.parquet_files("snapshots"):
+            again.append(new)
     for name, problem in damaged:
         parts = name.split("/")
         if len(parts) != 4 or parts[0] != "parquet" or not parts[2].startswith(f"{hive_key(parts[1])}="):
@@ -434,13 +416,13 @@ def _repair(label: str, args: SimpleNamespace, staged: Paths, stale: dict[str, s
         table, snapshot_id = parts[1], parts[2].removeprefix(f"{hive_key(parts[1])}=")
         if table in STORED:
             (staged.generation / name).unlink(missing_ok=True)
-        elif snapshot_id not in ingesting:
-            if not (staged.raw_snapshot(snapshot_id) / MANIFEST).is_file():
-                raise PipelineError(
-                    f"{staged.current / name}: {problem}, and snapshot {snapshot_id} has no fetched copy in "
-                    f"{staged.raw_dir} to ingest again; fetch it (energy-index fetch --source ...) and run again")
-            _run_ingest(args, staged, snapshot_id)
-            ingesting.add(snapshot_id)
+        elif snapshot_id not in ingesting and not (staged.raw_snapshot(snapshot_id) / MANIFEST).is_file():
+            raise PipelineError(
+                f"{staged.current / name}: {problem}, and snapshot {snapshot_id} has no fetched copy in "
+                f"{staged.raw_dir} to ingest again; fetch it (energy-index fetch --source ...) and run again")
+        else:
+            again.append(snapshot_id)
+    return [snapshot_id for snapshot_id in dict.fromkeys(again) if snapshot_id not in ingesting]
 
 
 def _snapshot_sources(sources: list[str]) -> list[str]:
@@ -528,7 +510,7 @@ def ingest(args: SimpleNamespace, paths: Paths) -> None:
     """Flatten a fetched snapshot into OUT/parquet/<table>/snapshot_id=<id>/data.parquet, one file per table
     ({tables}), each checked by its pandera schema in schemas/. Every problem is reported at once; nothing is
     written unless all tables pass."""
-    _run_ingest(args, paths)
+    _run_ingest(paths, args.snapshot)
 
 
 @cli.command(short_help="build OUT/energy_index.duckdb from the Parquet tables and sql/ views", epilog=_examples(
@@ -543,7 +525,7 @@ def ingest(args: SimpleNamespace, paths: Paths) -> None:
 def build(args: SimpleNamespace, paths: Paths) -> None:
     """Bring OUT/energy_index.duckdb up to the Parquet tables (appending to a copy of the published database,
     or --full: loading everything), with the views and macros in sql/, and publish it by rename once complete."""
-    _run_build(args, paths)
+    _run_build(args, paths, args.full)
 
 
 @cli.command(short_help="write the energy index JSON under OUT/index/",
@@ -580,7 +562,7 @@ def refresh(args: SimpleNamespace, paths: Paths) -> None:
     # The index shows the newest snapshot, or the one fetched when --as-index says so; snapshots ingested
     # before stay in the history.
     args.index_snapshot = snapshot if args.as_index else None
-    published = _publish("refresh", args, paths, {snapshot: fetched.content_sha256}, args.index_snapshot or "newest")
+    published = _publish("refresh", args, paths, {snapshot: fetched.content_sha256})
     if published is None:
         say(f"refresh: {snapshot} is built and published with these parameters and this code; nothing to do")
         return
@@ -594,6 +576,7 @@ def refresh(args: SimpleNamespace, paths: Paths) -> None:
 
 def _history_sources(args: SimpleNamespace) -> None:
     args.source = [*args.source, *args.more_sources]
+    args.index_snapshot = None  # a history's index shows the newest snapshot
     _one_of(args, "source", "upstream", required=True)
 
 
@@ -645,7 +628,7 @@ def history(args: SimpleNamespace, paths: Paths) -> None:
 
     in_order = sorted(manifests, key=commit_order)
     digests = {s: content_digest(manifests[s]["upstream"], manifests[s]["files"]) for s in in_order}
-    if (published := _publish("history", args, paths, digests, "newest")) is None:
+    if (published := _publish("history", args, paths, digests)) is None:
         say(f"history: {len(in_order)} snapshot(s) built and published with these parameters and this code; "
             "nothing to do")
         return

@@ -99,25 +99,22 @@ def _distinct_share(values: list[str], width: int) -> float | None:
     return next((s for s in HEAD_SHARES if len({_cut(v, width, s) for v in distinct}) == len(distinct)), None)
 
 
-def _narrowest_distinct(values: list[str], floor: int) -> int:
-    """The narrowest width, down to `floor`, at which different values can still read differently."""
-    width = max(map(len, values), default=floor)
-    while width > floor and _distinct_share(values, width - 1) is not None:
-        width -= 1
-    return width
-
-
 def _table(title: str, header: list[str], rows: list[list[str]], width: int, shrinkable: list[int],
            told_apart: tuple[int, ...] = ()) -> list[str]:
-    """A titled, indented table that fits `width` where it can: only the `shrinkable` columns (identifiers) are cut,
-    widest first, and never so far that two different values read the same, unless the column's rows
-    are `told_apart` by the other columns; figures are never cut."""
+    """A titled, indented table that fits `width` where it can: only the `shrinkable` columns (identifiers) are
+    cut, widest first, to no fewer than 10 characters (the widest value's if fewer) and never so far that two
+    different values read the same, unless the column's rows are `told_apart` by the other columns; figures are
+    never cut."""
     width -= 2  # the indentation
     widths = [max(map(len, column)) for column in zip(header, *rows)]
-    floors = {i: 10 if i in told_apart else _narrowest_distinct([row[i] for row in rows], 10) for i in shrinkable}
-    while sum(widths) + 2 * (len(widths) - 1) > width:
-        if not (candidates := [i for i in shrinkable if widths[i] > floors[i]]):
-            break
+
+    def can_shrink(i: int) -> bool:
+        if i in told_apart:
+            return widths[i] > 10
+        values = [row[i] for row in rows]
+        return widths[i] > min(10, max(map(len, values))) and _distinct_share(values, widths[i] - 1) is not None
+
+    while sum(widths) + 2 * (len(widths) - 1) > width and (candidates := [i for i in shrinkable if can_shrink(i)]):
         widths[max(candidates, key=widths.__getitem__)] -= 1
     shares = [1.0] * len(header)
     for i in shrinkable:

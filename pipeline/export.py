@@ -9,7 +9,6 @@ import datetime
 import itertools
 import multiprocessing
 import os
-import re
 import shutil
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -28,6 +27,7 @@ from pipeline.paths import Paths
 from pipeline.progress import progress
 from pipeline.source_card import SourceCard, load_source_card
 from schemas import dictionary
+
 
 def _export_fields(name: str) -> list[tuple[str, str, int | None]]:
     """(key, view column, decimals) of one kind of exported row, from the field dictionary's [exports]."""
@@ -157,12 +157,6 @@ def task_plans(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any], 
     return plans
 
 
-def _check_date(name: str, value: str) -> str:
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
-        raise PipelineError(f"{name} must be a date as YYYY-MM-DD, got {value!r}")
-    return value
-
-
 def _check_slugs_distinct(connection: duckdb.DuckDBPyConnection, snapshot_id: str) -> None:
     clashes = connection.execute("""
         select task, slug, list(distinct model_id order by model_id) from (
@@ -172,15 +166,6 @@ def _check_slugs_distinct(connection: duckdb.DuckDBPyConnection, snapshot_id: st
     if clashes:
         raise PipelineError("model ids that would share one exported file name (slug)",
                             [f"{task}: slug {slug} for {' and '.join(ids)}" for task, slug, ids in clashes])
-
-
-_MODELS_JOIN = "join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id"
-
-
-def _columns(family: Family) -> str:
-    """The select list of an export query: the model's fields, then the family's columns."""
-    family_columns = sorted({column for _, column, _ in family.fields})
-    return ", ".join([f"m.{c}" for _, c, _ in MODEL_FIELDS if c != "slug"] + [f"c.{c}" for c in family_columns])
 
 
 def _float_check(connection: duckdb.DuckDBPyConnection, columns: str, relation: str) -> str:
@@ -207,9 +192,11 @@ def _rows(connection: duckdb.DuckDBPyConnection, family: Family, view: str, orde
           parameters: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """A view's rows of one family with the model's fields and their float_check, in file order, a batch
     at a time (at the 1000x scale the rows as dictionaries would take gigabytes)."""
-    relation = f"{view} as c {_MODELS_JOIN}"
+    relation = f"{view} as c join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id"
+    columns = ", ".join([f"m.{c}" for _, c, _ in MODEL_FIELDS if c != "slug"]
+                        + [f"c.{c}" for c in sorted({column for _, column, _ in family.fields})])
     return stream_dicts(connection, f"""
-        select c.task, c.slug, {_columns(family)}, {_float_check(connection, _columns(family), relation)}
+        select c.task, c.slug, {columns}, {_float_check(connection, columns, relation)}
         from {relation} where c.snapshot_id = $snapshot_id and {where} order by c.task, c.slug, {order_by}""",
                         parameters)
 
@@ -313,10 +300,9 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
     connection = connect(str(paths.database), read_only=True)
     try:
         snapshot = index_snapshot(connection)
-        as_of = _check_date("AS_OF", as_of or snapshot["retrieved"])
-        retrieved = _check_date("RETRIEVED", retrieved or snapshot["retrieved"])
         _check_slugs_distinct(connection, snapshot["snapshot_id"])
-        plans = task_plans(connection, snapshot, as_of, retrieved)
+        # The CLI has checked the dates given; the default is the snapshot's own.
+        plans = task_plans(connection, snapshot, as_of or snapshot["retrieved"], retrieved or snapshot["retrieved"])
         plain_headers = all(jsontext.as_json_dumps_writes(plan.header) == plan.header for plan in plans)
         large = sum(plan.configuration_count for plan in plans) >= LARGE_INDEX_CONFIGURATIONS
         shares = processes or (max(1, min(len(os.sched_getaffinity(0)), 8)) if large else 1)

@@ -81,6 +81,21 @@ def replace_directory(staged: Path, target: Path) -> None:
     shutil.rmtree(retired, ignore_errors=True)
 
 
+@contextmanager
+def staged_directory(target: Path) -> Iterator[Path]:
+    """Yield an empty folder beside `target` that replaces it, whatever was there, only if the block
+    succeeds, and is removed either way. Its name is fixed, so the next run clears a stopped run's
+    leftover: one writer per target at a time (OUT's lock, for the steps)."""
+    staging = target.with_name(f".{target.name}.staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        yield staging
+        replace_directory(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def release_memory() -> None:
     """Hand freed memory back to the system after a large file: Arrow's pool and the C heap keep it
     otherwise, and a process's resident size would only ever grow over a snapshot's many files."""

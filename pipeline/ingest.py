@@ -7,10 +7,9 @@ in place. Detail files are read in chunks, each validated and written before the
 memory stays bounded however large the snapshot.
 """
 
-import itertools
 import multiprocessing
 import os
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack
@@ -37,14 +36,11 @@ from pipeline.upstream_json import (
     extras_text, file_types, read_objects,
 )
 from pipeline.validate import raise_failures, table_failures
-from schemas import dictionary, measured_key
+from schemas import dictionary
 
 TOKEN_FAMILIES = tuple(family for family in dictionary.column("tasks", "family").isin if family != "diffusion")
 TABLE_ORDER = schemas.TABLE_NAMES  # the dictionary's order
 TASK_FILE_HEAD = ("task", "task_display_name", "architecture")
-# A detail file's configurations are told apart as the task files' are (the staging views' repeat).
-DETAIL_KEY = sorted({*measured_key("token_configurations"), *measured_key("diffusion_configurations")}
-                    - {"task", "model_id"})
 DETAIL_CHUNK_FILES = 500  # ~20 MB of JSON at a time
 # A worker costs about a second to start (pandera's import); with fewer detail files than this the
 # whole snapshot takes less, and they are read in this process. Above it one worker per core reads
@@ -245,9 +241,6 @@ def _detail_tables(
     rows = [row for document in documents for row in document.configurations]
     row_columns, row_keys = columns_of(rows, types["model_detail_configurations"])
     file_of_row = numpy.repeat(numpy.arange(len(documents)), counts)
-    # 1-based ordinal of each row among the rows before it with the same key.
-    ordinals: defaultdict[tuple[Any, ...], Iterator[int]] = defaultdict(lambda: itertools.count(1))
-    repeats = [next(ordinals[key]) for key in zip(file_of_row.tolist(), *(row_columns[c] for c in DETAIL_KEY))]
     tables = {
         "model_details": _table("model_details", {
             **model_columns, "snapshot_id": [snapshot_id] * len(documents),
@@ -256,7 +249,7 @@ def _detail_tables(
         "model_detail_configurations": _table("model_detail_configurations", {
             **row_columns, "snapshot_id": [snapshot_id] * len(rows),
             "task": [documents[f].task for f in file_of_row], "model_id": [documents[f].model_id for f in file_of_row],
-            "detail_ordinal": [i for count in counts for i in range(count)], "repeat": repeats,
+            "detail_ordinal": [i for count in counts for i in range(count)],
             "extra_fields": [extra for detail in details for extra in detail.row_extras]}),
         "output_length_histograms": _histograms(snapshot_id, details, problems),
     }

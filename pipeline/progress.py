@@ -1,9 +1,9 @@
 """Progress for steps that can take more than a couple of seconds: a bar that updates in place on a
 terminal (tqdm, which draws only where stderr is one); in a log or under cron nothing, or one line per
-item when the caller passes `say`."""
+item when the caller asks for it."""
 
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 Item = TypeVar("Item")
@@ -28,11 +28,10 @@ def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
-def each(items: Iterable[Item], label: str, unit: str = "item",
-         say: Callable[[str], None] | None = None) -> Iterator[Item]:
-    """Yield `items` under a bar on a terminal; elsewhere, `say` one line per item when given."""
+def each(items: Iterable[Item], label: str, unit: str = "item", logged: bool = False) -> Iterator[Item]:
+    """Yield `items` under a bar on a terminal; elsewhere, one line per item when `logged`."""
     items = list(items)
-    counted = say is not None and not sys.stderr.isatty()
+    counted = logged and not sys.stderr.isatty()
     with progress(len(items), label, unit) as bar:  # drawn on a terminal only
         for number, item in enumerate(items, start=1):
             if counted:

@@ -9,6 +9,8 @@ until the next publish, so a reader that opened it before the switch keeps a con
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -19,6 +21,9 @@ from pipeline.fingerprint import file_sha256
 from pipeline.paths import PARQUET_FILE, PUBLISHED_OUTPUTS, Paths, hive_key
 
 STAGING_PREFIX = "staging-"
+# In a generation made by refresh or history: the snapshots, parameters and code it was made from. They
+# write it last; any other write makes it unknown, so a new generation starts without it.
+REFRESH_RECORD = "refresh.json"
 # In every published generation: each file's size and sha256 as published, so that a refresh with
 # nothing to do can tell that what it leaves published is intact.
 FILE_RECORD = "published-files.json"
@@ -28,8 +33,10 @@ class _FileRecord(msgspec.Struct):
     files: dict[str, tuple[int, str]]  # path in the generation -> (size, sha256)
 
 
-def begin(paths: Paths) -> Paths:
-    """A private generation seeded with hard links to the published files. The caller holds the lock."""
+@contextmanager
+def new_generation(paths: Paths) -> Iterator[Paths]:
+    """Yield paths into a private generation seeded with hard links to the published files, published
+    if the block succeeds and removed either way. The caller holds the lock."""
     paths.generations_dir.mkdir(parents=True, exist_ok=True)
     for leftover in paths.generations_dir.glob(f"{STAGING_PREFIX}*"):
         shutil.rmtree(leftover, ignore_errors=True)
@@ -39,7 +46,12 @@ def begin(paths: Paths) -> Paths:
         _move_to_hive_layout(staging / "parquet")
     else:
         staging.mkdir()
-    return paths.staged(staging)
+    (staging / REFRESH_RECORD).unlink(missing_ok=True)
+    try:
+        yield paths.staged(staging)
+        _publish(paths, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _move_to_hive_layout(parquet: Path) -> None:
@@ -50,11 +62,6 @@ def _move_to_hive_layout(parquet: Path) -> None:
             target = legacy.parent / f"{hive_key(legacy.parent.name)}={legacy.stem}" / PARQUET_FILE
             target.parent.mkdir(exist_ok=True)
             os.replace(legacy, target)
-
-
-def abandon(staged: Paths) -> None:
-    if staged.generation is not None:
-        shutil.rmtree(staged.generation, ignore_errors=True)
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -92,7 +99,7 @@ def _record_files(staged: Path, published: Path | None) -> None:
         if path.is_symlink() or not path.is_file() or path.name == FILE_RECORD:
             continue
         name, stat = path.relative_to(staged).as_posix(), path.stat()
-        before = _stat_or_none(published / name) if published is not None and name in recorded else None
+        before = _stat_or_none(published / name) if name in recorded else None
         same = before is not None and os.path.samestat(stat, before)
         files[name] = recorded[name] if same else (stat.st_size, file_sha256(path))
     write_json_atomic(staged / FILE_RECORD, {"files": files})
@@ -119,14 +126,12 @@ def damaged_files(paths: Paths) -> list[tuple[str, str]] | None:
     return damaged
 
 
-def publish(staged: Paths) -> Path:
-    """Make the staged generation the published one; return its folder."""
-    assert staged.generation is not None
-    paths = Paths(staged.out)
-    _record_files(staged.generation, paths.current.resolve() if paths.current.is_dir() else None)
+def _publish(paths: Paths, staging: Path) -> None:
+    """Make the staged generation the published one."""
+    _record_files(staging, paths.current.resolve() if paths.current.is_dir() else None)
     existing = _published_generations(paths)
     final = paths.generations_dir / f"{int(existing[-1].name) + 1 if existing else 1:06d}"
-    os.rename(staged.generation, final)
+    os.rename(staging, final)
     _fsync_directory(paths.generations_dir)
 
     pointer = paths.out / f".current-{os.getpid()}"
@@ -144,4 +149,3 @@ def publish(staged: Paths) -> Path:
 
     for retired in [g for g in _published_generations(paths) if g != final][:-1]:
         shutil.rmtree(retired, ignore_errors=True)
-    return final

@@ -113,11 +113,10 @@ def _write_table(connection: duckdb.DuckDBPyConnection, view: str, folder: Path)
         select column_name, data_type, unit, description from data_dictionary
         where object_name = $view order by position""", {"view": view})
     columns = ", ".join(f'"{field["column_name"]}"' for field in fields)
-    relation = connection.sql(f"select {columns} from {view} order by all")
     # Through Arrow with every column nullable: DuckDB's writer marks a column required when the
     # table's statistics show no null anywhere in it, so the same rows would get other bytes
     # from a database whose other snapshots have nulls there.
-    rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
+    rows = connection.sql(f"select {columns} from {view} order by all").to_arrow_table()
     connection.register("release_rows", rows.cast(pyarrow.schema([f.with_nullable(True) for f in rows.schema])))
     for extension, options in (("parquet", "format parquet, compression zstd"), ("csv", "format csv, header true")):
         target = str(folder / f"{view}.{extension}").replace("'", "''")
@@ -128,8 +127,7 @@ def _write_table(connection: duckdb.DuckDBPyConnection, view: str, folder: Path)
 
 def _metadata(card: dict[str, Any], release_id: str, root: Path, tables: dict[str, list[dict[str, Any]]],
               factor_sources: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """datapackage.json and croissant.json: a resource and a record set per table, each field described
-    from the field dictionary."""
+    """datapackage.json and croissant.json: a resource and a record set per table, from the field dictionary."""
     resources, distribution, record_sets = [], [], []
     sources = [{"title": f"{s['source']} ({s['year']})", "path": s["url"]} for s in factor_sources]
     cited = "; ".join(f"{s['source']} ({s['year']}, {s['url']}; {' and '.join(s['boundaries'])})"

@@ -8,7 +8,6 @@ the index page is also a PNG (vl-convert); ENERGY_INDEX_REPORT_PNGS, when set, n
 (comma-separated chart ids), for a test that checks one.
 """
 
-import datetime
 import functools
 import html
 import os
@@ -29,7 +28,7 @@ except ImportError:  # the report extra is not installed: write_report says how 
 from pipeline.charts import ENERGY_COLUMNS, ChartText, alt, ambiguous_encodings, task_charts
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline.export import task_plans
+from pipeline.export import index_snapshot, task_plans
 from pipeline.files import read_toml, replace_directory
 from pipeline.paths import Paths
 from pipeline.progress import each
@@ -114,7 +113,7 @@ class Task:
         every energy column, each latency metric's for its column."""
         energy = next(f["decimals"] for f in dictionary.export_fields(f"{self.family}_configuration")
                       if f["key"].startswith("wh_per_"))
-        latency = {f["column"]: f["decimals"] for f in dictionary.export_fields("tier") if "decimals" in f}
+        latency = {f["column"]: f["decimals"] for f in dictionary.export_fields("tier") if f["decimals"] is not None}
         return {**latency, **dict.fromkeys(ENERGY_COLUMNS, energy)}
 
     def rounded(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -320,9 +319,7 @@ def write_report(paths: Paths) -> tuple[Path, int]:
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with connect(str(paths.database), read_only=True) as connection:
-        snapshot = {name: value.isoformat() if isinstance(value, (datetime.date, datetime.datetime)) else value
-                    for name, value in fetch_dicts(connection, "select * from snapshots where snapshot_id = "
-                                                   "(select snapshot_id from index_snapshot)", {})[0].items()}
+        snapshot = index_snapshot(connection)
         snapshot_count = connection.execute("select count(*) from snapshots").fetchone()[0]
         tasks = _tasks(connection, snapshot)
         for task in each(tasks, "report: reading", unit="task"):

@@ -7,7 +7,6 @@ rises above the rated board power) and the physical identities between fields st
 """
 
 import random
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import msgspec
 
 from pipeline.errors import PipelineError
 from pipeline import jsontext
-from pipeline.files import replace_directory
+from pipeline.files import staged_directory
 
 # Fields scaled together, so that energy = power / throughput (token) and energy = power × latency ÷
 # batch (diffusion) stay true.
@@ -43,34 +42,34 @@ def synthesize(source: Path, out: Path, scale: int, seed: int = 0) -> dict[str, 
     """Write a snapshot `scale` times the size of `source` into `out` (replaced). Returns counts."""
     if scale < 1:
         raise PipelineError(f"scale must be at least 1, got {scale}")
-    staging = out.with_name(f".{out.name}.staging")
-    shutil.rmtree(staging, ignore_errors=True)
     counts = {"configurations": 0, "model_files": 0, "bytes": 0}
-
-    def write(name: str, document: dict[str, Any]) -> None:
-        """The upstream's layout: json.dumps(indent=2), byte for byte (the export's fast writer)."""
-        (staging / name).parent.mkdir(parents=True, exist_ok=True)
-        counts["bytes"] += (staging / name).write_bytes(jsontext.dumps(document))
 
     def read(name: str) -> Any:
         return msgspec.json.decode((source / name).read_bytes())
 
-    index = read("index.json")
-    models = {_replica_id(m, r): fields for r in range(scale) for m, fields in index["models"].items()}
-    write("index.json", {**index, "models": models})
-    for task in index["tasks"]:
-        document = read(f"tasks/{task}.json")
-        rows = [_scaled(row, _factor(seed, r, task, row["model_id"]), _replica_id(row["model_id"], r))
-                for r in range(scale) for row in document["configurations"]]
-        counts["configurations"] += len(rows)
-        write(f"tasks/{task}.json", {**document, "configurations": rows})
-    for path in sorted((source / "models").glob("*.json")):
-        detail = read(f"models/{path.name}")
-        for r in range(scale):
-            model_id, factor = _replica_id(detail["model_id"], r), _factor(seed, r, detail["task"], detail["model_id"])
-            rows = [_scaled(row, factor, model_id) for row in detail["configurations"]]
-            write(f"models/{model_id.replace('/', '__')}__{detail['task']}.json",
-                  {**detail, "model_id": model_id, "configurations": rows})
-            counts["model_files"] += 1
-    replace_directory(staging, out)
+    with staged_directory(out) as staging:
+
+        def write(name: str, document: dict[str, Any]) -> None:
+            """The upstream's layout: json.dumps(indent=2), byte for byte (the export's fast writer)."""
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            counts["bytes"] += (staging / name).write_bytes(jsontext.dumps(document))
+
+        index = read("index.json")
+        models = {_replica_id(m, r): fields for r in range(scale) for m, fields in index["models"].items()}
+        write("index.json", {**index, "models": models})
+        for task in index["tasks"]:
+            document = read(f"tasks/{task}.json")
+            rows = [_scaled(row, _factor(seed, r, task, row["model_id"]), _replica_id(row["model_id"], r))
+                    for r in range(scale) for row in document["configurations"]]
+            counts["configurations"] += len(rows)
+            write(f"tasks/{task}.json", {**document, "configurations": rows})
+        for path in sorted((source / "models").glob("*.json")):
+            detail = read(f"models/{path.name}")
+            for r in range(scale):
+                model_id = _replica_id(detail["model_id"], r)
+                factor = _factor(seed, r, detail["task"], detail["model_id"])
+                rows = [_scaled(row, factor, model_id) for row in detail["configurations"]]
+                write(f"models/{model_id.replace('/', '__')}__{detail['task']}.json",
+                      {**detail, "model_id": model_id, "configurations": rows})
+                counts["model_files"] += 1
     return counts

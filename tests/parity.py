@@ -22,10 +22,11 @@ DIGITS = 16
 # What a build records of itself rather than computes from the input: its OUT path and code digest
 # (build_inputs) and the field dictionary's wording (data_dictionary).
 NOT_COMPARED = {"build_inputs", "data_dictionary"}
-# Derivations that moved from ingest into the staging views (whose rows keep them, and are compared):
-# the raw tables hold what the upstream published, so these columns are left out of the raw tables' rows.
+# Derivations that moved from ingest into the views (staging, and model_detail_matches for the detail
+# files; their rows keep them, and are compared): the raw tables hold what the upstream published, so
+# these columns are left out of the raw tables' rows.
 MOVED_TO_STAGING = {"token_configurations": ("repeat", "avg_output_len", "is_avg_output_len_derived"),
-                    "diffusion_configurations": ("repeat",)}
+                    "diffusion_configurations": ("repeat",), "model_detail_configurations": ("repeat",)}
 
 
 def _canonical(value: Any) -> str:

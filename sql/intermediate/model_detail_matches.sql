@@ -2,7 +2,7 @@
 -- grain: one row per matched pair, or per row with no partner on the other side
 -- key: (snapshot_id, task, model_id, configuration, repeat)
 -- A detail configuration matches the task-file row of the same task, model, configuration and repeat
--- (the n-th measurement of a configuration in one file pairs with the n-th in the other).
+-- (the n-th measurement of a configuration in one file pairs with the n-th in the other, numbered alike).
 create or replace view model_detail_matches as
 
 with
@@ -17,7 +17,7 @@ detail_rows as (
             )
             else token_configuration_label(d.gpu_model, d.num_gpus, d.max_num_seqs)
         end as configuration,
-        d.repeat, d.detail_ordinal
+        d.detail_ordinal
     from model_detail_configurations as d
     join tasks as f on f.snapshot_id = d.snapshot_id and f.task = d.task
 ),
@@ -37,7 +37,8 @@ select
         when t.source_ordinal is null then 'detail file only'
         else 'matched'
     end as match_status
-from detail_rows as d
+from (select *, row_number() over (partition by snapshot_id, task, model_id, configuration order by detail_ordinal)
+      as repeat from detail_rows) as d
 full join task_file_rows as t
     on t.snapshot_id = d.snapshot_id and t.task = d.task and t.model_id = d.model_id
     and t.configuration = d.configuration and t.repeat = d.repeat;
