@@ -19,7 +19,8 @@ interleaved, medians reported:
 
 At scale 1 it also times the light commands against the interpreter they run in: `python -c pass`,
 `python -c "import duckdb"`, `energy-index --version`, `energy-index sql "select 1"` and
-`energy-index estimate` on the no-op build.
+`energy-index estimate` on the no-op build, and their floor: a script that imports click and DuckDB,
+opens the database read-only and runs `select 1`, the least any command on click that queries it costs.
 
 Targets, each a ratio within one run, checked and printed per scale (TARGETS below): at 1x the
 light commands (--version <= 2x `python -c pass`, sql <= 1.3x and estimate <= 1.5x
@@ -129,6 +130,10 @@ def _measure_into_folder(script: str, source: Path, target: Path) -> dict[str, f
 LIGHT_COMMANDS = {
     "python_pass": [sys.executable, "-c", "pass"],
     "python_import_duckdb": [sys.executable, "-c", "import duckdb"],
+    # What any `sql` on click must do before its own work: import click and DuckDB, open the database read-only
+    # and run a statement. The sql and estimate targets are read against it too (FLOORS).
+    "floor_click_duckdb": [sys.executable, "-c", "import sys, click, duckdb; duckdb.connect(sys.argv[1], "
+                                "read_only=True).execute('select 1').fetchall()", "{out}/energy_index.duckdb"],
     "cli_version": ["{cli}", "--version"],
     "cli_sql_select_1": ["{cli}", "sql", "--out", "{out}", "select 1"],
     "cli_estimate": ["{cli}", "estimate", "--out", "{out}", "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B",
@@ -200,6 +205,7 @@ def _bench_scale(source: Path, runs: int, work: Path, light: bool) -> dict[str, 
     }
     if light:
         medians.update(_bench_light(cli, work / "make", runs))
+        _report_floors(medians)
     return medians
 
 
@@ -214,7 +220,18 @@ def _light_only(source: Path, runs: int, work: Path) -> dict[str, Any]:
         print(f"  {name:<22}{figures['seconds']:>9.3f} s")
     for target, outcome in targets(1, measured).items():
         print(f"  target {target}: {outcome['ratio']:.2f}, {'met' if outcome['met'] else 'NOT met'}")
+    _report_floors(measured)
     return {**measured, "targets": targets(1, measured)}
+
+
+def _report_floors(measured: dict[str, Any]) -> None:
+    """Where a light command's target stands against the least it can cost: the floor's own ratio to the
+    target's reference, and what the command adds on top of the floor."""
+    for name, reference, floor in FLOORS:
+        if {name, reference, floor} <= measured.keys():
+            seconds = {key: measured[key]["seconds"] for key in (name, reference, floor)}
+            print(f"  floor of {name}: {floor} is {seconds[floor] / seconds[reference]:.2f} x {reference}; "
+                  f"{name} adds {1000 * (seconds[name] - seconds[floor]):.0f} ms to it")
 
 
 def _report(scale: int, runs: int, measured: dict[str, Any]) -> None:
@@ -243,6 +260,11 @@ TARGETS = (
     (100, "full_refresh", "export", "export_writer", 5.0),
 )
 PEAK_RSS_MB_AT_1000X = 3000
+# (light command, its target's reference, the floor it cannot go below).
+FLOORS = (
+    ("cli_sql_select_1", "python_import_duckdb", "floor_click_duckdb"),
+    ("cli_estimate", "python_import_duckdb", "floor_click_duckdb"),
+)
 
 
 def targets(scale: int, measured: dict[str, Any]) -> dict[str, dict[str, float | bool]]:
