@@ -24,22 +24,9 @@ from pipeline.paths import Paths
 from pipeline.progress import say
 
 
-# ---- parameter types: each a function that returns the value or raises ValueError saying why ----
+# ---- parameter types: each a function that returns the value or raises ValueError saying why, which click
+# (8.4 on) reports as "Invalid value for '--option': why" ----
 
-class Checked(click.ParamType):
-    """A parameter `convert` accepts (returning the value to use), else a usage error with its reason."""
-
-    def __init__(self, convert: Callable[[str], Any]) -> None:
-        self.name, self.convert_text = convert.__name__, convert
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        try:
-            return self.convert_text(value) if isinstance(value, str) else value
-        except ValueError as error:
-            self.fail(str(error), param, ctx)
-
-
-@Checked
 def positive_number(text: str) -> float:
     try:
         value = float(text)
@@ -50,7 +37,6 @@ def positive_number(text: str) -> float:
     return value
 
 
-@Checked
 def calendar_date(text: str) -> str:
     """A real calendar date, YYYY-MM-DD, checked before any work (it reaches the public files)."""
     with suppress(ValueError):
@@ -59,7 +45,6 @@ def calendar_date(text: str) -> str:
     raise ValueError(f"{text!r} is not a calendar date written YYYY-MM-DD, e.g. 2026-09-27")
 
 
-@Checked
 def iso_time(text: str) -> str:
     try:
         datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -68,7 +53,6 @@ def iso_time(text: str) -> str:
     return text
 
 
-@Checked
 def source(text: str) -> str:
     """A URL, or a local folder that exists, with the nearest folders beside a missing one."""
     folder = Path(text)
@@ -82,21 +66,18 @@ def source(text: str) -> str:
     raise ValueError(f"{text!r}: no such folder{hint} (SOURCE must be a local public/data folder or a URL)")
 
 
-@Checked
 def commit_hash(text: str) -> str:
     if not settings.COMMIT_PATTERN.match(text):
         raise ValueError(f"{text!r} is not a commit hash (7 to 40 lower-case hex digits, e.g. 7885788)")
     return text
 
 
-@Checked
 def memory_size(text: str) -> str:
     if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", text.strip(), re.IGNORECASE):
         raise ValueError(f"{text!r} is not a size, e.g. 500MB or 8GB")
     return text.strip()
 
 
-@Checked
 def parameter(text: str) -> tuple[str, Any]:
     """NAME=VALUE; a value that reads as a whole or decimal number is bound as one, else as text."""
     name, equals, value = text.partition("=")
@@ -109,7 +90,6 @@ def parameter(text: str) -> tuple[str, Any]:
 
 
 POSITIVE_INTEGER = click.IntRange(min=1)
-EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 # ---- options many commands share, each written once ----
@@ -139,7 +119,7 @@ FETCH = options(
 )
 BUILD = options(
     option(settings.ITL_DEADLINE_MS, type=positive_number, metavar="MS"),
-    option(settings.LATENCY_TIERS, type=EXISTING_FILE, metavar="FILE"),
+    option(settings.LATENCY_TIERS, type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="FILE"),
 )
 EXPORT = options(
     option(settings.AS_OF, type=calendar_date, metavar="YYYY-MM-DD"),
@@ -650,19 +630,18 @@ def snapshots(args: SimpleNamespace, paths: Paths) -> None:
 
     with session(paths) as (connection, _):
         rows = fetch_dicts(connection, """
-            select s.position, s.snapshot_id, s.commit[:7] as commit, strftime(s.ordered_at, '%Y-%m-%d') as dated,
-                   s.commit_time is null as dated_by_fetch,
+            select s.position, s.snapshot_id, coalesce(s.commit[:7], '—') as commit,
+                   strftime(s.ordered_at, '%Y-%m-%d') as dated,
                    (select count(*) from token_configurations as t where t.snapshot_id = s.snapshot_id)
                    + (select count(*) from diffusion_configurations as d where d.snapshot_id = s.snapshot_id)
                        as configurations,
-                   s.snapshot_id = (select snapshot_id from index_snapshot) as in_index
+                   concat(case when s.snapshot_id = (select snapshot_id from index_snapshot) then ' <- the index' end,
+                          case when s.commit_time is null then ' (dated by its fetch)' end) as marks
             from snapshot_history as s order by s.position""", {})
     print(f"{'#':>3}  {'snapshot':<24} {'commit':<8} {'date':<10} {'configurations':>14}")
     for row in rows:
-        marks = ((" <- the index" if row["in_index"] else "")
-                 + (" (dated by its fetch)" if row["dated_by_fetch"] else ""))
-        print(f"{row['position']:>3}  {row['snapshot_id']:<24} {row['commit'] or '—':<8} {row['dated']:<10} "
-              f"{row['configurations']:>14,}{marks}")
+        print(f"{row['position']:>3}  {row['snapshot_id']:<24} {row['commit']:<8} {row['dated']:<10} "
+              f"{row['configurations']:>14,}{row['marks']}")
 
 
 @cli.command(short_help="show what changed between two ingested snapshots", epilog=_examples(

@@ -65,5 +65,4 @@ class PipelineError(Exception):
         return type(self), (self.args[0], self.details)
 
     def __str__(self) -> str:
-        lines = [self.args[0], *(f"  - {detail}" for detail in self.details)]
-        return "\n".join(lines)
+        return "\n".join([self.args[0], *(f"  - {detail}" for detail in self.details)])

@@ -92,7 +92,8 @@ def _statement(connection: duckdb.DuckDBPyConnection, sql: str) -> Any:
 
 def _without_terminator(query: str) -> str:
     """The statement without its closing semicolon and what follows it, so that it can sit in parentheses
-    (DuckDB's extracted statement keeps both). Tokenizing costs DuckDB a few milliseconds the first time."""
+    (DuckDB's extracted statement keeps both). Tokenizing costs DuckDB milliseconds on first use: only when
+    there may be a semicolon."""
     if ";" not in query:
         return query
     tokens = [position for position, kind in duckdb.tokenize(query) if kind != duckdb.token_type.comment]
