@@ -718,8 +718,7 @@ def sql(args: SimpleNamespace, paths: Paths) -> None:
 def _is_inside(path: Path, folder: Path) -> bool:
     """Whether `path` is in `folder`, as written or once symbolic links are followed (OUT's published
     names are links into its generations)."""
-    return any(candidate == base or base in candidate.parents
-               for candidate in (Path(os.path.abspath(path)), path.resolve())
+    return any(candidate.is_relative_to(base) for candidate in (Path(os.path.abspath(path)), path.resolve())
                for base in (Path(os.path.abspath(folder)), folder.resolve()))
 
 

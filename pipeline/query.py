@@ -38,11 +38,9 @@ def session(paths: Paths, *, timeout_s: float | None = None, memory_limit: str |
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with tempfile.TemporaryDirectory(prefix="energy-index-sql-") as private:
-        # A read-only database would spill beside itself, into the published build.
-        bounds = {"temp_directory": private} if memory_limit is None else {
-            "temp_directory": private, "memory_limit": memory_limit, "max_temp_directory_size": memory_limit}
-        try:
-            connection = connect(str(paths.database), read_only=True, config=bounds)
+        limits = {} if memory_limit is None else {"memory_limit": memory_limit, "max_temp_directory_size": memory_limit}
+        try:  # temp_directory: a read-only database would spill beside itself, into the published build
+            connection = connect(str(paths.database), read_only=True, config={"temp_directory": private, **limits})
         except (duckdb.InvalidInputException, duckdb.ParserException) as error:
             raise PipelineError(f"--memory-limit {memory_limit}: {_one_line(error)}") from None
         # Locked down after the bounds are set: with external access off, DuckDB refuses a temp_directory.
