@@ -236,6 +236,7 @@ def estimate(
             wanted = " and ".join(part for part in (f"{gpus} GPU(s)" if gpus else "", precision or "") if part)
             raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} has {wanted}; measured: "
                                 + "; ".join(deployment_label(row) for row in every))
+    # The boundary's multipliers, the same on every row, belong to the document, not to a deployment.
     multipliers = [row.pop("boundary_multipliers") for row in deployments][0]
     estimated = [row["wh_per_unit"] for row in deployments if row["wh_per_unit"] is not None]
     return {
