@@ -1,11 +1,16 @@
 """The energy-index command (click): one subcommand per step, and refresh for all of them in order.
 Each command imports what it uses when it runs, so that --help costs click and no more."""
 
+import datetime
+import errno
 import functools
 import math
+import os
+import re
+import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,22 +24,9 @@ from pipeline.paths import Paths
 from pipeline.progress import say
 
 
-# ---- parameter types: each a function that returns the value or raises ValueError saying why ----
+# ---- parameter types: each a function that returns the value or raises ValueError saying why, which click
+# (8.4 on) reports as "Invalid value for '--option': why" ----
 
-class Checked(click.ParamType):
-    """A parameter `convert` accepts (returning the value to use), else a usage error with its reason."""
-
-    def __init__(self, convert: Callable[[str], Any]) -> None:
-        self.name, self.convert_text = convert.__name__, convert
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        try:
-            return self.convert_text(value) if isinstance(value, str) else value
-        except ValueError as error:
-            self.fail(str(error), param, ctx)
-
-
-@Checked
 def positive_number(text: str) -> float:
     try:
         value = float(text)
@@ -45,21 +37,15 @@ def positive_number(text: str) -> float:
     return value
 
 
-@Checked
 def calendar_date(text: str) -> str:
     """A real calendar date, YYYY-MM-DD, checked before any work (it reaches the public files)."""
-    import datetime
-
     with suppress(ValueError):
         if datetime.date.fromisoformat(text).isoformat() == text:  # not 20260927, which it reads too
             return text
     raise ValueError(f"{text!r} is not a calendar date written YYYY-MM-DD, e.g. 2026-09-27")
 
 
-@Checked
 def iso_time(text: str) -> str:
-    import datetime
-
     try:
         datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -67,7 +53,6 @@ def iso_time(text: str) -> str:
     return text
 
 
-@Checked
 def source(text: str) -> str:
     """A URL, or a local folder that exists, with the nearest folders beside a missing one."""
     folder = Path(text)
@@ -81,31 +66,30 @@ def source(text: str) -> str:
     raise ValueError(f"{text!r}: no such folder{hint} (SOURCE must be a local public/data folder or a URL)")
 
 
-@Checked
 def commit_hash(text: str) -> str:
     if not settings.COMMIT_PATTERN.match(text):
         raise ValueError(f"{text!r} is not a commit hash (7 to 40 lower-case hex digits, e.g. 7885788)")
     return text
 
 
-@Checked
 def memory_size(text: str) -> str:
-    import re
-
     if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", text.strip(), re.IGNORECASE):
         raise ValueError(f"{text!r} is not a size, e.g. 500MB or 8GB")
     return text.strip()
 
 
-@Checked
 def parameter(text: str) -> tuple[str, Any]:
-    from pipeline.query import parse_parameter
-
-    return parse_parameter(text)
+    """NAME=VALUE; a value that reads as a whole or decimal number is bound as one, else as text."""
+    name, equals, value = text.partition("=")
+    if not equals or not name.isidentifier():
+        raise ValueError(f"expected NAME=VALUE, got {text!r}")
+    for kind in (int, float):
+        with suppress(ValueError):
+            return name, kind(value)
+    return name, value
 
 
 POSITIVE_INTEGER = click.IntRange(min=1)
-EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 # ---- options many commands share, each written once ----
@@ -135,7 +119,7 @@ FETCH = options(
 )
 BUILD = options(
     option(settings.ITL_DEADLINE_MS, type=positive_number, metavar="MS"),
-    option(settings.LATENCY_TIERS, type=EXISTING_FILE, metavar="FILE"),
+    option(settings.LATENCY_TIERS, type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="FILE"),
 )
 EXPORT = options(
     option(settings.AS_OF, type=calendar_date, metavar="YYYY-MM-DD"),
@@ -198,8 +182,6 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
 def _failure(error: BaseException, out: Path) -> str | None:
     """The one line that reports a failure; None for a bug, which keeps its traceback. A failure of the
     machine rather than the input says what, where and what to do."""
-    import errno
-
     unchanged = f"the last published build in {out} is unchanged"
     if isinstance(error, PipelineError):
         return str(error).replace(NEXT_STEP, next_step(out))
@@ -225,8 +207,6 @@ def _failure(error: BaseException, out: Path) -> str | None:
 def _reader_may_leave() -> Iterator[None]:
     """The reader of standard output may go (`| head -1`): the output ends there, quietly. What is still
     buffered is dropped, so that Python's flush at exit does not fail on the closed pipe again."""
-    import os
-
     try:
         yield
         sys.stdout.flush()  # a reader that has gone is met here, not in Python's flush at exit
@@ -264,6 +244,11 @@ def _seconds(started: float) -> str:
     return f"{time.perf_counter() - started:.2f} s"
 
 
+def _warn(label: str, notices: Iterable[str]) -> None:
+    for notice in notices:
+        say(f"{label}: warning: {notice}")
+
+
 def _run_fetch(args: SimpleNamespace, paths: Paths, source: str | None = None) -> Any:
     """Fetch `source`, --source, or else the upstream's newest commit that changed its data (or --commit)."""
     from pipeline.fetch import fetch, move_to_current_ids
@@ -292,8 +277,7 @@ def _run_fetch(args: SimpleNamespace, paths: Paths, source: str | None = None) -
                 f"({commit.subject})")
         if commit is not None:
             say(f"fetch: {repository} {commit.sha[:7]}, {commit.time}: {commit.subject}")
-    for notice in result.notices:
-        say(f"fetch: warning: {notice}")
+    _warn("fetch", result.notices)
     say(f"fetch: {result.file_count} files, {result.total_bytes / 1e6:.1f} MB -> {result.directory} "
         f"({'new' if result.changed else 'unchanged'}, {_seconds(started)})")
     return result
@@ -306,8 +290,7 @@ def _run_ingest(paths: Paths, snapshot_id: str | None) -> None:
     started = time.perf_counter()
     snapshot_id = snapshot_id or latest_snapshot_id(paths)
     result = ingest(paths, snapshot_id)
-    for notice in result.notices:
-        say(f"ingest: warning: {notice}")
+    _warn("ingest", result.notices)
     configurations = sum(result.row_counts.get(t, 0) for t in ("token_configurations", "diffusion_configurations"))
     say(f"ingest: {snapshot_id}: {configurations:,} configurations, {sum(result.row_counts.values()):,} rows in "
         f"{len(result.row_counts)} tables ({_seconds(started)})")
@@ -318,8 +301,7 @@ def _run_build(args: SimpleNamespace, paths: Paths, full: bool) -> None:
 
     started = time.perf_counter()
     result = build(paths, args.itl_deadline_ms, args.index_snapshot, full, latency_tiers=args.latency_tiers)
-    for notice in result.notices:
-        say(f"build: warning: {notice}")
+    _warn("build", result.notices)
     how = "appended to the published database" if result.appended else "built from every Parquet file"
     say(f"build: {len(result.views)} views and macros, {how} ({_seconds(started)})")
 
@@ -648,19 +630,18 @@ def snapshots(args: SimpleNamespace, paths: Paths) -> None:
 
     with session(paths) as (connection, _):
         rows = fetch_dicts(connection, """
-            select s.position, s.snapshot_id, s.commit[:7] as commit, strftime(s.ordered_at, '%Y-%m-%d') as dated,
-                   s.commit_time is null as dated_by_fetch,
+            select s.position, s.snapshot_id, coalesce(s.commit[:7], '—') as commit,
+                   strftime(s.ordered_at, '%Y-%m-%d') as dated,
                    (select count(*) from token_configurations as t where t.snapshot_id = s.snapshot_id)
                    + (select count(*) from diffusion_configurations as d where d.snapshot_id = s.snapshot_id)
                        as configurations,
-                   s.snapshot_id = (select snapshot_id from index_snapshot) as in_index
+                   concat(case when s.snapshot_id = (select snapshot_id from index_snapshot) then ' <- the index' end,
+                          case when s.commit_time is null then ' (dated by its fetch)' end) as marks
             from snapshot_history as s order by s.position""", {})
     print(f"{'#':>3}  {'snapshot':<24} {'commit':<8} {'date':<10} {'configurations':>14}")
     for row in rows:
-        marks = ((" <- the index" if row["in_index"] else "")
-                 + (" (dated by its fetch)" if row["dated_by_fetch"] else ""))
-        print(f"{row['position']:>3}  {row['snapshot_id']:<24} {row['commit'] or '—':<8} {row['dated']:<10} "
-              f"{row['configurations']:>14,}{marks}")
+        print(f"{row['position']:>3}  {row['snapshot_id']:<24} {row['commit']:<8} {row['dated']:<10} "
+              f"{row['configurations']:>14,}{row['marks']}")
 
 
 @cli.command(short_help="show what changed between two ingested snapshots", epilog=_examples(
@@ -737,10 +718,7 @@ def sql(args: SimpleNamespace, paths: Paths) -> None:
 def _is_inside(path: Path, folder: Path) -> bool:
     """Whether `path` is in `folder`, as written or once symbolic links are followed (OUT's published
     names are links into its generations)."""
-    import os
-
-    return any(candidate == base or base in candidate.parents
-               for candidate in (Path(os.path.abspath(path)), path.resolve())
+    return any(candidate.is_relative_to(base) for candidate in (Path(os.path.abspath(path)), path.resolve())
                for base in (Path(os.path.abspath(folder)), folder.resolve()))
 
 
@@ -900,8 +878,6 @@ def synth(args: SimpleNamespace, paths: Paths) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; the exit status (0, or 1 when a step failed). A usage error (2) and --help
     or --version (0) end by SystemExit, before any work, as click's standalone mode would."""
-    import signal
-
     try:
         if argv is None and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             # A stop from cron or a service manager is handled as Ctrl-C: cleaned up, one line, exit 1.
@@ -919,7 +895,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # before the command began (still importing, parsing): nothing to undo
         say(f"{PROG}: error: interrupted before it started; nothing was changed")
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

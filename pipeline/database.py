@@ -17,9 +17,7 @@ def connect(database: str | Path = ":memory:", *, read_only: bool = False,
 
 
 def fetch_dicts(connection: duckdb.DuckDBPyConnection, sql: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
-    cursor = connection.execute(sql, parameters)
-    names = [column[0] for column in cursor.description]
-    return [dict(zip(names, values)) for values in cursor.fetchall()]
+    return list(stream_dicts(connection, sql, parameters))
 
 
 def stream_dicts(

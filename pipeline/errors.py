@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from pipeline.settings import DEFAULT_OUT
 
 PROG = "energy-index"
 # What a newcomer should run when a step finds nothing to work on. The CLI prints it as next_step(OUT)
@@ -28,8 +29,6 @@ def command_name() -> str:
 
 def out_option(out: Path, option: str = "--out ") -> str:
     """' --out DIR' (or another `option`) for an output folder other than the default, shell-quoted; else ''."""
-    from pipeline.settings import DEFAULT_OUT  # settings reads the source card, which reports through here
-
     return "" if Path(out) == DEFAULT_OUT else f" {option}{shlex.quote(str(out))}"
 
 
@@ -65,5 +64,4 @@ class PipelineError(Exception):
         return type(self), (self.args[0], self.details)
 
     def __str__(self) -> str:
-        lines = [self.args[0], *(f"  - {detail}" for detail in self.details)]
-        return "\n".join(lines)
+        return "\n".join([self.args[0], *(f"  - {detail}" for detail in self.details)])

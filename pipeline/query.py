@@ -31,17 +31,6 @@ IDENTIFIER_ERROR = re.compile(r"^Invalid Input Error: (?=unknown (snapshot|task|
 COPY_OPTIONS = {"csv": "format csv, header false", "jsonl": "format json", "parquet": "format parquet"}
 
 
-def parse_parameter(text: str) -> tuple[str, Any]:
-    """NAME=VALUE; a value that reads as a whole or decimal number is bound as one, else as text."""
-    name, equals, value = text.partition("=")
-    if not equals or not name.isidentifier():
-        raise ValueError(f"expected NAME=VALUE, got {text!r}")
-    for kind in (int, float):
-        with suppress(ValueError):
-            return name, kind(value)
-    return name, value
-
-
 @contextmanager
 def session(paths: Paths, *, timeout_s: float | None = None, memory_limit: str | None = None) -> Iterator[Any]:
     """A locked-down read-only connection to the published database, its private folder, and a guard
@@ -49,11 +38,9 @@ def session(paths: Paths, *, timeout_s: float | None = None, memory_limit: str |
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with tempfile.TemporaryDirectory(prefix="energy-index-sql-") as private:
-        # A read-only database would spill beside itself, into the published build.
-        bounds = {"temp_directory": private} if memory_limit is None else {
-            "temp_directory": private, "memory_limit": memory_limit, "max_temp_directory_size": memory_limit}
-        try:
-            connection = connect(str(paths.database), read_only=True, config=bounds)
+        limits = {} if memory_limit is None else {"memory_limit": memory_limit, "max_temp_directory_size": memory_limit}
+        try:  # temp_directory: a read-only database would spill beside itself, into the published build
+            connection = connect(str(paths.database), read_only=True, config={"temp_directory": private, **limits})
         except (duckdb.InvalidInputException, duckdb.ParserException) as error:
             raise PipelineError(f"--memory-limit {memory_limit}: {_one_line(error)}") from None
         # Locked down after the bounds are set: with external access off, DuckDB refuses a temp_directory.
@@ -103,7 +90,10 @@ def _statement(connection: duckdb.DuckDBPyConnection, sql: str) -> Any:
 
 def _without_terminator(query: str) -> str:
     """The statement without its closing semicolon and what follows it, so that it can sit in parentheses
-    (DuckDB's extracted statement keeps both)."""
+    (DuckDB's extracted statement keeps both). Tokenizing costs DuckDB milliseconds on first use: only when
+    there may be a semicolon."""
+    if ";" not in query:
+        return query
     tokens = [position for position, kind in duckdb.tokenize(query) if kind != duckdb.token_type.comment]
     return query[: tokens[-1]] if tokens and query[tokens[-1]] == ";" else query
 
@@ -184,8 +174,33 @@ def _quoted(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-# energy_at_concurrency's energy columns: the figure, its repeat interval and the measured points'.
-ENERGY_FIELDS = ("wh_per_unit", "wh_per_unit_low", "wh_per_unit_high", "lower_wh_per_unit", "upper_wh_per_unit")
+# energy_at_concurrency's rows in its order, every energy figure (the estimate, its repeat interval and the
+# measured points') at the boundary's central factor, the estimate at its low and high factor beside it. A
+# wider boundary multiplies the factors of those inside it: facility is the server factor × the facility factor.
+ESTIMATE = """
+with
+deployments as (
+    select *, row_number() over () as position
+    from energy_at_concurrency($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)
+),
+multipliers as (
+    select
+        coalesce(product(factor_low), 1) as low,
+        coalesce(product(factor_central), 1) as central,
+        coalesce(product(factor_high), 1) as high
+    from boundary_factor_ranges
+    where list_contains($boundaries, boundary)
+)
+select
+    d.* exclude (position) replace (
+        wh_per_unit * central as wh_per_unit, wh_per_unit_low * central as wh_per_unit_low,
+        wh_per_unit_high * central as wh_per_unit_high, lower_wh_per_unit * central as lower_wh_per_unit,
+        upper_wh_per_unit * central as upper_wh_per_unit),
+    wh_per_unit * low as boundary_wh_per_unit_low, wh_per_unit * high as boundary_wh_per_unit_high,
+    {'low': low, 'central': central, 'high': high} as boundary_multipliers
+from deployments as d, multipliers
+order by position
+"""
 DEPLOYMENT_FIELDS = ("num_gpus", "tensor_parallel", "data_parallel", "expert_parallel", "ulysses_degree",
                      "ring_degree", "precision", "width", "height", "num_frames", "fps", "inference_steps")
 METHOD = ("linear in log concurrency between the two neighbouring measured points, each configuration one point "
@@ -198,44 +213,31 @@ def estimate(
     paths: Paths, task: str, model: str, gpu: str, concurrency: float, gpus: int | None, precision: str | None,
     boundary: str = "gpu_only",
 ) -> dict[str, Any]:
-    """The energy_at_concurrency macro's rows for one question, and their range, as one document; the task,
-    model and GPU may be written loosely (resolve_question). At a boundary wider than gpu_only every energy
-    figure is scaled by the boundary's central factor (the server factor, times the facility factor at
-    facility), with the figure at its low and high factor beside it."""
+    """The energy_at_concurrency macro's rows for one question at a boundary (ESTIMATE), and their range, as
+    one document; the task, model and GPU may be written loosely (resolve_question)."""
     with session(paths) as (connection, _):
-        multipliers = {"low": 1.0, "central": 1.0, "high": 1.0}
-        for factors in fetch_dicts(connection, "select * from boundary_factor_ranges", {}):
-            if factors["boundary"] in BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]:
-                multipliers = {level: multipliers[level] * factors[f"factor_{level}"] for level in multipliers}
-        call = ("select * from energy_at_concurrency($task, $model, $gpu, $concurrency, gpus := $gpus, "
-                "precision_name := $precision)")
-        asked, narrowed = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency}, {
-            "gpus": gpus, "precision": precision}
+        asked = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency}
+        narrowed = {"gpus": gpus, "precision": precision, "boundaries": BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]}
         deployments: list[dict[str, Any]] = []
         # Names as the index snapshot spells them need no resolving (the macro refuses any other): reading
         # every measured name is left to loosely written ones.
         with suppress(duckdb.InvalidInputException):
-            deployments = fetch_dicts(connection, call, asked | narrowed)
+            deployments = fetch_dicts(connection, ESTIMATE, asked | narrowed)
         if not deployments:
             # The same names as configuration_points', without grouping every configuration first.
             measured = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from unified_configurations "
                                    "where in_index_snapshot", {})
             task, model, gpu = resolve_question(measured, task, model, gpu)
             asked |= {"task": task, "model": model, "gpu": gpu}
-            deployments = fetch_dicts(connection, call, asked | narrowed)
+            deployments = fetch_dicts(connection, ESTIMATE, asked | narrowed)
         if not deployments:
             every = fetch_dicts(connection, "select * from energy_at_concurrency($task, $model, $gpu, $concurrency)",
                                 asked)
             wanted = " and ".join(part for part in (f"{gpus} GPU(s)" if gpus else "", precision or "") if part)
             raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} has {wanted}; measured: "
                                 + "; ".join(deployment_label(row) for row in every))
-    for row in deployments:
-        for level in ("low", "high"):
-            row[f"boundary_wh_per_unit_{level}"] = (None if row["wh_per_unit"] is None
-                                                    else row["wh_per_unit"] * multipliers[level])
-        for field in ENERGY_FIELDS:
-            if row.get(field) is not None:
-                row[field] *= multipliers["central"]
+    # The boundary's multipliers, the same on every row, belong to the document, not to a deployment.
+    multipliers = [row.pop("boundary_multipliers") for row in deployments][0]
     estimated = [row["wh_per_unit"] for row in deployments if row["wh_per_unit"] is not None]
     return {
         "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,

@@ -24,10 +24,6 @@ class Setting:
     help: str
     make: str = ""
 
-    @property
-    def environment_variable(self) -> str:
-        return self.name
-
     def value(self) -> str:  # an environment variable's value, or its default
         return (os.environ.get(self.name) or self.default).rstrip("/")
 

@@ -23,7 +23,7 @@ from pipeline.paths import Paths
 
 # No test reaches GitHub: a refresh without a source that a test forgets to point elsewhere is refused
 # at once (port 9, discard, is closed), in this process and in every make or CLI it starts.
-os.environ[GITHUB_API.environment_variable] = os.environ[GITHUB_RAW.environment_variable] = "http://127.0.0.1:9"
+os.environ[GITHUB_API.name] = os.environ[GITHUB_RAW.name] = "http://127.0.0.1:9"
 os.environ.pop("GITHUB_TOKEN", None)
 
 PROJECT = Path(__file__).resolve().parents[1]

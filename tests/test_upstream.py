@@ -29,8 +29,8 @@ CLI = str(Path(sys.executable).with_name("energy-index"))
 def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
     state = FakeGitHub()
     with GitHubServer(state):
-        monkeypatch.setenv(GITHUB_API.environment_variable, state.api)
-        monkeypatch.setenv(GITHUB_RAW.environment_variable, state.raw)
+        monkeypatch.setenv(GITHUB_API.name, state.api)
+        monkeypatch.setenv(GITHUB_RAW.name, state.raw)
         yield state
 
 
@@ -115,7 +115,7 @@ def test_a_pinned_commit_uses_the_token_and_once_held_needs_no_network(
     # Offline: the held commit, named in full, is refreshed without a request; following the newest
     # fails at once with one line naming what was tried and the two ways on.
     for setting in (GITHUB_API, GITHUB_RAW):
-        monkeypatch.setenv(setting.environment_variable, "http://127.0.0.1:9")
+        monkeypatch.setenv(setting.name, "http://127.0.0.1:9")
     github.requests.clear()
     again = run_cli("fetch", "--commit", COMMITS["82e15a4"].sha, "--out", out)
     assert again.exit_code == 0 and "(unchanged," in again.stderr and not github.requests
