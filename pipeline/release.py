@@ -9,7 +9,6 @@ database gives the same bytes: nothing in it depends on the time or the machine.
 """
 
 import functools
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import pyarrow
 from pipeline import jsontext
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline.files import read_toml, replace_directory
+from pipeline.files import read_toml, staged_directory
 from pipeline.fingerprint import file_sha256
 from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
@@ -72,18 +71,16 @@ def write_release(paths: Paths) -> Path:
     """Write OUT/release/<index snapshot>/ (replaced whole) and return it."""
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
-    staging = paths.out / f".release-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        shutil.copytree(paths.index_dir, staging / "index")
-        (staging / "data").mkdir()
-        (staging / "adapters").mkdir()
-        with connect(str(paths.database), read_only=True) as connection:
-            snapshot = fetch_dicts(connection, """
-                select s.snapshot_id, s.commit, s.commit_subject, h.previous_snapshot_id
-                from snapshots as s join snapshot_history as h using (snapshot_id)
-                where snapshot_id = (select snapshot_id from index_snapshot)""", {})[0]
-            release_id = snapshot["snapshot_id"]
+    with connect(str(paths.database), read_only=True) as connection:
+        snapshot = fetch_dicts(connection, """
+            select s.snapshot_id, s.commit, s.commit_subject, h.previous_snapshot_id
+            from snapshots as s join snapshot_history as h using (snapshot_id)
+            where snapshot_id = (select snapshot_id from index_snapshot)""", {})[0]
+        release_id, target = snapshot["snapshot_id"], paths.out / "release" / snapshot["snapshot_id"]
+        with staged_directory(target) as staging:
+            shutil.copytree(paths.index_dir, staging / "index")
+            (staging / "data").mkdir()
+            (staging / "adapters").mkdir()
             tables = {view: _write_table(connection, view, staging / "data") for view in RELEASE_TABLES}
             refits = fetch_dicts(connection, """
                 select * exclude (snapshot_id) from ecologits_refit
@@ -98,22 +95,17 @@ def write_release(paths: Paths) -> Path:
                        relative_change, unit_label
                 from index_changes where newer_snapshot_id = $id
                 order by abs(relative_change) desc nulls last, task, model_id, gpu""", {"id": release_id})
-        card = load_source_card().source
-        (staging / "adapters" / "ecologits.json").write_bytes(_json(_ecologits(release_id, coefficients, refits)))
-        (staging / "CHANGES.md").write_bytes(_changes(snapshot, changes).encode())
-        citation = _texts().citation.format(release_id=release_id, **card)
-        (staging / "CITATION.cff").write_bytes(citation.encode())
-        package, croissant = _metadata(card, release_id, staging, tables, factor_sources)
-        (staging / "datapackage.json").write_bytes(_json(package))
-        (staging / "croissant.json").write_bytes(_json(croissant))
-        files = sorted(p for p in staging.rglob("*") if p.is_file())
-        sums = "".join(f"{file_sha256(p)}  {p.relative_to(staging).as_posix()}\n" for p in files)
-        (staging / "SHA256SUMS").write_text(sums, encoding="utf-8")
-        target = paths.out / "release" / release_id
-        target.parent.mkdir(parents=True, exist_ok=True)
-        replace_directory(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            card = load_source_card().source
+            (staging / "adapters" / "ecologits.json").write_bytes(_json(_ecologits(release_id, coefficients, refits)))
+            (staging / "CHANGES.md").write_bytes(_changes(snapshot, changes).encode())
+            citation = _texts().citation.format(release_id=release_id, **card)
+            (staging / "CITATION.cff").write_bytes(citation.encode())
+            package, croissant = _metadata(card, release_id, staging, tables, factor_sources)
+            (staging / "datapackage.json").write_bytes(_json(package))
+            (staging / "croissant.json").write_bytes(_json(croissant))
+            files = sorted(p for p in staging.rglob("*") if p.is_file())
+            sums = "".join(f"{file_sha256(p)}  {p.relative_to(staging).as_posix()}\n" for p in files)
+            (staging / "SHA256SUMS").write_text(sums, encoding="utf-8")
     return target
 
 
