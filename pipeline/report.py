@@ -11,7 +11,6 @@ the index page is also a PNG (vl-convert); ENERGY_INDEX_REPORT_PNGS, when set, n
 import functools
 import html
 import os
-import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ from pipeline.charts import ENERGY_COLUMNS, ChartText, alt, ambiguous_encodings,
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.export import index_snapshot, task_plans
-from pipeline.files import read_toml, replace_directory
+from pipeline.files import read_toml, staged_directory
 from pipeline.paths import Paths
 from pipeline.progress import each
 from schemas import dictionary
@@ -297,9 +296,9 @@ def _tasks(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any]) -> l
 
 
 def _models(task: Task) -> list[str]:
-    """The task's models in the order its charts list them: by best figure, then the rest by name."""
-    best_first = sorted(task.data["best"], key=lambda row: row["wh_per_unit"])
-    models = list(dict.fromkeys(row["model_id"] for row in best_first))
+    """The task's models in the order its charts list them: by best figure (the order of the best rows), then
+    the rest by name."""
+    models = list(dict.fromkeys(row["model_id"] for row in task.data["best"]))
     return models + sorted({row["model_id"] for row in task.data["curves"]} - set(models), key=str.lower)
 
 
@@ -330,10 +329,8 @@ def write_report(paths: Paths) -> tuple[Path, int]:
             slugs.setdefault(row["slug"], set()).add(row["model_id"])
     if clashes := [f"{slug}: {' and '.join(sorted(ids))}" for slug, ids in sorted(slugs.items()) if len(ids) > 1]:
         raise PipelineError("model ids that would share one report page (slug)", clashes)
-    staging = paths.out / f".report-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / "models").mkdir(parents=True)
-    try:
+    with staged_directory(paths.out / "report") as staging:
+        (staging / "models").mkdir()
         bundle = vl_convert.javascript_bundle()
         (staging / "vega.js").write_text(bundle, encoding="utf-8")
         index, specs = _page(_texts().index, snapshot, ((task, task.data, _models(task)) for task in
@@ -352,7 +349,4 @@ def write_report(paths: Paths) -> tuple[Path, int]:
             page, _ = _page(_texts().model, snapshot, sections, '<script src="../vega.js"></script>',
                             model_id=model_id, snapshot_id=snapshot["snapshot_id"])
             (staging / "models" / f"{slug}.html").write_text(page, encoding="utf-8")
-        replace_directory(staging, paths.out / "report")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return paths.out / "report" / "index.html", len(specs)
