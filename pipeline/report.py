@@ -323,11 +323,9 @@ def write_report(paths: Paths) -> tuple[Path, int]:
         tasks = _tasks(connection, snapshot)
         for task in each(tasks, "report: reading", unit="task"):
             task.data = _gather(connection, task)
-    slugs: dict[str, set[str]] = {}
-    for task in tasks:
-        for row in task.data["curves"]:
-            slugs.setdefault(row["slug"], set()).add(row["model_id"])
-    if clashes := [f"{slug}: {' and '.join(sorted(ids))}" for slug, ids in sorted(slugs.items()) if len(ids) > 1]:
+        pages = connection.execute("select slug, list(distinct model_id order by model_id) from configuration_points "
+                                   "group by slug order by slug").fetchall()
+    if clashes := [f"{slug}: {' and '.join(ids)}" for slug, ids in pages if len(ids) > 1]:
         raise PipelineError("model ids that would share one report page (slug)", clashes)
     with staged_directory(paths.out / "report") as staging:
         (staging / "models").mkdir()
@@ -342,8 +340,7 @@ def write_report(paths: Paths) -> tuple[Path, int]:
                          unit="chart"):
             (staging / f"{name}.png").write_bytes(vl_convert.vegalite_to_png(specs[name], scale=1.5))
         (staging / "index.html").write_text(index, encoding="utf-8")
-        for slug in each(sorted(slugs), "report: model pages", unit="model"):
-            model_id = next(iter(slugs[slug]))
+        for slug, (model_id,) in each(pages, "report: model pages", unit="model"):
             sections = [(task, _model_rows(task, model_id), None) for task in tasks
                         if any(row["model_id"] == model_id for row in task.data["curves"])]
             page, _ = _page(_texts().model, snapshot, sections, '<script src="../vega.js"></script>',
