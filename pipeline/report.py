@@ -27,7 +27,7 @@ except ImportError:  # the report extra is not installed: write_report says how 
 from pipeline.charts import ENERGY_COLUMNS, ChartText, alt, ambiguous_encodings, task_charts
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline.export import index_snapshot, task_plans
+from pipeline.export import TIER_FIELDS, energy_decimals, index_snapshot, task_plans
 from pipeline.files import read_toml, staged_directory
 from pipeline.paths import Paths
 from pipeline.progress import each
@@ -80,6 +80,7 @@ class Task:
     task: str
     display_name: str
     family: str
+    unit_label: str
     header: dict[str, Any]
     metrics: list[Metric]
     data: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -108,12 +109,10 @@ class Task:
 
     @functools.cached_property
     def decimals(self) -> dict[str, int]:
-        """The index files' rounding (the field dictionary's [exports]): the family's Wh figure's decimals for
-        every energy column, each latency metric's for its column."""
-        energy = next(f["decimals"] for f in dictionary.export_fields(f"{self.family}_configuration")
-                      if f["key"].startswith("wh_per_"))
-        latency = {f["column"]: f["decimals"] for f in dictionary.export_fields("tier") if f["decimals"] is not None}
-        return {**latency, **dict.fromkeys(ENERGY_COLUMNS, energy)}
+        """The index files' rounding: the task's Wh figure's decimals for every energy column, each latency
+        metric's for its column."""
+        latency = {column: digits for _, column, digits in TIER_FIELDS if digits is not None}
+        return {**latency, **dict.fromkeys(ENERGY_COLUMNS, energy_decimals(self.unit_label))}
 
     def rounded(self, row: dict[str, Any]) -> dict[str, Any]:
         digits = {**self.decimals, "latency": self.decimals[row.get("latency_metric", self.metric.latency_metric)]}
@@ -289,7 +288,7 @@ def _tasks(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any]) -> l
     metrics = fetch_dicts(connection, "select * from latency_metrics order by metric_order", {})
     names = dict(connection.execute("select task, display_name from tasks where snapshot_id = ?",
                                     [snapshot["snapshot_id"]]).fetchall())
-    return [Task(plan.task, names[plan.task] or plan.task, plan.family, plan.header, [
+    return [Task(plan.task, names[plan.task] or plan.task, plan.family, plan.unit, plan.header, [
         msgspec.convert({**m, "unit": dictionary.column("configuration_points", m["latency_metric"]).unit}, Metric)
         for m in metrics if m["family"] == plan.family])
         for plan in task_plans(connection, snapshot, snapshot["retrieved"], snapshot["retrieved"])]
