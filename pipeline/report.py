@@ -183,8 +183,8 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
 
 def _cell(value: Any, hover: str | None = None, link: str | None = None, sort: Any = None) -> str:
     """A table cell; a number is shown as the index file holds it and sorts as a number (empty cells last)."""
-    number = isinstance(value, (int, float)) or (value is None and sort is None)
-    text = "" if value is None else f"{value:,}" if isinstance(value, int) else repr(value) if number else str(value)
+    number = not isinstance(value, str)  # None too: an empty number, which sorts last
+    text = "" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
     sort = ("" if value is None else value) if number else sort
     text = html.escape(text) if link is None else f'<a href="{html.escape(link)}">{html.escape(text)}</a>'
     return ("<td" + ' class="number"' * number + ("" if sort is None else f' data-value="{html.escape(str(sort))}"')
