@@ -154,7 +154,8 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
     if index_page and data["best"]:
         add("best", alt.Chart(alt.Data(name="best")).mark_point(filled=True, size=90, opacity=0.9).encode(
             x=alt.X("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=10),
-                    title=f"{task.unit_title} (log scale)"), y=model_axis, href="href:N", tooltip=tips["best"], **by_gpu).properties(width=520, height=alt.Step(16)))
+                    title=f"{task.unit_title} (log scale)"),
+            y=model_axis, href="href:N", tooltip=tips["best"], **by_gpu).properties(width=520, height=alt.Step(16)))
     if data["curves"]:
         curve_series = by_gpu if index_page else _series(
             "deployment", sorted({row["deployment"] for row in data["curves"]}), MODEL_COLOURS, MODEL_SHAPES,
@@ -208,7 +209,8 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
             tiers = sorted({row["latency_limit"] for row in data["latency_cost"]})
             base = alt.Chart(alt.Data(name="latency_cost")).encode(
                 x=alt.X("tier:N", title=f"latency tier ({task.metric.unit})",
-                        sort=[f"≤ {limit:g}" for limit in tiers], axis=alt.Axis(labelAngle=0, orient="top")), y=model_axis)
+                        sort=[f"≤ {limit:g}" for limit in tiers], axis=alt.Axis(labelAngle=0, orient="top")),
+                y=model_axis)
             cells = base.mark_rect(stroke="white").encode(
                 color=alt.Color("relative_to_best:Q", title="energy ÷ unconstrained best",
                                 scale=alt.Scale(type="log", scheme="orangered", domainMin=1),
