@@ -2,6 +2,7 @@
 colour and a shape per model, one panel per GPU) or for a model's page (a colour and a shape per GPU), and
 the check that a chart tells its categories apart."""
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -143,7 +144,7 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
         # Data by name: the rows go in after Altair has checked the specification (checking thousands of
         # inline rows against the Vega-Lite schema took most of a minute).
         spec["datasets"] = {node["data"]["name"]: data[node["data"]["name"]] for node in _nodes(spec)
-                            if isinstance(node, dict) and isinstance(node.get("data"), dict) and "name" in node["data"]}
+                            if isinstance(node.get("data"), dict) and "name" in node["data"]}
         text = texts[name]
         answers = text.answers.format(deadline=task.deadline, repeated=(text.repeated if repeated else text.once)
                                       .format(count=repeated))
@@ -254,9 +255,10 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
     return sorted(charts, key=lambda chart: list(texts).index(chart.name))
 
 
-def _nodes(node: Any) -> Any:
-    """Every dict and list inside a specification, depth first."""
-    yield node
+def _nodes(node: Any) -> Iterator[dict[str, Any]]:
+    """Every dict inside a specification, depth first."""
+    if isinstance(node, dict):
+        yield node
     for value in node.values() if isinstance(node, dict) else node if isinstance(node, list) else ():
         yield from _nodes(value)
 
@@ -275,8 +277,6 @@ def ambiguous_encodings(spec: dict[str, Any]) -> list[str]:
     identified: set[str] = set()
     domains: dict[str, list[Any]] = {}
     for node in _nodes({key: value for key, value in spec.items() if key != "datasets"}):
-        if not isinstance(node, dict):
-            continue
         channels = list((node.get("encoding") or {}).items())
         if isinstance(node.get("facet"), dict):
             channels += [("facet", definition) for definition in [node["facet"], *node["facet"].values()]]
