@@ -228,17 +228,16 @@ def _tier_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True)
     metrics = [m for m in task.metrics if any(row["latency_metric"] == m.latency_metric for row in rows)]
     tiers = [(m, limit) for m in metrics
              for limit in sorted({row["latency_limit"] for row in rows if row["latency_metric"] == m.latency_metric})]
-    cells: dict[tuple[str, str, str], dict[tuple[str, float], dict[str, Any]]] = {}
-    for row in rows:
-        cells.setdefault((row["model_id"].lower(), row["model_id"], row["gpu"]), {})[
-            (row["latency_metric"], row["latency_limit"])] = row
+    cells: dict[tuple[str, str], dict[tuple[str, float], dict[str, Any]]] = {}
+    for row in rows:  # in the table's order: by model without regard to case, then GPU
+        cells.setdefault((row["model_id"], row["gpu"]), {})[row["latency_metric"], row["latency_limit"]] = row
     headers = ["model"] * with_model + ["GPU"] + [f"≤ {limit:g} {m.unit}" for m, limit in tiers]
     groups = [("", 1 + with_model)] + [(m.title, sum(1 for other, _ in tiers if other == m)) for m in metrics]
     return _table("tier-table", headers, [
         _model_cell(next(iter(values.values())), with_model) + [_cell(gpu)] + [
             _cell(values[m.latency_metric, limit]["wh_per_unit"], hover=values[m.latency_metric, limit]["row_id"])
             if (m.latency_metric, limit) in values else _cell("", sort="") for m, limit in tiers]
-        for (_, _, gpu), values in sorted(cells.items())], groups)
+        for (_, gpu), values in cells.items()], groups)
 
 
 def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str, Any]]],
