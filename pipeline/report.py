@@ -126,11 +126,11 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
     metrics = ", ".join(m.latency_metric for m in task.metrics)
     queries = {
         "best": f"""
-            select b.model_id, b.slug, b.gpu, b.row_id, b.num_gpus, c.batch_limit, b.{metric} as latency, b.wh_per_unit,
+            select b.model_id, b.slug, b.gpu, b.row_id, b.num_gpus,
+                   coalesce(b.max_num_seqs, b.batch_size) as batch_limit, b.{metric} as latency, b.wh_per_unit,
                    'models/' || b.slug || '.html' as href, u.n_repeats, u.wh_repeat_min, u.wh_repeat_max,
                    u.runner_up_row_id, u.runner_up_wh_per_unit, u.choice_basis
             from best_configurations as b
-            join configuration_points as c using (snapshot_id, task, row_id)
             left join index_uncertainty as u on u.task = b.task and u.model_id = b.model_id and u.gpu = b.gpu
             where b.task = $task order by b.wh_per_unit, lower(b.model_id), b.model_id, b.gpu""",
         "frontier": f"""
