@@ -2,6 +2,7 @@
 colour and a shape per model, one panel per GPU) or for a model's page (a colour and a shape per GPU), and
 the check that a chart tells its categories apart."""
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -133,6 +134,7 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
     snapshots = [row["snapshot_id"] for row in data["snapshots"]]
     tips = {name: _tooltip(task, text.tooltip) for name, text in texts.items()}
     by_gpu = _gpu_series(gpus)
+    model_axis = alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11))
     charts = []
 
     def add(name: str, chart: Any) -> None:
@@ -142,7 +144,7 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
         # Data by name: the rows go in after Altair has checked the specification (checking thousands of
         # inline rows against the Vega-Lite schema took most of a minute).
         spec["datasets"] = {node["data"]["name"]: data[node["data"]["name"]] for node in _nodes(spec)
-                            if isinstance(node, dict) and isinstance(node.get("data"), dict) and "name" in node["data"]}
+                            if isinstance(node.get("data"), dict) and "name" in node["data"]}
         text = texts[name]
         answers = text.answers.format(deadline=task.deadline, repeated=(text.repeated if repeated else text.once)
                                       .format(count=repeated))
@@ -154,8 +156,7 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
         add("best", alt.Chart(alt.Data(name="best")).mark_point(filled=True, size=90, opacity=0.9).encode(
             x=alt.X("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=10),
                     title=f"{task.unit_title} (log scale)"),
-            y=alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11)),
-            href="href:N", tooltip=tips["best"], **by_gpu).properties(width=520, height=alt.Step(16)))
+            y=model_axis, href="href:N", tooltip=tips["best"], **by_gpu).properties(width=520, height=alt.Step(16)))
     if data["curves"]:
         curve_series = by_gpu if index_page else _series(
             "deployment", sorted({row["deployment"] for row in data["curves"]}), MODEL_COLOURS, MODEL_SHAPES,
@@ -210,7 +211,7 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
             base = alt.Chart(alt.Data(name="latency_cost")).encode(
                 x=alt.X("tier:N", title=f"latency tier ({task.metric.unit})",
                         sort=[f"≤ {limit:g}" for limit in tiers], axis=alt.Axis(labelAngle=0, orient="top")),
-                y=alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11)))
+                y=model_axis)
             cells = base.mark_rect(stroke="white").encode(
                 color=alt.Color("relative_to_best:Q", title="energy ÷ unconstrained best",
                                 scale=alt.Scale(type="log", scheme="orangered", domainMin=1),
@@ -254,9 +255,10 @@ def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: lis
     return sorted(charts, key=lambda chart: list(texts).index(chart.name))
 
 
-def _nodes(node: Any) -> Any:
-    """Every dict and list inside a specification, depth first."""
-    yield node
+def _nodes(node: Any) -> Iterator[dict[str, Any]]:
+    """Every dict inside a specification, depth first."""
+    if isinstance(node, dict):
+        yield node
     for value in node.values() if isinstance(node, dict) else node if isinstance(node, list) else ():
         yield from _nodes(value)
 
@@ -275,8 +277,6 @@ def ambiguous_encodings(spec: dict[str, Any]) -> list[str]:
     identified: set[str] = set()
     domains: dict[str, list[Any]] = {}
     for node in _nodes({key: value for key, value in spec.items() if key != "datasets"}):
-        if not isinstance(node, dict):
-            continue
         channels = list((node.get("encoding") or {}).items())
         if isinstance(node.get("facet"), dict):
             channels += [("facet", definition) for definition in [node["facet"], *node["facet"].values()]]

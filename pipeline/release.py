@@ -8,18 +8,19 @@ index changes since the previous snapshot, from the stored index_changes); SHA25
 database gives the same bytes: nothing in it depends on the time or the machine.
 """
 
-import os
+import functools
 import shutil
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import msgspec
 import pyarrow
 
 from pipeline import jsontext
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline.files import replace_directory
+from pipeline.files import read_toml, staged_directory
 from pipeline.fingerprint import file_sha256
 from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
@@ -29,12 +30,6 @@ from schemas.types import BY_DUCKDB
 # files are named after it (data/<view>.parquet and .csv).
 RELEASE_TABLES = ("best_configurations", "index_boundaries", "boundary_factors", "tiered_best_configurations",
                   "efficiency_curves", "energy_latency_frontier", "configurations", "diffusion_configurations_current")
-# The ML.ENERGY Benchmark paper's authors in its order (given names, family name), as the leaderboard's
-# own citation lists them (github.com/ml-energy/leaderboard README.md, BibTeX mlenergy-neuripsdb25).
-PAPER_AUTHORS = (
-    ("Jae-Won", "Chung"), ("Jeff J.", "Ma"), ("Ruofan", "Wu"), ("Jiachen", "Liu"), ("Oh Jun", "Kweon"),
-    ("Yuxuan", "Xia"), ("Zhiyu", "Wu"), ("Mosharaf", "Chowdhury"),
-)
 # Croissant 1.0's JSON-LD context: its terms are cr:<term> but for these.
 _CONTEXT_TERMS = {
     "@language": "en", "@vocab": "https://schema.org/", "conformsTo": "dct:conformsTo",
@@ -49,10 +44,23 @@ CROISSANT_CONTEXT = {term: _CONTEXT_TERMS.get(term, f"cr:{term}") for term in (
     "replace samplingRate sc equivalentProperty separator source subField transform").split()}
 
 
-# The boundary tables, and what their metadata says of the factors.
+# The tables whose metadata says the factors are assumptions (release.toml: boundary_note).
 _BOUNDARY_TABLES = ("index_boundaries", "boundary_factors")
-_BOUNDARY_NOTE = (" The server and facility factors are assumptions from the cited sources (boundary_factors: each"
-                  " row's source, url, year and quoted figure), not measurements; gpu_only is the measured figure.")
+
+
+class Texts(msgspec.Struct, frozen=True):
+    citation: str
+    package_title: str
+    package_description: str
+    croissant_description: str
+    boundary_note: str
+    ecologits_method: str
+    ecologits_boundary: str
+
+
+@functools.cache
+def _texts() -> Texts:
+    return read_toml(Path(__file__).with_name("release.toml"), Texts)
 
 
 def _json(document: Any) -> bytes:
@@ -63,18 +71,16 @@ def write_release(paths: Paths) -> Path:
     """Write OUT/release/<index snapshot>/ (replaced whole) and return it."""
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
-    staging = paths.out / f".release-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        shutil.copytree(paths.index_dir, staging / "index")
-        (staging / "data").mkdir()
-        (staging / "adapters").mkdir()
-        with connect(str(paths.database), read_only=True) as connection:
-            snapshot = fetch_dicts(connection, """
-                select s.snapshot_id, s.commit, s.commit_subject, h.previous_snapshot_id
-                from snapshots as s join snapshot_history as h using (snapshot_id)
-                where snapshot_id = (select snapshot_id from index_snapshot)""", {})[0]
-            release_id = snapshot["snapshot_id"]
+    with connect(str(paths.database), read_only=True) as connection:
+        snapshot = fetch_dicts(connection, """
+            select s.snapshot_id, s.commit, s.commit_subject, h.previous_snapshot_id
+            from snapshots as s join snapshot_history as h using (snapshot_id)
+            where snapshot_id = (select snapshot_id from index_snapshot)""", {})[0]
+        release_id, target = snapshot["snapshot_id"], paths.out / "release" / snapshot["snapshot_id"]
+        with staged_directory(target) as staging:
+            shutil.copytree(paths.index_dir, staging / "index")
+            (staging / "data").mkdir()
+            (staging / "adapters").mkdir()
             tables = {view: _write_table(connection, view, staging / "data") for view in RELEASE_TABLES}
             refits = fetch_dicts(connection, """
                 select * exclude (snapshot_id) from ecologits_refit
@@ -89,29 +95,25 @@ def write_release(paths: Paths) -> Path:
                        relative_change, unit_label
                 from index_changes where newer_snapshot_id = $id
                 order by abs(relative_change) desc nulls last, task, model_id, gpu""", {"id": release_id})
-        card = load_source_card().source
-        (staging / "adapters" / "ecologits.json").write_bytes(_json(_ecologits(release_id, coefficients, refits)))
-        (staging / "CHANGES.md").write_bytes(_changes(snapshot, changes).encode())
-        (staging / "CITATION.cff").write_bytes(_citation(card, release_id).encode())
-        package, croissant = _metadata(card, release_id, staging, tables, factor_sources)
-        (staging / "datapackage.json").write_bytes(_json(package))
-        (staging / "croissant.json").write_bytes(_json(croissant))
-        files = sorted(p for p in staging.rglob("*") if p.is_file())
-        sums = "".join(f"{file_sha256(p)}  {p.relative_to(staging).as_posix()}\n" for p in files)
-        (staging / "SHA256SUMS").write_text(sums, encoding="utf-8")
-        target = paths.out / "release" / release_id
-        target.parent.mkdir(parents=True, exist_ok=True)
-        replace_directory(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            card = load_source_card().source
+            (staging / "adapters" / "ecologits.json").write_bytes(_json(_ecologits(release_id, coefficients, refits)))
+            (staging / "CHANGES.md").write_bytes(_changes(snapshot, changes).encode())
+            citation = _texts().citation.format(release_id=release_id, **card)
+            (staging / "CITATION.cff").write_bytes(citation.encode())
+            package, croissant = _metadata(card, release_id, staging, tables, factor_sources)
+            (staging / "datapackage.json").write_bytes(_json(package))
+            (staging / "croissant.json").write_bytes(_json(croissant))
+            files = sorted(p for p in staging.rglob("*") if p.is_file())
+            sums = "".join(f"{file_sha256(p)}  {p.relative_to(staging).as_posix()}\n" for p in files)
+            (staging / "SHA256SUMS").write_text(sums, encoding="utf-8")
     return target
 
 
 def _write_table(connection: duckdb.DuckDBPyConnection, view: str, folder: Path) -> list[dict[str, Any]]:
     """Write the view's Parquet and CSV, rows in a fixed order, into `folder`; return its field dictionary."""
     fields = fetch_dicts(connection, """
-        select column_name, data_type, unit, description from data_dictionary
-        where object_name = $view order by position""", {"view": view})
+        select column_name, data_type, unit, description || coalesce(' Unit: ' || unit || '.', '') as description
+        from data_dictionary where object_name = $view order by position""", {"view": view})
     columns = ", ".join(f'"{field["column_name"]}"' for field in fields)
     # Through Arrow with every column nullable: DuckDB's writer marks a column required when the
     # table's statistics show no null anywhere in it, so the same rows would get other bytes
@@ -133,38 +135,34 @@ def _metadata(card: dict[str, Any], release_id: str, root: Path, tables: dict[st
     cited = "; ".join(f"{s['source']} ({s['year']}, {s['url']}; {' and '.join(s['boundaries'])})"
                       for s in factor_sources)
     for view, fields in tables.items():
-        csv, path = root / "data" / f"{view}.csv", f"data/{view}.csv"
-        sha256, boundary = file_sha256(csv), view in _BOUNDARY_TABLES
+        path, boundary = f"data/{view}.csv", view in _BOUNDARY_TABLES
         kind = "The reference table" if view == "boundary_factors" else "The view"
-        what = f"{kind} {view} of the energy-index database"
-        described = {f["column_name"]: f["description"] + (f" Unit: {f['unit']}." if f["unit"] else "")
-                     for f in fields}
+        sha256, what = file_sha256(root / path), f"{kind} {view} of the energy-index database"
         resources.append({
             "name": view.replace("_", "-"), "path": path, "format": "csv", "mediatype": "text/csv",
-            "encoding": "utf-8", "bytes": csv.stat().st_size, "hash": f"sha256:{sha256}",
-            "description": f"{what}, snapshot {release_id}." + (_BOUNDARY_NOTE if boundary else ""),
+            "encoding": "utf-8", "bytes": (root / path).stat().st_size, "hash": f"sha256:{sha256}",
+            "description": f"{what}, snapshot {release_id}." + (_texts().boundary_note if boundary else ""),
             **({"sources": sources} if boundary else {}),
             "schema": {"fields": [{"name": f["column_name"], "type": BY_DUCKDB[f["data_type"]].frictionless,
-                                   "description": described[f["column_name"]],
-                                   **({"unit": f["unit"]} if f["unit"] else {})} for f in fields]},
+                                   "description": f["description"], **({"unit": f["unit"]} if f["unit"] else {})}
+                                  for f in fields]},
         })
         distribution.append({"@type": "cr:FileObject", "@id": f"{view}.csv", "name": f"{view}.csv",
                              "contentUrl": path, "encodingFormat": "text/csv", "sha256": sha256})
         record_sets.append({
             "@type": "cr:RecordSet", "@id": view, "name": view,
-            "description": f"{what}." + (f"{_BOUNDARY_NOTE} Sources: {cited}." if boundary else ""),
+            "description": f"{what}." + (f"{_texts().boundary_note} Sources: {cited}." if boundary else ""),
             "field": [{
                 "@type": "cr:Field", "@id": f"{view}/{f['column_name']}", "name": f["column_name"],
-                "description": described[f["column_name"]], "dataType": BY_DUCKDB[f["data_type"]].croissant,
+                "description": f["description"], "dataType": BY_DUCKDB[f["data_type"]].croissant,
                 "source": {"fileObject": {"@id": f"{view}.csv"}, "extract": {"column": f["column_name"]}},
             } for f in fields],
         })
     package = {
         "name": "energy-index",
-        "title": "energy-index: GPU energy per output of open models (ML.ENERGY Leaderboard)",
+        "title": _texts().package_title,
         "version": release_id,
-        "description": "Wh per million output tokens (and per image or video) per model and GPU, with the "
-                       "configurations, efficiency curves, latency tiers and frontiers they come from.",
+        "description": _texts().package_description,
         "homepage": card["url"],
         "licenses": [{"name": "Apache-2.0", "path": "https://www.apache.org/licenses/LICENSE-2.0",
                       "title": card["licence"]}],
@@ -176,8 +174,7 @@ def _metadata(card: dict[str, Any], release_id: str, root: Path, tables: dict[st
         "@type": "sc:Dataset",
         "name": "energy-index",
         "conformsTo": "http://mlcommons.org/croissant/1.0",
-        "description": "GPU energy per output of open models served with vLLM and xDiT on H100 and B200, per model "
-                       f"and GPU, from the ML.ENERGY Leaderboard's published measurements; snapshot {release_id}.",
+        "description": _texts().croissant_description.format(release_id=release_id),
         "version": "1.0.0",
         "license": "https://www.apache.org/licenses/LICENSE-2.0",
         "url": card["url"],
@@ -192,41 +189,13 @@ def _metadata(card: dict[str, Any], release_id: str, root: Path, tables: dict[st
 def _ecologits(release_id: str, coefficients: dict[str, Any], refits: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "snapshot_id": release_id,
-        "method": "EcoLogits' GPU-energy fit refitted on these measurements: per task, GPU and latency tier, "
-                  "energy per output token of all the deployment's GPUs (Wh) = intercept + slope × active "
-                  "parameters (billions), ordinary least squares over one point per model, its lowest-energy "
-                  "configuration at max_num_seqs = concurrency within the tier. Residuals are measured − fitted.",
-        "boundary": "gpu_only: the refit, like every figure of the index, is GPU energy as measured. EcoLogits adds "
-                    "its own server energy (1.2 kW per 8-GPU server, shared by the GPUs a model needs) and its "
-                    "provider's PUE on top of its GPU-energy model, so a calculator that takes these fits into "
-                    "EcoLogits must not also apply this release's boundary factors (boundary_factors, "
-                    "index_boundaries): that would count the server and the data centre twice.",
+        "method": _texts().ecologits_method,
+        "boundary": _texts().ecologits_boundary,
         "ecologits": coefficients,
         # Fitted floats to 6 significant digits, more than the fit's own precision.
         "fits": [{key: float(f"{value:.6g}") if isinstance(value, float) else value for key, value in row.items()}
                  for row in refits],
     }
-
-
-def _citation(card: dict[str, Any], release_id: str) -> str:
-    authors = "".join(f"    - family-names: {family}\n      given-names: {given}\n" for given, family in PAPER_AUTHORS)
-    return f"""cff-version: 1.2.0
-message: If you use these figures, cite the ML.ENERGY Benchmark paper and this data release.
-type: dataset
-title: "energy-index: GPU energy per output of open models (ML.ENERGY Leaderboard), snapshot {release_id}"
-version: "{release_id}"
-license: Apache-2.0
-url: "{card['url']}"
-authors:
-  - name: "{card['publisher']}"
-preferred-citation:
-  type: conference-paper
-  title: "The ML.ENERGY Benchmark: Toward Automated Inference Energy Measurement and Optimization"
-  authors:
-{authors}  collection-title: "NeurIPS 2025 Datasets and Benchmarks"
-  year: 2025
-  url: "{card['cite_url']}"
-"""
 
 
 def _changes(snapshot: dict[str, Any], changes: list[dict[str, Any]]) -> str:

@@ -11,7 +11,6 @@ the index page is also a PNG (vl-convert); ENERGY_INDEX_REPORT_PNGS, when set, n
 import functools
 import html
 import os
-import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +27,8 @@ except ImportError:  # the report extra is not installed: write_report says how 
 from pipeline.charts import ENERGY_COLUMNS, ChartText, alt, ambiguous_encodings, task_charts
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline.export import index_snapshot, task_plans
-from pipeline.files import read_toml, replace_directory
+from pipeline.export import TIER_FIELDS, energy_decimals, index_snapshot, task_plans
+from pipeline.files import read_toml, staged_directory
 from pipeline.paths import Paths
 from pipeline.progress import each
 from schemas import dictionary
@@ -81,6 +80,7 @@ class Task:
     task: str
     display_name: str
     family: str
+    unit_label: str
     header: dict[str, Any]
     metrics: list[Metric]
     data: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -109,12 +109,10 @@ class Task:
 
     @functools.cached_property
     def decimals(self) -> dict[str, int]:
-        """The index files' rounding (the field dictionary's [exports]): the family's Wh figure's decimals for
-        every energy column, each latency metric's for its column."""
-        energy = next(f["decimals"] for f in dictionary.export_fields(f"{self.family}_configuration")
-                      if f["key"].startswith("wh_per_"))
-        latency = {f["column"]: f["decimals"] for f in dictionary.export_fields("tier") if f["decimals"] is not None}
-        return {**latency, **dict.fromkeys(ENERGY_COLUMNS, energy)}
+        """The index files' rounding: the task's Wh figure's decimals for every energy column, each latency
+        metric's for its column."""
+        latency = {column: digits for _, column, digits in TIER_FIELDS if digits is not None}
+        return {**latency, **dict.fromkeys(ENERGY_COLUMNS, energy_decimals(self.unit_label))}
 
     def rounded(self, row: dict[str, Any]) -> dict[str, Any]:
         digits = {**self.decimals, "latency": self.decimals[row.get("latency_metric", self.metric.latency_metric)]}
@@ -128,11 +126,11 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
     metrics = ", ".join(m.latency_metric for m in task.metrics)
     queries = {
         "best": f"""
-            select b.model_id, b.slug, b.gpu, b.row_id, b.num_gpus, c.batch_limit, b.{metric} as latency, b.wh_per_unit,
+            select b.model_id, b.slug, b.gpu, b.row_id, b.num_gpus,
+                   coalesce(b.max_num_seqs, b.batch_size) as batch_limit, b.{metric} as latency, b.wh_per_unit,
                    'models/' || b.slug || '.html' as href, u.n_repeats, u.wh_repeat_min, u.wh_repeat_max,
                    u.runner_up_row_id, u.runner_up_wh_per_unit, u.choice_basis
             from best_configurations as b
-            join configuration_points as c using (snapshot_id, task, row_id)
             left join index_uncertainty as u on u.task = b.task and u.model_id = b.model_id and u.gpu = b.gpu
             where b.task = $task order by b.wh_per_unit, lower(b.model_id), b.model_id, b.gpu""",
         "frontier": f"""
@@ -185,8 +183,8 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
 
 def _cell(value: Any, hover: str | None = None, link: str | None = None, sort: Any = None) -> str:
     """A table cell; a number is shown as the index file holds it and sorts as a number (empty cells last)."""
-    number = isinstance(value, (int, float)) or (value is None and sort is None)
-    text = "" if value is None else f"{value:,}" if isinstance(value, int) else repr(value) if number else str(value)
+    number = not isinstance(value, str)  # None too: an empty number, which sorts last
+    text = "" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
     sort = ("" if value is None else value) if number else sort
     text = html.escape(text) if link is None else f'<a href="{html.escape(link)}">{html.escape(text)}</a>'
     return ("<td" + ' class="number"' * number + ("" if sort is None else f' data-value="{html.escape(str(sort))}"')
@@ -230,17 +228,16 @@ def _tier_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True)
     metrics = [m for m in task.metrics if any(row["latency_metric"] == m.latency_metric for row in rows)]
     tiers = [(m, limit) for m in metrics
              for limit in sorted({row["latency_limit"] for row in rows if row["latency_metric"] == m.latency_metric})]
-    cells: dict[tuple[str, str, str], dict[tuple[str, float], dict[str, Any]]] = {}
-    for row in rows:
-        cells.setdefault((row["model_id"].lower(), row["model_id"], row["gpu"]), {})[
-            (row["latency_metric"], row["latency_limit"])] = row
+    cells: dict[tuple[str, str], dict[tuple[str, float], dict[str, Any]]] = {}
+    for row in rows:  # in the table's order: by model without regard to case, then GPU
+        cells.setdefault((row["model_id"], row["gpu"]), {})[row["latency_metric"], row["latency_limit"]] = row
     headers = ["model"] * with_model + ["GPU"] + [f"≤ {limit:g} {m.unit}" for m, limit in tiers]
     groups = [("", 1 + with_model)] + [(m.title, sum(1 for other, _ in tiers if other == m)) for m in metrics]
     return _table("tier-table", headers, [
         _model_cell(next(iter(values.values())), with_model) + [_cell(gpu)] + [
             _cell(values[m.latency_metric, limit]["wh_per_unit"], hover=values[m.latency_metric, limit]["row_id"])
             if (m.latency_metric, limit) in values else _cell("", sort="") for m, limit in tiers]
-        for (_, _, gpu), values in sorted(cells.items())], groups)
+        for (_, gpu), values in cells.items()], groups)
 
 
 def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str, Any]]],
@@ -290,16 +287,16 @@ def _tasks(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any]) -> l
     metrics = fetch_dicts(connection, "select * from latency_metrics order by metric_order", {})
     names = dict(connection.execute("select task, display_name from tasks where snapshot_id = ?",
                                     [snapshot["snapshot_id"]]).fetchall())
-    return [Task(plan.task, names[plan.task] or plan.task, plan.family, plan.header, [
+    return [Task(plan.task, names[plan.task] or plan.task, plan.family, plan.unit, plan.header, [
         msgspec.convert({**m, "unit": dictionary.column("configuration_points", m["latency_metric"]).unit}, Metric)
         for m in metrics if m["family"] == plan.family])
         for plan in task_plans(connection, snapshot, snapshot["retrieved"], snapshot["retrieved"])]
 
 
 def _models(task: Task) -> list[str]:
-    """The task's models in the order its charts list them: by best figure, then the rest by name."""
-    best_first = sorted(task.data["best"], key=lambda row: row["wh_per_unit"])
-    models = list(dict.fromkeys(row["model_id"] for row in best_first))
+    """The task's models in the order its charts list them: by best figure (the order of the best rows), then
+    the rest by name."""
+    models = list(dict.fromkeys(row["model_id"] for row in task.data["best"]))
     return models + sorted({row["model_id"] for row in task.data["curves"]} - set(models), key=str.lower)
 
 
@@ -324,16 +321,12 @@ def write_report(paths: Paths) -> tuple[Path, int]:
         tasks = _tasks(connection, snapshot)
         for task in each(tasks, "report: reading", unit="task"):
             task.data = _gather(connection, task)
-    slugs: dict[str, set[str]] = {}
-    for task in tasks:
-        for row in task.data["curves"]:
-            slugs.setdefault(row["slug"], set()).add(row["model_id"])
-    if clashes := [f"{slug}: {' and '.join(sorted(ids))}" for slug, ids in sorted(slugs.items()) if len(ids) > 1]:
+        pages = connection.execute("select slug, list(distinct model_id order by model_id) from configuration_points "
+                                   "group by slug order by slug").fetchall()
+    if clashes := [f"{slug}: {' and '.join(ids)}" for slug, ids in pages if len(ids) > 1]:
         raise PipelineError("model ids that would share one report page (slug)", clashes)
-    staging = paths.out / f".report-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / "models").mkdir(parents=True)
-    try:
+    with staged_directory(paths.out / "report") as staging:
+        (staging / "models").mkdir()
         bundle = vl_convert.javascript_bundle()
         (staging / "vega.js").write_text(bundle, encoding="utf-8")
         index, specs = _page(_texts().index, snapshot, ((task, task.data, _models(task)) for task in
@@ -345,14 +338,10 @@ def write_report(paths: Paths) -> tuple[Path, int]:
                          unit="chart"):
             (staging / f"{name}.png").write_bytes(vl_convert.vegalite_to_png(specs[name], scale=1.5))
         (staging / "index.html").write_text(index, encoding="utf-8")
-        for slug in each(sorted(slugs), "report: model pages", unit="model"):
-            model_id = next(iter(slugs[slug]))
+        for slug, (model_id,) in each(pages, "report: model pages", unit="model"):
             sections = [(task, _model_rows(task, model_id), None) for task in tasks
                         if any(row["model_id"] == model_id for row in task.data["curves"])]
             page, _ = _page(_texts().model, snapshot, sections, '<script src="../vega.js"></script>',
                             model_id=model_id, snapshot_id=snapshot["snapshot_id"])
             (staging / "models" / f"{slug}.html").write_text(page, encoding="utf-8")
-        replace_directory(staging, paths.out / "report")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return paths.out / "report" / "index.html", len(specs)
