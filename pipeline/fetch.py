@@ -16,7 +16,7 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from http import HTTPStatus
+from http.client import responses
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -24,7 +24,7 @@ import msgspec
 
 from pipeline import jsontext
 from pipeline.errors import NEXT_STEP, PipelineError, command_name
-from pipeline.files import read_typed, replace_directory, write_bytes_atomic, write_json_atomic
+from pipeline.files import read_typed, replace_directory, staged_directory, write_bytes_atomic, write_json_atomic
 from pipeline.fingerprint import data_sha256, file_sha256, git_blob_sha1
 from pipeline.paths import Paths
 from pipeline.progress import each
@@ -44,6 +44,7 @@ LOCAL_HINT = "offline? a local copy works too: make SOURCE=<folder>"
 # RACY_WINDOW_NS of writing the cache could change again within the same timestamp tick: it is left out
 # (git's rule).
 STAT_CACHE = ".stat-cache.json"
+_StatCache = dict[str, dict[str, tuple[int, int, int, int, str]]]
 RACY_WINDOW_NS = 2_000_000_000
 # What a fetch by URL reads of index.json and the task files: the files they imply.
 _Index = msgspec.defstruct("_Index", [("tasks", list[str])])
@@ -139,7 +140,7 @@ class HttpReader:
                 response = self.pool.request("GET", url, headers={"User-Agent": "energy-index", **(headers or {})},
                                              timeout=urllib3.Timeout(connect=left, read=left),
                                              preload_content=False, redirect=False)
-                if response.status not in (301, 302, 303, 307, 308):
+                if response.status not in response.REDIRECT_STATUSES:
                     break
                 response.close()
                 moved = urllib.parse.urljoin(url, response.headers.get("Location", ""))
@@ -205,14 +206,6 @@ class HttpReader:
             raise self._timed_out(url)
         return body
 
-    def download(self, base_url: str, name: str, staging: Path) -> FileEntry:
-        """Write the file `name` of the snapshot at `base_url` into `staging`; return its manifest entry."""
-        url = f"{base_url.rstrip('/')}/{urllib.parse.quote(name)}"
-        if (status := self.get(url, target=staging / name)[0]) != 200:
-            phrase = HTTPStatus(status).phrase if status in iter(HTTPStatus) else ""
-            raise PipelineError(f"{url}: HTTP {status} {phrase}")
-        return {"path": name, "sha256": file_sha256(staging / name), "size": (staging / name).stat().st_size}
-
 
 def _fetch_url(source: str, staging: Path, reader: HttpReader,
                listing: Mapping[str, tuple[int, str]] | None) -> list[FileEntry]:
@@ -223,24 +216,31 @@ def _fetch_url(source: str, staging: Path, reader: HttpReader,
 
     if urllib.parse.urlsplit(source).scheme not in ("http", "https"):
         raise PipelineError(f"{source}: only http:// and https:// URLs can be fetched")
+
+    def download(name: str) -> FileEntry:
+        url = f"{source.rstrip('/')}/{urllib.parse.quote(name)}"
+        if (status := reader.get(url, target=staging / name)[0]) != 200:
+            raise PipelineError(f"{url}: HTTP {status} {responses.get(status, '')}")
+        return {"path": name, "sha256": file_sha256(staging / name), "size": (staging / name).stat().st_size}
+
     if listing is not None:
-        files = [reader.download(source, name, staging) for name in each(sorted(listing), "fetch", "file")]
+        files = [download(name) for name in each(sorted(listing), "fetch", "file")]
         for entry in files:
             size, blob = listing[entry["path"]]
             if entry["size"] != size or git_blob_sha1(staging / entry["path"]) != blob:
                 raise PipelineError(f"{source}/{entry['path']}: not the file the commit's tree lists ({size} bytes, "
                                     f"git hash {blob[:12]}); received {entry['size']} bytes that differ; run again")
         return files
-    files = [reader.download(source, "index.json", staging)]
+    files = [download("index.json")]
     tasks = read_typed(staging / "index.json", _Index, "index.json").tasks
     if not all(_dictionary_pattern("tasks", "task").match(task) for task in tasks):
         raise PipelineError("index.json: field 'tasks' must be a list of task names (lower-case, digits, '-')")
     for task in each(tasks, "fetch", "task"):
-        files.append(reader.download(source, name := f"tasks/{task}.json", staging))
+        files.append(download(name := f"tasks/{task}.json"))
         for model_id in sorted({row.model_id for row in read_typed(staging / name, _TaskFile, name).configurations}):
             if not re.fullmatch(MODEL_ID_PATTERN, model_id):
                 raise PipelineError(f"{name}: model_id {model_id!r} would not give a safe file name")
-            files.append(reader.download(source, f"models/{model_id.replace('/', '__')}__{task}.json", staging))
+            files.append(download(f"models/{model_id.replace('/', '__')}__{task}.json"))
     return sorted(files, key=lambda entry: entry["path"])
 
 
@@ -274,30 +274,23 @@ def _stat_key(stat: os.stat_result, path: Path, max_file_bytes: int) -> tuple[in
     return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
 
 
-def _read_stat_cache(paths: Paths) -> dict[str, dict[str, tuple[int, int, int, int, str]]]:
-    try:
-        return read_typed(paths.raw_dir / STAT_CACHE, dict[str, dict[str, tuple[int, int, int, int, str]]])
-    except (OSError, PipelineError):
-        return {}
-
-
-def _known_unchanged(root: Path, names: list[str], cached: dict[str, tuple[int, int, int, int, str]],
-                     max_file_bytes: int) -> list[FileEntry] | None:
+def _vouched(root: Path, names: list[str], cached: dict[str, tuple[int, int, int, int, str]],
+             max_file_bytes: int) -> list[FileEntry] | None:
     """Each file's manifest entry from the stat cache, when it holds every file unchanged (nothing is read)."""
     files: list[FileEntry] = []
     for name in names:
-        stat = (root / name).stat()
-        if (entry := cached.get(name)) is None or entry[:4] != _stat_key(stat, root / name, max_file_bytes):
+        if cached.get(name, ())[:4] != (key := _stat_key((root / name).stat(), root / name, max_file_bytes)):
             return None
-        files.append({"path": name, "sha256": entry[4], "size": stat.st_size})
+        files.append({"path": name, "sha256": cached[name][4], "size": key[0]})
     return files
 
 
 def _copy_local(root: Path, names: list[str], staging: Path, max_file_bytes: int,
                 expected: list[FileEntry] | None = None) -> tuple[list[FileEntry], dict[str, tuple]]:
-    """Copy the files into `staging`, hashing the bytes written on the way (one read of each): their
-    entries and the stat cache's entries for them. A file whose stat moved while it was read, or that is
-    not as `expected`, was being changed: refused."""
+    """Copy the files into `staging`, hashing the bytes written on the way (one read of each, which
+    measured as fast as the kernel's copy followed by a read of the copy): their entries and the stat
+    cache's entries for them. A file whose stat moved while it was read, or that is not as `expected`,
+    was being changed: refused."""
     files: list[FileEntry] = []
     cached, changing, racy_after = {}, [], time.time_ns() - RACY_WINDOW_NS
     for folder in {(staging / name).parent for name in names}:
@@ -328,11 +321,11 @@ def _local_commit_facts(root: Path) -> dict[str, str]:
     if "commit" in facts and not COMMIT_PATTERN.match(facts["commit"]):
         raise PipelineError(f"{path}: commit {facts['commit']!r} is not a git commit hash")
     if "commit_time" in facts:
-        _checked_time(facts["commit_time"], f"{path}: commit_time")
+        checked_time(facts["commit_time"], f"{path}: commit_time")
     return facts
 
 
-def _checked_time(text: str, what: str) -> str:
+def checked_time(text: str, what: str) -> str:
     """`text` if it is an ISO 8601 time (a date, T, a time of day); else an error naming `what`."""
     with contextlib.suppress(ValueError):
         if re.match(r"^\d{4}-\d{2}-\d{2}T", text) and commit_moment(text):
@@ -403,17 +396,16 @@ def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
           commit_facts: dict[str, str] | None = None, listing: Mapping[str, tuple[int, str]] | None = None,
           ) -> FetchResult:
     """Bring `source` into OUT/raw/<snapshot-id>/. A local folder is not read when the stat cache
-    vouches for every file, else each file is read once, as it is copied. For a URL, `reader` carries deadlines
-    already running (the upstream's API was asked first), `commit_facts` are the upstream facts of the
-    commit the URL is pinned to and `listing` its files as the commit's tree lists them."""
-    is_url = "://" in source
+    vouches for every file, else each file is read once, as it is copied. For a URL, `reader` carries
+    deadlines already running (the upstream's API was asked first), `commit_facts` are the upstream facts
+    of the commit the URL is pinned to and `listing` its files as the commit's tree lists them."""
     staging = paths.raw_dir / f".staging-{os.getpid()}"
     for leftover in paths.raw_dir.glob(".staging-*"):  # left by a run that was stopped (we hold OUT's lock)
         shutil.rmtree(leftover, ignore_errors=True)
     try:
-        if is_url:
+        if "://" in source:
             staging.mkdir(parents=True)
-            reader = reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s)
+            reader, origin = reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s), source
             files = _fetch_url(source, staging, reader, listing)
             pinned = PINNED_COMMIT_PATTERN.search(urllib.parse.urlsplit(source).path + "/")
             upstream = {"commit": pinned.group(1)} if pinned else {}
@@ -423,19 +415,27 @@ def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                 upstream = dict(commit_facts)
         else:
             root, names = _local_files(source)
-            upstream, cache = _local_commit_facts(root), _read_stat_cache(paths)
+            upstream, origin = _local_commit_facts(root), str(root.resolve())
+            try:
+                cache = read_typed(paths.raw_dir / STAT_CACHE, _StatCache)
+            except (OSError, PipelineError):
+                cache = {}
             # Unless the stat cache vouches for every file, the files are copied at once (the id may
             # depend on their content), each read once; the copy goes if the archive holds it already.
-            if (files := _known_unchanged(root, names, cache.get(str(root.resolve()), {}), max_file_bytes)) is None:
-                files, cached = _copy_local(root, names, staging, max_file_bytes)
-                write_json_atomic(paths.raw_dir / STAT_CACHE, {**cache, str(root.resolve()): cached})
-        upstream = _with_commit_time(upstream, commit_time, source)
+            if (files := _vouched(root, names, cache.get(origin, {}), max_file_bytes)) is None:
+                files, cache[origin] = _copy_local(root, names, staging, max_file_bytes)
+                write_json_atomic(paths.raw_dir / STAT_CACHE, cache)
+        if commit_time is not None:  # given on the command line: it must not contradict the facts
+            if upstream.get("commit_time") not in (None, commit_time):
+                raise PipelineError(f"{source}: --commit-time {commit_time} contradicts its snapshot.json "
+                                    f"({upstream['commit_time']})")
+            upstream = {**upstream, "commit_time": checked_time(commit_time, "--commit-time")}
         target = paths.raw_snapshot(snapshot_id := snapshot_id_of(upstream, files))
         if changed := not _held_already(paths, snapshot_id, upstream, files):
             if not staging.is_dir():  # known from the stat cache, not copied yet
                 _copy_local(root, names, staging, max_file_bytes, expected=files)
             write_json_atomic(staging / MANIFEST, Manifest(
-                snapshot_id=snapshot_id, source=source if is_url else str(root.resolve()),
+                snapshot_id=snapshot_id, source=origin,
                 retrieved=datetime.now(timezone.utc).date().isoformat(), upstream=upstream, files=files))
             replace_directory(staging, target)
         _point_latest_at(paths, snapshot_id)
@@ -475,14 +475,11 @@ def move_to_current_ids(paths: Paths) -> dict[str, str]:
     for old, manifest in _held_manifests(paths).items():
         if (new_id := snapshot_id_of(manifest["upstream"], manifest["files"])) == old.name:
             continue
-        check_snapshot_id(new_id)
-        if not (paths.raw_snapshot(new_id) / MANIFEST).is_file():
-            staging = paths.raw_dir / f".staging-{os.getpid()}"
-            shutil.rmtree(staging, ignore_errors=True)
-            shutil.copytree(old, staging, copy_function=os.link)
-            # Replaced by rename, so the manifest linked from the old folder is not written through.
-            write_json_atomic(staging / MANIFEST, {**manifest, "snapshot_id": new_id})
-            replace_directory(staging, paths.raw_snapshot(new_id))
+        if not (paths.raw_snapshot(check_snapshot_id(new_id)) / MANIFEST).is_file():
+            with staged_directory(paths.raw_snapshot(new_id)) as staging:
+                shutil.copytree(old, staging, copy_function=os.link, dirs_exist_ok=True)
+                # Replaced by rename, so the manifest linked from the old folder is not written through.
+                write_json_atomic(staging / MANIFEST, {**manifest, "snapshot_id": new_id})
         shutil.rmtree(old)
         moved[old.name] = new_id
     pointer = paths.latest_snapshot_pointer
@@ -505,13 +502,3 @@ def stale_published_ids(paths: Paths) -> dict[str, str]:
     current = {row["snapshot_id"]: snapshot_id_of({**row, "commit_time": row["commit_time"].isoformat()}, [])
                for row in rows if row["commit"] and row["commit_time"]}
     return {old: new for old, new in current.items() if old != new}
-
-
-def _with_commit_time(upstream: dict[str, str], commit_time: str | None, source: str) -> dict[str, str]:
-    """The upstream facts with a commit time given on the command line, which must not contradict them."""
-    if commit_time is None:
-        return upstream
-    if upstream.get("commit_time") not in (None, commit_time):
-        raise PipelineError(f"{source}: --commit-time {commit_time} contradicts its snapshot.json "
-                            f"({upstream['commit_time']})")
-    return {**upstream, "commit_time": _checked_time(commit_time, "--commit-time")}
