@@ -207,15 +207,21 @@ class HttpReader:
         return body
 
 
-def _fetch_url(source: str, staging: Path, reader: HttpReader,
-               listing: Mapping[str, tuple[int, str]] | None) -> list[FileEntry]:
-    """Download the files `listing` names (name -> size and git hash, as a commit's tree lists every
-    file of the folder), each checked; without one, index.json, its tasks' files and the model files
-    those imply."""
+def _fetch_url(source: str, staging: Path, reader: HttpReader, commit_facts: dict[str, str] | None,
+               listing: Mapping[str, tuple[int, str]] | None) -> tuple[dict[str, str], list[FileEntry]]:
+    """The upstream facts (`commit_facts`, for the commit the URL is pinned to) and the files downloaded:
+    those `listing` names (name -> size and git hash, as a commit's tree lists every file of the folder),
+    each checked; without one, index.json, its tasks' files and the model files those imply."""
     from schemas.rules import MODEL_ID_PATTERN
 
     if urllib.parse.urlsplit(source).scheme not in ("http", "https"):
         raise PipelineError(f"{source}: only http:// and https:// URLs can be fetched")
+    pinned = PINNED_COMMIT_PATTERN.search(urllib.parse.urlsplit(source).path + "/")
+    upstream = {"commit": pinned.group(1)} if pinned else {}
+    if commit_facts is not None:
+        if upstream.get("commit", commit_facts["commit"]) != commit_facts["commit"]:
+            raise PipelineError(f"{source}: not the URL of commit {commit_facts['commit']}")
+        upstream = dict(commit_facts)
 
     def download(name: str) -> FileEntry:
         url = f"{source.rstrip('/')}/{urllib.parse.quote(name)}"
@@ -230,7 +236,7 @@ def _fetch_url(source: str, staging: Path, reader: HttpReader,
             if entry["size"] != size or git_blob_sha1(staging / entry["path"]) != blob:
                 raise PipelineError(f"{source}/{entry['path']}: not the file the commit's tree lists ({size} bytes, "
                                     f"git hash {blob[:12]}); received {entry['size']} bytes that differ; run again")
-        return files
+        return upstream, files
     files = [download("index.json")]
     tasks = read_typed(staging / "index.json", _Index, "index.json").tasks
     if not all(_dictionary_pattern("tasks", "task").match(task) for task in tasks):
@@ -241,7 +247,7 @@ def _fetch_url(source: str, staging: Path, reader: HttpReader,
             if not re.fullmatch(MODEL_ID_PATTERN, model_id):
                 raise PipelineError(f"{name}: model_id {model_id!r} would not give a safe file name")
             files.append(download(f"models/{model_id.replace('/', '__')}__{task}.json"))
-    return sorted(files, key=lambda entry: entry["path"])
+    return upstream, sorted(files, key=lambda entry: entry["path"])
 
 
 def _local_files(source: str) -> tuple[Path, list[str]]:
@@ -274,39 +280,45 @@ def _stat_key(stat: os.stat_result, path: Path, max_file_bytes: int) -> tuple[in
     return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
 
 
-def _vouched(root: Path, names: list[str], cached: dict[str, tuple[int, int, int, int, str]],
-             max_file_bytes: int) -> list[FileEntry] | None:
-    """Each file's manifest entry from the stat cache, when it holds every file unchanged (nothing is read)."""
-    files: list[FileEntry] = []
-    for name in names:
-        if cached.get(name, ())[:4] != (key := _stat_key((root / name).stat(), root / name, max_file_bytes)):
-            return None
-        files.append({"path": name, "sha256": cached[name][4], "size": key[0]})
+def _fetch_local(paths: Paths, root: Path, names: list[str], upstream: dict[str, str], staging: Path,
+                 max_file_bytes: int) -> list[FileEntry]:
+    """The files' manifest entries. When the stat cache vouches for every file and the archive holds them,
+    nothing is read; otherwise all are copied into `staging` and hashed (the id may depend on their content)."""
+    origin = str(root.resolve())
+    try:
+        cache = read_typed(paths.raw_dir / STAT_CACHE, _StatCache)
+    except (OSError, PipelineError):
+        cache = {}
+    cached = cache.get(origin, {})
+    if all(cached.get(name, ())[:4] == _stat_key((root / name).stat(), root / name, max_file_bytes) for name in names):
+        files: list[FileEntry] = [{"path": name, "sha256": cached[name][4], "size": cached[name][0]} for name in names]
+        if _held_already(paths, snapshot_id_of(upstream, files), upstream, files):
+            return files
+    files, cache[origin] = _copy_local(root, names, staging, max_file_bytes)
+    write_json_atomic(paths.raw_dir / STAT_CACHE, cache)
     return files
 
 
-def _copy_local(root: Path, names: list[str], staging: Path, max_file_bytes: int,
-                expected: list[FileEntry] | None = None) -> tuple[list[FileEntry], dict[str, tuple]]:
+def _copy_local(root: Path, names: list[str], staging: Path,
+                max_file_bytes: int) -> tuple[list[FileEntry], dict[str, tuple]]:
     """Copy the files into `staging`, hashing the bytes written on the way (one read of each, which
     measured as fast as the kernel's copy followed by a read of the copy): their entries and the stat
-    cache's entries for them. A file whose stat moved while it was read, or that is not as `expected`,
-    was being changed: refused."""
+    cache's entries for them. A file whose stat moved while it was read was being changed: refused."""
     files: list[FileEntry] = []
     cached, changing, racy_after = {}, [], time.time_ns() - RACY_WINDOW_NS
     for folder in {(staging / name).parent for name in names}:
         folder.mkdir(parents=True, exist_ok=True)
-    for position, name in enumerate(names):
+    for name in names:
         digest, size, path = hashlib.sha256(), 0, root / name
         with open(path, "rb") as source, open(staging / name, "xb") as copy:
             before = _stat_key(os.fstat(source.fileno()), path, max_file_bytes)
             while chunk := source.read(1 << 20):
                 digest.update(chunk)
                 size += copy.write(chunk)
-            moved = _stat_key(os.fstat(source.fileno()), path, max_file_bytes) != before
+            if _stat_key(os.fstat(source.fileno()), path, max_file_bytes) != before:
+                changing.append(name)
         files.append({"path": name, "sha256": digest.hexdigest(), "size": size})
-        if moved or (expected is not None and files[-1] != expected[position]):
-            changing.append(name)
-        elif max(before[1:3]) < racy_after:
+        if max(before[1:3]) < racy_after:
             cached[name] = (*before, files[-1]["sha256"])
     if changing:
         raise PipelineError(f"{root}: files changed while they were being fetched ({', '.join(changing[:5])}); "
@@ -395,48 +407,27 @@ def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
           commit_time: str | None = None, reader: HttpReader | None = None,
           commit_facts: dict[str, str] | None = None, listing: Mapping[str, tuple[int, str]] | None = None,
           ) -> FetchResult:
-    """Bring `source` into OUT/raw/<snapshot-id>/. A local folder is not read when the stat cache
-    vouches for every file, else each file is read once, as it is copied. For a URL, `reader` carries
-    deadlines already running (the upstream's API was asked first), `commit_facts` are the upstream facts
-    of the commit the URL is pinned to and `listing` its files as the commit's tree lists them."""
+    """Bring `source` into OUT/raw/<snapshot-id>/. For a URL, `reader` carries deadlines already running
+    (the upstream's API was asked first), `commit_facts` are the upstream facts of the commit the URL is
+    pinned to and `listing` its files as the commit's tree lists them."""
     staging = paths.raw_dir / f".staging-{os.getpid()}"
     for leftover in paths.raw_dir.glob(".staging-*"):  # left by a run that was stopped (we hold OUT's lock)
         shutil.rmtree(leftover, ignore_errors=True)
     try:
         if "://" in source:
             staging.mkdir(parents=True)
-            reader, origin = reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s), source
-            files = _fetch_url(source, staging, reader, listing)
-            pinned = PINNED_COMMIT_PATTERN.search(urllib.parse.urlsplit(source).path + "/")
-            upstream = {"commit": pinned.group(1)} if pinned else {}
-            if commit_facts is not None:
-                if upstream.get("commit", commit_facts["commit"]) != commit_facts["commit"]:
-                    raise PipelineError(f"{source}: not the URL of commit {commit_facts['commit']}")
-                upstream = dict(commit_facts)
+            reader = reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s)
+            upstream, files = _fetch_url(source, staging, reader, commit_facts, listing)
+            upstream, origin = _with_commit_time(upstream, commit_time, source), source
         else:
             root, names = _local_files(source)
-            upstream, origin = _local_commit_facts(root), str(root.resolve())
-            try:
-                cache = read_typed(paths.raw_dir / STAT_CACHE, _StatCache)
-            except (OSError, PipelineError):
-                cache = {}
-            # Unless the stat cache vouches for every file, the files are copied at once (the id may
-            # depend on their content), each read once; the copy goes if the archive holds it already.
-            if (files := _vouched(root, names, cache.get(origin, {}), max_file_bytes)) is None:
-                files, cache[origin] = _copy_local(root, names, staging, max_file_bytes)
-                write_json_atomic(paths.raw_dir / STAT_CACHE, cache)
-        if commit_time is not None:  # given on the command line: it must not contradict the facts
-            if upstream.get("commit_time") not in (None, commit_time):
-                raise PipelineError(f"{source}: --commit-time {commit_time} contradicts its snapshot.json "
-                                    f"({upstream['commit_time']})")
-            upstream = {**upstream, "commit_time": checked_time(commit_time, "--commit-time")}
+            upstream, origin = _with_commit_time(_local_commit_facts(root), commit_time, source), str(root.resolve())
+            files = _fetch_local(paths, root, names, upstream, staging, max_file_bytes)
         target = paths.raw_snapshot(snapshot_id := snapshot_id_of(upstream, files))
         if changed := not _held_already(paths, snapshot_id, upstream, files):
-            if not staging.is_dir():  # known from the stat cache, not copied yet
-                _copy_local(root, names, staging, max_file_bytes, expected=files)
             write_json_atomic(staging / MANIFEST, Manifest(
-                snapshot_id=snapshot_id, source=origin,
-                retrieved=datetime.now(timezone.utc).date().isoformat(), upstream=upstream, files=files))
+                snapshot_id=snapshot_id, source=origin, retrieved=datetime.now(timezone.utc).date().isoformat(),
+                upstream=upstream, files=files))
             replace_directory(staging, target)
         _point_latest_at(paths, snapshot_id)
     finally:
@@ -447,6 +438,16 @@ def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
         "give --commit-time (make COMMIT_TIME=2026-02-16T09:48:29Z) or a snapshot.json with commit_time beside its "
         "files",)
     return _result(target, upstream, files, changed, notices)
+
+
+def _with_commit_time(upstream: dict[str, str], commit_time: str | None, source: str) -> dict[str, str]:
+    """The upstream facts with a commit time given on the command line, which must not contradict them."""
+    if commit_time is None:
+        return upstream
+    if upstream.get("commit_time") not in (None, commit_time):
+        raise PipelineError(f"{source}: --commit-time {commit_time} contradicts its snapshot.json "
+                            f"({upstream['commit_time']})")
+    return {**upstream, "commit_time": checked_time(commit_time, "--commit-time")}
 
 
 def held_snapshot(paths: Paths, snapshot_id: str) -> FetchResult:
