@@ -207,7 +207,8 @@ class HttpReader:
         return body
 
 
-def _fetch_url(source: str, staging: Path, reader: HttpReader, commit_facts: dict[str, str] | None,
+def _fetch_url(source: str, staging: Path, reader: HttpReader, commit_time: str | None,
+               commit_facts: dict[str, str] | None,
                listing: Mapping[str, tuple[int, str]] | None) -> tuple[dict[str, str], list[FileEntry]]:
     """The upstream facts (`commit_facts`, for the commit the URL is pinned to) and the files downloaded:
     those `listing` names (name -> size and git hash, as a commit's tree lists every file of the folder),
@@ -222,6 +223,7 @@ def _fetch_url(source: str, staging: Path, reader: HttpReader, commit_facts: dic
         if upstream.get("commit", commit_facts["commit"]) != commit_facts["commit"]:
             raise PipelineError(f"{source}: not the URL of commit {commit_facts['commit']}")
         upstream = dict(commit_facts)
+    upstream = _with_commit_time(upstream, commit_time, source)
 
     def download(name: str) -> FileEntry:
         url = f"{source.rstrip('/')}/{urllib.parse.quote(name)}"
@@ -280,11 +282,13 @@ def _stat_key(stat: os.stat_result, path: Path, max_file_bytes: int) -> tuple[in
     return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
 
 
-def _fetch_local(paths: Paths, root: Path, names: list[str], upstream: dict[str, str], staging: Path,
-                 max_file_bytes: int) -> list[FileEntry]:
-    """The files' manifest entries. When the stat cache vouches for every file and the archive holds them,
-    nothing is read; otherwise all are copied into `staging` and hashed (the id may depend on their content)."""
-    origin = str(root.resolve())
+def _fetch_local(source: str, paths: Paths, staging: Path, commit_time: str | None,
+                 max_file_bytes: int) -> tuple[dict[str, str], list[FileEntry]]:
+    """The upstream facts and the files' manifest entries. When the stat cache vouches for every file and
+    the archive holds them, nothing is read; otherwise all are copied into `staging` and hashed (the id may
+    depend on their content)."""
+    root, names = _local_files(source)
+    upstream, origin = _with_commit_time(_local_commit_facts(root), commit_time, source), str(root.resolve())
     try:
         cache = read_typed(paths.raw_dir / STAT_CACHE, _StatCache)
     except (OSError, PipelineError):
@@ -293,10 +297,10 @@ def _fetch_local(paths: Paths, root: Path, names: list[str], upstream: dict[str,
     if all(cached.get(name, ())[:4] == _stat_key((root / name).stat(), root / name, max_file_bytes) for name in names):
         files: list[FileEntry] = [{"path": name, "sha256": cached[name][4], "size": cached[name][0]} for name in names]
         if _held_already(paths, snapshot_id_of(upstream, files), upstream, files):
-            return files
+            return upstream, files
     files, cache[origin] = _copy_local(root, names, staging, max_file_bytes)
     write_json_atomic(paths.raw_dir / STAT_CACHE, cache)
-    return files
+    return upstream, files
 
 
 def _copy_local(root: Path, names: list[str], staging: Path,
@@ -415,14 +419,11 @@ def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
         shutil.rmtree(leftover, ignore_errors=True)
     try:
         if "://" in source:
-            staging.mkdir(parents=True)
-            reader = reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s)
-            upstream, files = _fetch_url(source, staging, reader, commit_facts, listing)
-            upstream, origin = _with_commit_time(upstream, commit_time, source), source
+            reader, origin = reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s), source
+            upstream, files = _fetch_url(source, staging, reader, commit_time, commit_facts, listing)
         else:
-            root, names = _local_files(source)
-            upstream, origin = _with_commit_time(_local_commit_facts(root), commit_time, source), str(root.resolve())
-            files = _fetch_local(paths, root, names, upstream, staging, max_file_bytes)
+            upstream, files = _fetch_local(source, paths, staging, commit_time, max_file_bytes)
+            origin = str(Path(source).resolve())
         target = paths.raw_snapshot(snapshot_id := snapshot_id_of(upstream, files))
         if changed := not _held_already(paths, snapshot_id, upstream, files):
             write_json_atomic(staging / MANIFEST, Manifest(
