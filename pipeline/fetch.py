@@ -16,7 +16,6 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from http.client import responses
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -213,6 +212,8 @@ def _fetch_url(source: str, staging: Path, reader: HttpReader, commit_time: str 
     """The upstream facts (`commit_facts`, for the commit the URL is pinned to) and the files downloaded:
     those `listing` names (name -> size and git hash, as a commit's tree lists every file of the folder),
     each checked; without one, index.json, its tasks' files and the model files those imply."""
+    from http.client import responses  # imported with urllib3, not by every fetch
+
     from schemas.rules import MODEL_ID_PATTERN
 
     if urllib.parse.urlsplit(source).scheme not in ("http", "https"):
