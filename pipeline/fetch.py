@@ -16,7 +16,6 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from http import HTTPStatus
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -24,7 +23,7 @@ import msgspec
 
 from pipeline import jsontext
 from pipeline.errors import NEXT_STEP, PipelineError, command_name
-from pipeline.files import read_typed, replace_directory, write_bytes_atomic, write_json_atomic
+from pipeline.files import read_typed, replace_directory, staged_directory, write_bytes_atomic, write_json_atomic
 from pipeline.fingerprint import data_sha256, file_sha256, git_blob_sha1
 from pipeline.paths import Paths
 from pipeline.progress import each
@@ -44,6 +43,7 @@ LOCAL_HINT = "offline? a local copy works too: make SOURCE=<folder>"
 # RACY_WINDOW_NS of writing the cache could change again within the same timestamp tick: it is left out
 # (git's rule).
 STAT_CACHE = ".stat-cache.json"
+_StatCache = dict[str, dict[str, tuple[int, int, int, int, str]]]
 RACY_WINDOW_NS = 2_000_000_000
 # What a fetch by URL reads of index.json and the task files: the files they imply.
 _Index = msgspec.defstruct("_Index", [("tasks", list[str])])
@@ -139,7 +139,7 @@ class HttpReader:
                 response = self.pool.request("GET", url, headers={"User-Agent": "energy-index", **(headers or {})},
                                              timeout=urllib3.Timeout(connect=left, read=left),
                                              preload_content=False, redirect=False)
-                if response.status not in (301, 302, 303, 307, 308):
+                if response.status not in response.REDIRECT_STATUSES:
                     break
                 response.close()
                 moved = urllib.parse.urljoin(url, response.headers.get("Location", ""))
@@ -205,43 +205,52 @@ class HttpReader:
             raise self._timed_out(url)
         return body
 
-    def download(self, base_url: str, name: str, staging: Path) -> FileEntry:
-        """Write the file `name` of the snapshot at `base_url` into `staging`; return its manifest entry."""
-        url = f"{base_url.rstrip('/')}/{urllib.parse.quote(name)}"
-        if (status := self.get(url, target=staging / name)[0]) != 200:
-            phrase = HTTPStatus(status).phrase if status in iter(HTTPStatus) else ""
-            raise PipelineError(f"{url}: HTTP {status} {phrase}")
-        return {"path": name, "sha256": file_sha256(staging / name), "size": (staging / name).stat().st_size}
 
+def _fetch_url(source: str, staging: Path, reader: HttpReader, commit_time: str | None,
+               commit_facts: dict[str, str] | None,
+               listing: Mapping[str, tuple[int, str]] | None) -> tuple[dict[str, str], list[FileEntry]]:
+    """The upstream facts (`commit_facts`, for the commit the URL is pinned to) and the files downloaded:
+    those `listing` names (name -> size and git hash, as a commit's tree lists every file of the folder),
+    each checked; without one, index.json, its tasks' files and the model files those imply."""
+    from http.client import responses  # imported with urllib3, not by every fetch
 
-def _fetch_url(source: str, staging: Path, reader: HttpReader,
-               listing: Mapping[str, tuple[int, str]] | None) -> list[FileEntry]:
-    """Download the files `listing` names (name -> size and git hash, as a commit's tree lists every
-    file of the folder), each checked; without one, index.json, its tasks' files and the model files
-    those imply."""
     from schemas.rules import MODEL_ID_PATTERN
 
     if urllib.parse.urlsplit(source).scheme not in ("http", "https"):
         raise PipelineError(f"{source}: only http:// and https:// URLs can be fetched")
+    pinned = PINNED_COMMIT_PATTERN.search(urllib.parse.urlsplit(source).path + "/")
+    upstream = {"commit": pinned.group(1)} if pinned else {}
+    if commit_facts is not None:
+        if upstream.get("commit", commit_facts["commit"]) != commit_facts["commit"]:
+            raise PipelineError(f"{source}: not the URL of commit {commit_facts['commit']}")
+        upstream = dict(commit_facts)
+    upstream = _with_commit_time(upstream, commit_time, source)
+
+    def download(name: str) -> FileEntry:
+        url = f"{source.rstrip('/')}/{urllib.parse.quote(name)}"
+        if (status := reader.get(url, target=staging / name)[0]) != 200:
+            raise PipelineError(f"{url}: HTTP {status} {responses.get(status, '')}")
+        return {"path": name, "sha256": file_sha256(staging / name), "size": (staging / name).stat().st_size}
+
     if listing is not None:
-        files = [reader.download(source, name, staging) for name in each(sorted(listing), "fetch", "file")]
+        files = [download(name) for name in each(sorted(listing), "fetch", "file")]
         for entry in files:
             size, blob = listing[entry["path"]]
             if entry["size"] != size or git_blob_sha1(staging / entry["path"]) != blob:
                 raise PipelineError(f"{source}/{entry['path']}: not the file the commit's tree lists ({size} bytes, "
                                     f"git hash {blob[:12]}); received {entry['size']} bytes that differ; run again")
-        return files
-    files = [reader.download(source, "index.json", staging)]
+        return upstream, files
+    files = [download("index.json")]
     tasks = read_typed(staging / "index.json", _Index, "index.json").tasks
     if not all(_dictionary_pattern("tasks", "task").match(task) for task in tasks):
         raise PipelineError("index.json: field 'tasks' must be a list of task names (lower-case, digits, '-')")
     for task in each(tasks, "fetch", "task"):
-        files.append(reader.download(source, name := f"tasks/{task}.json", staging))
+        files.append(download(name := f"tasks/{task}.json"))
         for model_id in sorted({row.model_id for row in read_typed(staging / name, _TaskFile, name).configurations}):
             if not re.fullmatch(MODEL_ID_PATTERN, model_id):
                 raise PipelineError(f"{name}: model_id {model_id!r} would not give a safe file name")
-            files.append(reader.download(source, f"models/{model_id.replace('/', '__')}__{task}.json", staging))
-    return sorted(files, key=lambda entry: entry["path"])
+            files.append(download(f"models/{model_id.replace('/', '__')}__{task}.json"))
+    return upstream, sorted(files, key=lambda entry: entry["path"])
 
 
 def _local_files(source: str) -> tuple[Path, list[str]]:
@@ -274,46 +283,47 @@ def _stat_key(stat: os.stat_result, path: Path, max_file_bytes: int) -> tuple[in
     return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
 
 
-def _read_stat_cache(paths: Paths) -> dict[str, dict[str, tuple[int, int, int, int, str]]]:
+def _fetch_local(source: str, paths: Paths, staging: Path, commit_time: str | None,
+                 max_file_bytes: int) -> tuple[dict[str, str], list[FileEntry]]:
+    """The upstream facts and the files' manifest entries. When the stat cache vouches for every file and
+    the archive holds them, nothing is read; otherwise all are copied into `staging` and hashed (the id may
+    depend on their content)."""
+    root, names = _local_files(source)
+    upstream, origin = _with_commit_time(_local_commit_facts(root), commit_time, source), str(root.resolve())
     try:
-        return read_typed(paths.raw_dir / STAT_CACHE, dict[str, dict[str, tuple[int, int, int, int, str]]])
+        cache = read_typed(paths.raw_dir / STAT_CACHE, _StatCache)
     except (OSError, PipelineError):
-        return {}
+        cache = {}
+    cached = cache.get(origin, {})
+    if all(cached.get(name, ())[:4] == _stat_key((root / name).stat(), root / name, max_file_bytes) for name in names):
+        files: list[FileEntry] = [{"path": name, "sha256": cached[name][4], "size": cached[name][0]} for name in names]
+        if _held_already(paths, snapshot_id_of(upstream, files), upstream, files):
+            return upstream, files
+    files, cache[origin] = _copy_local(root, names, staging, max_file_bytes)
+    write_json_atomic(paths.raw_dir / STAT_CACHE, cache)
+    return upstream, files
 
 
-def _known_unchanged(root: Path, names: list[str], cached: dict[str, tuple[int, int, int, int, str]],
-                     max_file_bytes: int) -> list[FileEntry] | None:
-    """Each file's manifest entry from the stat cache, when it holds every file unchanged (nothing is read)."""
-    files: list[FileEntry] = []
-    for name in names:
-        stat = (root / name).stat()
-        if (entry := cached.get(name)) is None or entry[:4] != _stat_key(stat, root / name, max_file_bytes):
-            return None
-        files.append({"path": name, "sha256": entry[4], "size": stat.st_size})
-    return files
-
-
-def _copy_local(root: Path, names: list[str], staging: Path, max_file_bytes: int,
-                expected: list[FileEntry] | None = None) -> tuple[list[FileEntry], dict[str, tuple]]:
-    """Copy the files into `staging`, hashing the bytes written on the way (one read of each): their
-    entries and the stat cache's entries for them. A file whose stat moved while it was read, or that is
-    not as `expected`, was being changed: refused."""
+def _copy_local(root: Path, names: list[str], staging: Path,
+                max_file_bytes: int) -> tuple[list[FileEntry], dict[str, tuple]]:
+    """Copy the files into `staging`, hashing the bytes written on the way (one read of each, which
+    measured as fast as the kernel's copy followed by a read of the copy): their entries and the stat
+    cache's entries for them. A file whose stat moved while it was read was being changed: refused."""
     files: list[FileEntry] = []
     cached, changing, racy_after = {}, [], time.time_ns() - RACY_WINDOW_NS
     for folder in {(staging / name).parent for name in names}:
         folder.mkdir(parents=True, exist_ok=True)
-    for position, name in enumerate(names):
+    for name in names:
         digest, size, path = hashlib.sha256(), 0, root / name
         with open(path, "rb") as source, open(staging / name, "xb") as copy:
             before = _stat_key(os.fstat(source.fileno()), path, max_file_bytes)
             while chunk := source.read(1 << 20):
                 digest.update(chunk)
                 size += copy.write(chunk)
-            moved = _stat_key(os.fstat(source.fileno()), path, max_file_bytes) != before
+            if _stat_key(os.fstat(source.fileno()), path, max_file_bytes) != before:
+                changing.append(name)
         files.append({"path": name, "sha256": digest.hexdigest(), "size": size})
-        if moved or (expected is not None and files[-1] != expected[position]):
-            changing.append(name)
-        elif max(before[1:3]) < racy_after:
+        if max(before[1:3]) < racy_after:
             cached[name] = (*before, files[-1]["sha256"])
     if changing:
         raise PipelineError(f"{root}: files changed while they were being fetched ({', '.join(changing[:5])}); "
@@ -328,11 +338,11 @@ def _local_commit_facts(root: Path) -> dict[str, str]:
     if "commit" in facts and not COMMIT_PATTERN.match(facts["commit"]):
         raise PipelineError(f"{path}: commit {facts['commit']!r} is not a git commit hash")
     if "commit_time" in facts:
-        _checked_time(facts["commit_time"], f"{path}: commit_time")
+        checked_time(facts["commit_time"], f"{path}: commit_time")
     return facts
 
 
-def _checked_time(text: str, what: str) -> str:
+def checked_time(text: str, what: str) -> str:
     """`text` if it is an ISO 8601 time (a date, T, a time of day); else an error naming `what`."""
     with contextlib.suppress(ValueError):
         if re.match(r"^\d{4}-\d{2}-\d{2}T", text) and commit_moment(text):
@@ -402,41 +412,24 @@ def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
           commit_time: str | None = None, reader: HttpReader | None = None,
           commit_facts: dict[str, str] | None = None, listing: Mapping[str, tuple[int, str]] | None = None,
           ) -> FetchResult:
-    """Bring `source` into OUT/raw/<snapshot-id>/. A local folder is not read when the stat cache
-    vouches for every file, else each file is read once, as it is copied. For a URL, `reader` carries deadlines
-    already running (the upstream's API was asked first), `commit_facts` are the upstream facts of the
-    commit the URL is pinned to and `listing` its files as the commit's tree lists them."""
-    is_url = "://" in source
+    """Bring `source` into OUT/raw/<snapshot-id>/. For a URL, `reader` carries deadlines already running
+    (the upstream's API was asked first), `commit_facts` are the upstream facts of the commit the URL is
+    pinned to and `listing` its files as the commit's tree lists them."""
     staging = paths.raw_dir / f".staging-{os.getpid()}"
     for leftover in paths.raw_dir.glob(".staging-*"):  # left by a run that was stopped (we hold OUT's lock)
         shutil.rmtree(leftover, ignore_errors=True)
     try:
-        if is_url:
-            staging.mkdir(parents=True)
-            reader = reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s)
-            files = _fetch_url(source, staging, reader, listing)
-            pinned = PINNED_COMMIT_PATTERN.search(urllib.parse.urlsplit(source).path + "/")
-            upstream = {"commit": pinned.group(1)} if pinned else {}
-            if commit_facts is not None:
-                if upstream.get("commit", commit_facts["commit"]) != commit_facts["commit"]:
-                    raise PipelineError(f"{source}: not the URL of commit {commit_facts['commit']}")
-                upstream = dict(commit_facts)
+        if "://" in source:
+            reader, origin = reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s), source
+            upstream, files = _fetch_url(source, staging, reader, commit_time, commit_facts, listing)
         else:
-            root, names = _local_files(source)
-            upstream, cache = _local_commit_facts(root), _read_stat_cache(paths)
-            # Unless the stat cache vouches for every file, the files are copied at once (the id may
-            # depend on their content), each read once; the copy goes if the archive holds it already.
-            if (files := _known_unchanged(root, names, cache.get(str(root.resolve()), {}), max_file_bytes)) is None:
-                files, cached = _copy_local(root, names, staging, max_file_bytes)
-                write_json_atomic(paths.raw_dir / STAT_CACHE, {**cache, str(root.resolve()): cached})
-        upstream = _with_commit_time(upstream, commit_time, source)
+            upstream, files = _fetch_local(source, paths, staging, commit_time, max_file_bytes)
+            origin = str(Path(source).resolve())
         target = paths.raw_snapshot(snapshot_id := snapshot_id_of(upstream, files))
         if changed := not _held_already(paths, snapshot_id, upstream, files):
-            if not staging.is_dir():  # known from the stat cache, not copied yet
-                _copy_local(root, names, staging, max_file_bytes, expected=files)
             write_json_atomic(staging / MANIFEST, Manifest(
-                snapshot_id=snapshot_id, source=source if is_url else str(root.resolve()),
-                retrieved=datetime.now(timezone.utc).date().isoformat(), upstream=upstream, files=files))
+                snapshot_id=snapshot_id, source=origin, retrieved=datetime.now(timezone.utc).date().isoformat(),
+                upstream=upstream, files=files))
             replace_directory(staging, target)
         _point_latest_at(paths, snapshot_id)
     finally:
@@ -447,6 +440,16 @@ def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
         "give --commit-time (make COMMIT_TIME=2026-02-16T09:48:29Z) or a snapshot.json with commit_time beside its "
         "files",)
     return _result(target, upstream, files, changed, notices)
+
+
+def _with_commit_time(upstream: dict[str, str], commit_time: str | None, source: str) -> dict[str, str]:
+    """The upstream facts with a commit time given on the command line, which must not contradict them."""
+    if commit_time is None:
+        return upstream
+    if upstream.get("commit_time") not in (None, commit_time):
+        raise PipelineError(f"{source}: --commit-time {commit_time} contradicts its snapshot.json "
+                            f"({upstream['commit_time']})")
+    return {**upstream, "commit_time": checked_time(commit_time, "--commit-time")}
 
 
 def held_snapshot(paths: Paths, snapshot_id: str) -> FetchResult:
@@ -475,14 +478,11 @@ def move_to_current_ids(paths: Paths) -> dict[str, str]:
     for old, manifest in _held_manifests(paths).items():
         if (new_id := snapshot_id_of(manifest["upstream"], manifest["files"])) == old.name:
             continue
-        check_snapshot_id(new_id)
-        if not (paths.raw_snapshot(new_id) / MANIFEST).is_file():
-            staging = paths.raw_dir / f".staging-{os.getpid()}"
-            shutil.rmtree(staging, ignore_errors=True)
-            shutil.copytree(old, staging, copy_function=os.link)
-            # Replaced by rename, so the manifest linked from the old folder is not written through.
-            write_json_atomic(staging / MANIFEST, {**manifest, "snapshot_id": new_id})
-            replace_directory(staging, paths.raw_snapshot(new_id))
+        if not (paths.raw_snapshot(check_snapshot_id(new_id)) / MANIFEST).is_file():
+            with staged_directory(paths.raw_snapshot(new_id)) as staging:
+                shutil.copytree(old, staging, copy_function=os.link, dirs_exist_ok=True)
+                # Replaced by rename, so the manifest linked from the old folder is not written through.
+                write_json_atomic(staging / MANIFEST, {**manifest, "snapshot_id": new_id})
         shutil.rmtree(old)
         moved[old.name] = new_id
     pointer = paths.latest_snapshot_pointer
@@ -505,13 +505,3 @@ def stale_published_ids(paths: Paths) -> dict[str, str]:
     current = {row["snapshot_id"]: snapshot_id_of({**row, "commit_time": row["commit_time"].isoformat()}, [])
                for row in rows if row["commit"] and row["commit_time"]}
     return {old: new for old, new in current.items() if old != new}
-
-
-def _with_commit_time(upstream: dict[str, str], commit_time: str | None, source: str) -> dict[str, str]:
-    """The upstream facts with a commit time given on the command line, which must not contradict them."""
-    if commit_time is None:
-        return upstream
-    if upstream.get("commit_time") not in (None, commit_time):
-        raise PipelineError(f"{source}: --commit-time {commit_time} contradicts its snapshot.json "
-                            f"({upstream['commit_time']})")
-    return {**upstream, "commit_time": _checked_time(commit_time, "--commit-time")}

@@ -1,10 +1,8 @@
 """Atomic writes and JSON reading: the ways the pipeline touches files."""
 
 import contextlib
-import functools
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,23 +13,13 @@ import msgspec
 from pipeline.errors import PipelineError
 
 
-@functools.cache
-def _file_mode() -> int:
-    """The mode `open` gives a new file under this process's umask (which only setting it reveals)."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
 @contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
-    """Yield a temporary path beside `target`, renamed over it only if the block succeeds. It gets the
-    mode a file made by cp would (mkstemp's is 0600), so readers running as another user can read it."""
+    """Yield a new empty file beside `target`, renamed over it only if the block succeeds. Made as cp makes
+    a file, its mode follows the umask (mkstemp's is 0600), so readers running as another user can read it."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.fchmod(fd, _file_mode())
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = target.with_name(f".{target.name}.{os.urandom(4).hex()}.tmp")
+    tmp.touch(exist_ok=False)
     try:
         yield tmp
         os.replace(tmp, target)

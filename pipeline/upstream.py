@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import msgspec
 
 from pipeline.errors import PipelineError
-from pipeline.fetch import FetchResult, HttpReader, commit_moment, fetch, held_snapshot, held_snapshot_ids
+from pipeline.fetch import FetchResult, HttpReader, checked_time, commit_moment, fetch, held_snapshot, held_snapshot_ids
 from pipeline.files import read_typed, write_json_atomic
 from pipeline.paths import Paths
 from pipeline.settings import (
@@ -54,9 +54,7 @@ class GitHub:
     """The two upstream endpoints, read through one HttpReader (its deadlines, caps and redirect rule)."""
 
     def __init__(self, reader: HttpReader) -> None:
-        self.reader = reader
-        self.api = GITHUB_API.value()
-        self.raw = GITHUB_RAW.value()
+        self.reader, self.api, self.raw = reader, GITHUB_API.value(), GITHUB_RAW.value()
         self.token = os.environ.get(GITHUB_TOKEN_VARIABLE) or None
 
     def listing_url(self, path: str = UPSTREAM_PATH, **query: str | int) -> str:
@@ -102,10 +100,7 @@ class GitHub:
         commits = [Commit(entry.sha, entry.commit.committer.date, entry.commit.message.split("\n")[0].strip())
                    for entry in listed or []]
         for commit in commits:
-            try:
-                commit_moment(commit.time)
-            except ValueError:
-                raise PipelineError(f"{url}: commit {commit.sha}: {commit.time!r} is not an ISO 8601 time") from None
+            checked_time(commit.time, f"{url}: commit {commit.sha}:")
         return (None if listed is None else commits), headers
 
     def newest(self, paths: Paths) -> Commit:
