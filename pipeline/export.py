@@ -105,7 +105,9 @@ def task_header(card: SourceCard, task: dict[str, Any], snapshot: dict[str, Any]
                 ) -> dict[str, Any]:
     """The keys every file of one task shares, up to and including 'boundary', in the seed's order."""
     family, limit, evidence = getattr(card, task["family"]), _number(task["latency_limit"]), card.compiled_evidence
-    default, over = family.default_limit(task["task"]), task["over_latency_limit_count"]
+    default = (card.token.default_itl_deadline_ms if task["family"] == "token"
+               else card.diffusion.default_batch_latency_ceiling_s[task["task"]])
+    over = task["over_latency_limit_count"]
     compiled, tasks_date = snapshot["last_updated"], snapshot["tasks_last_commit_date"]
     context = {
         **card.source, **task, "compiled": compiled, "retrieved": retrieved,
