@@ -187,18 +187,21 @@ def _write(staging: Path, name: str, plan: TaskPlan, document: dict[str, Any], r
     (staging / name).write_bytes(jsontext.dumps(document, floats_vetted=plan.plain_header and worst == 0))
 
 
-def _rows(connection: duckdb.DuckDBPyConnection, family: Family, view: str, order_by: str,
-          parameters: dict[str, Any]) -> Iterator[Row]:
-    """The rows of `view` of the tasks $tasks (of one family), with the model's fields and their
-    float_check, in file order, a batch at a time (at the 1000x scale the rows as dictionaries would
-    take gigabytes)."""
-    relation = f"{view} as c join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id"
+def _configurations(connection: duckdb.DuckDBPyConnection, family: Family, parameters: dict[str, Any]
+                    ) -> Iterator[Row]:
+    """The configurations of the tasks $tasks (of one family) in file order, with the model's fields,
+    whether each is its model's best on its GPU (is_best) and their float_check, a batch at a time (at the
+    1000x scale the rows as dictionaries would take gigabytes)."""
+    relation = (f"{family.configurations_view} as c join models as m on m.snapshot_id = c.snapshot_id"
+                " and m.model_id = c.model_id left join best_configurations as b"
+                " on b.task = c.task and b.row_id = c.row_id and b.repeat = c.repeat")
     columns = ", ".join([f"m.{c}" for _, c, _ in MODEL_FIELDS if c != "slug"]
                         + [f"c.{c}" for c in sorted({column for _, column, _ in family.fields})])
     return stream_dicts(connection, f"""
-        select c.task, c.slug, {columns}, {_float_check(connection, columns, relation)} from {relation}
-        where c.snapshot_id = $snapshot_id and list_contains($tasks, c.task) order by c.task, c.slug, {order_by}""",
-                        parameters)
+        select c.task, c.slug, {columns}, b.row_id is not null as is_best,
+            {_float_check(connection, columns, relation)}
+        from {relation} where c.snapshot_id = $snapshot_id and list_contains($tasks, c.task)
+        order by c.task, c.slug, {family.order_by}""", parameters)
 
 
 def _rows_by_task(rows: Iterator[Row], tasks: list[str]) -> Iterator[list[Row]]:
@@ -240,31 +243,29 @@ def _write_tiers(connection: duckdb.DuckDBPyConnection, snapshot_id: str, plans:
 
 def _write_configurations(connection: duckdb.DuckDBPyConnection, snapshot_id: str, plans: list[TaskPlan],
                           staging: Path) -> int:
-    """Every task's index.json (its best rows) and its model files (each model's configurations and best
-    rows), one family at a time: its best rows are held (one per model and GPU), its configurations
-    streamed a model at a time. Returns how many model files it wrote."""
+    """Every model's file (its configurations and best rows) and every task's index.json (its models'
+    best rows), one family at a time, its configurations streamed a model at a time. Returns how many
+    model files it wrote."""
     written, by_task = 0, {plan.task: plan for plan in plans}
     with progress(None, "export: model files") as counter:
         for family_name, family in FAMILIES.items():
             tasks = [plan.task for plan in plans if plan.family == family_name]
-            parameters = {"snapshot_id": snapshot_id, "tasks": tasks}
-            # The best rows first: the configurations stream, and a connection holds one result at a time.
-            best: dict[str, dict[str, list[Row]]] = {task: {} for task in tasks}
-            for row in _rows(connection, family, "best_configurations", "c.gpu", parameters):
-                best[row["task"]].setdefault(row["slug"], []).append(row)
-            for task, by_slug in best.items():
-                plan, rows = by_task[task], [row for rows in by_slug.values() for row in rows]
-                _write(staging, f"{task}/index.json", plan,
-                       {**plan.header, "rows": [{**_model(row), **plan.configuration(row)} for row in rows]}, rows)
-            configurations = _rows(connection, family, family.configurations_view, family.order_by, parameters)
+            best: dict[str, list[Row]] = {task: [] for task in tasks}  # by task, in file order
+            configurations = _configurations(connection, family, {"snapshot_id": snapshot_id, "tasks": tasks})
             for (task, slug), group in itertools.groupby(configurations, key=itemgetter("task", "slug")):
-                plan, group, best_rows = by_task[task], list(group), best[task].get(slug, [])
+                plan, group = by_task[task], list(group)
+                best_rows = [row for row in group if row["is_best"]]  # one per GPU, in GPU order as the rows
                 document = {**plan.header, **_model(group[0]), "gpus": sorted({row["gpu"] for row in group}),
                             "configurations": [plan.configuration(row) for row in group],
                             "best": {row["gpu"]: plan.configuration(row) for row in best_rows}}
-                _write(staging, f"{task}/models/{slug}.json", plan, document, group + best_rows)
+                _write(staging, f"{task}/models/{slug}.json", plan, document, group)
+                best[task] += best_rows
                 written += 1
                 counter.update(1)
+            for task, rows in best.items():
+                plan = by_task[task]
+                _write(staging, f"{task}/index.json", plan,
+                       {**plan.header, "rows": [{**_model(row), **plan.configuration(row)} for row in rows]}, rows)
     return written
 
 
