@@ -271,7 +271,6 @@ def _write_configurations(connection: duckdb.DuckDBPyConnection, snapshot_id: st
 
 @dataclass(frozen=True)
 class ExportResult:
-    directory: Path
     task_count: int
     model_file_count: int
 
@@ -297,4 +296,4 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
         replace_directory(staging, paths.index_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return ExportResult(paths.index_dir, len(plans), model_file_count)
+    return ExportResult(len(plans), model_file_count)
