@@ -12,26 +12,20 @@ EXAMPLES_PER_RULE = 2
 def audit_summary(paths: Paths, every_snapshot: bool = False) -> str:
     with connect(str(paths.database), read_only=True) as connection:
         snapshot_id = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
-        rows = connection.execute(
-            """
+        rows = connection.execute("""
             select r.rule, r.severity, r.measure, audit_expected(r.direction, r.tolerance), count(f.rule) as findings,
                    list(f.row_key || ' = ' || printf('%.3g', f.observed) order by f.row_key)
                        filter (where f.rule is not null)[1:$examples] as examples
             from audit_rules as r
             left join audit_findings as f on f.rule = r.rule and f.snapshot_id = $snapshot_id
             group by all
-            order by r.severity desc, findings desc, r.rule
-            """,
-            {"snapshot_id": snapshot_id, "examples": EXAMPLES_PER_RULE},
-        ).fetchall()
-        per_snapshot = connection.execute(
-            """
+            order by r.severity desc, findings desc, r.rule""",
+            {"snapshot_id": snapshot_id, "examples": EXAMPLES_PER_RULE}).fetchall()
+        per_snapshot = connection.execute("""
             select s.snapshot_id, count(f.rule) as findings,
                    count(f.rule) filter (where f.severity = 'warn') as warnings
             from snapshot_history as s left join audit_findings as f using (snapshot_id)
-            group by s.snapshot_id, s.position order by s.position
-            """
-        ).fetchall() if every_snapshot else []
+            group by s.snapshot_id, s.position order by s.position""").fetchall() if every_snapshot else []
     total = sum(row[4] for row in rows)
     lines = [f"audit: {snapshot_id}: {total} finding(s); none blocks the build"]
     for rule, severity, measure, expected, findings, examples in rows:

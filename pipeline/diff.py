@@ -93,10 +93,11 @@ def _cut(cell: str, width: int, head_share: float = 1.0) -> str:
     return cell[:head] + "…" + cell[len(cell) - (width - 1 - head):]
 
 
-def _distinct_share(values: list[str], width: int) -> float | None:
-    """The first of HEAD_SHARES at which the different `values` cut to `width` still read differently."""
-    distinct = set(values)
-    return next((s for s in HEAD_SHARES if len({_cut(v, width, s) for v in distinct}) == len(distinct)), None)
+def _cut_apart(values: list[str], width: int, told_apart: bool) -> list[str] | None:
+    """`values` cut to `width` at the first of HEAD_SHARES at which different values still read differently
+    (in the middle if none does and the column's rows are `told_apart` by the others; else None)."""
+    cuts = [[_cut(value, width, share) for value in values] for share in HEAD_SHARES]
+    return next((cut for cut in cuts if len(set(cut)) == len(set(values))), cuts[0] if told_apart else None)
 
 
 def _table(title: str, header: list[str], rows: list[list[str]], width: int, shrinkable: list[int],
@@ -104,29 +105,23 @@ def _table(title: str, header: list[str], rows: list[list[str]], width: int, shr
     """A titled, indented table that fits `width` where it can: only the `shrinkable` columns (identifiers) are
     cut, widest first, to no fewer than 10 characters (the widest value's if fewer) and never so far that two
     different values read the same, unless the column's rows are `told_apart` by the other columns; figures are
-    never cut."""
-    width -= 2  # the indentation
-    widths = [max(map(len, column)) for column in zip(header, *rows)]
+    never cut; no rows, no table."""
+    if not rows:
+        return []
+    columns = [list(column) for column in zip(*rows)]
+    widths = [max(map(len, [name, *column])) for name, column in zip(header, columns)]
 
     def can_shrink(i: int) -> bool:
-        if i in told_apart:
-            return widths[i] > 10
-        values = [row[i] for row in rows]
-        return widths[i] > min(10, max(map(len, values))) and _distinct_share(values, widths[i] - 1) is not None
+        return (widths[i] > min(10, max(map(len, columns[i])))
+                and _cut_apart(columns[i], widths[i] - 1, i in told_apart) is not None)
 
-    while sum(widths) + 2 * (len(widths) - 1) > width and (candidates := [i for i in shrinkable if can_shrink(i)]):
+    # Two spaces of indentation, two between columns.
+    while 2 * len(widths) + sum(widths) > width and (candidates := [i for i in shrinkable if can_shrink(i)]):
         widths[max(candidates, key=widths.__getitem__)] -= 1
-    shares = [1.0] * len(header)
     for i in shrinkable:
-        share = _distinct_share([row[i] for row in rows], widths[i])
-        shares[i] = 0.5 if share is None else share  # None: a column told apart by the others
-
-    def line(cells: list[str], cut_shares: list[float]) -> str:
-        return "  ".join(_cut(c, w, s).ljust(w) for c, w, s in zip(cells, widths, cut_shares)).rstrip()
-
-    body = [line(header, [1.0] * len(header)), line(["-" * w for w in widths], shares)]
-    body += [line(row, shares) for row in rows]
-    return ["", title] + ["  " + text for text in body]
+        columns[i] = _cut_apart(columns[i], widths[i], i in told_apart)
+    lines = [[_cut(name, w) for name, w in zip(header, widths)], ["-" * w for w in widths], *zip(*columns)]
+    return ["", title] + ["  " + "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip() for cells in lines]
 
 
 SHORT_CHANGE = {"best configuration changed": "other config", "figure changed": "figure"}
@@ -145,33 +140,29 @@ def format_text(diff: dict[str, Any], limit: int, width: int | None = None) -> s
         lines.append("  no configuration added, removed or changed")
     kinds = ", ".join(f"{count} {kind}" for kind, count in summary["index_changes_by_kind"].items())
     lines.append(f"  index rows changed: {summary['index_rows_changed']}{f' ({kinds})' if kinds else ''}")
-    if index:
-        rows = [["—" if r["relative_change"] is None else f"{r['relative_change'] * 100:+.1f} %",
-                 f"{_figure(r['old_wh_per_unit'], r)} → {_figure(r['new_wh_per_unit'], r)}",
-                 f"Wh per {r['unit_label']}", SHORT_CHANGE.get(r["change"], r["change"]), r["task"], r["model_id"],
-                 r["gpu"], f"{_configuration(r['old_row_id'], r['old_repeat'])} → "
-                 f"{_configuration(r['new_row_id'], r['new_repeat'])}"] for r in index[:limit]]
-        # One row per task, model and GPU: their configurations need not read apart.
-        lines += _table(f"Index rows, largest move first ({min(limit, len(index))} of {len(index)})",
-                          ["move", "figure", "unit", "change", "task", "model", "GPU", "configuration"], rows, width,
-                          [5, 7, 4], told_apart=(7,))
+    rows = [["—" if r["relative_change"] is None else f"{r['relative_change'] * 100:+.1f} %",
+             f"{_figure(r['old_wh_per_unit'], r)} → {_figure(r['new_wh_per_unit'], r)}",
+             f"Wh per {r['unit_label']}", SHORT_CHANGE.get(r["change"], r["change"]), r["task"], r["model_id"],
+             r["gpu"], f"{_configuration(r['old_row_id'], r['old_repeat'])} → "
+             f"{_configuration(r['new_row_id'], r['new_repeat'])}"] for r in index[:limit]]
+    # One row per task, model and GPU: their configurations need not read apart.
+    lines += _table(f"Index rows, largest move first ({len(rows)} of {len(index)})",
+                    ["move", "figure", "unit", "change", "task", "model", "GPU", "configuration"], rows, width,
+                    [5, 7, 4], told_apart=(7,))
     added = [c for c in configurations if c["change"] in ("added", "removed")]
-    if added:
-        rows = [[c["change"], c["task"], c["model_id"], _configuration(f"-/{c['configuration']}", c["repeat"])]
-                for c in added[:limit]]
-        lines += _table(f"Configurations added and removed ({min(limit, len(added))} of {len(added)})",
-                          ["change", "task", "model", "configuration"], rows, width, [2, 3])
+    rows = [[c["change"], c["task"], c["model_id"], _configuration(f"-/{c['configuration']}", c["repeat"])]
+            for c in added[:limit]]
+    lines += _table(f"Configurations added and removed ({len(rows)} of {len(added)})",
+                    ["change", "task", "model", "configuration"], rows, width, [2, 3])
     changed = [c for c in configurations if c["change"] == "changed"]
-    if changed:
-        by_field = Counter(c["field"] for c in changed)
-        rows = []
-        for field, count in sorted(by_field.items(), key=lambda item: (-item[1], item[0]))[:limit]:
-            example = next(c for c in changed if c["field"] == field)
-            rows.append([field, str(count), example["task"], example["model_id"],
-                         _configuration(f"-/{example['configuration']}", example["repeat"]),
-                         f"{_value(example['old_value'])} → {_value(example['new_value'])}"])
-        lines += _table(f"Fields changed ({len(changed)} values in {len(by_field)} fields; one example each)",
-                          ["field", "values", "task", "model", "configuration", "e.g."], rows, width, [3, 4, 2, 0])
+    by_field, rows = Counter(c["field"] for c in changed), []
+    for field, count in by_field.most_common(limit):  # ties in the rows' order, which is by field
+        example = next(c for c in changed if c["field"] == field)
+        rows.append([field, str(count), example["task"], example["model_id"],
+                     _configuration(f"-/{example['configuration']}", example["repeat"]),
+                     f"{_value(example['old_value'])} → {_value(example['new_value'])}"])
+    lines += _table(f"Fields changed ({len(changed)} values in {len(by_field)} fields; one example each)",
+                    ["field", "values", "task", "model", "configuration", "e.g."], rows, width, [3, 4, 2, 0])
     if len(index) > limit or len(added) > limit or len(changed) > limit:
         lines += ["", "--limit N shows more; --format json lists every change"]
     return "\n".join(lines)

@@ -41,15 +41,9 @@ class Family(_Section):
 class Token(Family, kw_only=True):
     default_itl_deadline_ms: int | float
 
-    def default_limit(self, task: str) -> int | float:
-        return self.default_itl_deadline_ms
-
 
 class Diffusion(Family, kw_only=True):
     default_batch_latency_ceiling_s: dict[str, int | float]
-
-    def default_limit(self, task: str) -> int | float:
-        return self.default_batch_latency_ceiling_s[task]
 
 
 class SourceCard(_Section):

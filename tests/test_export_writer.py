@@ -1,5 +1,5 @@
 """The JSON writer (pipeline/jsontext.py): msgspec where it prints exactly what json.dumps(indent=2) prints (the
-standard library is the reference here), and split across processes; neither may change a byte of
+standard library is the reference here), and the export of a large index; neither may change a byte of
 the index."""
 
 import json
@@ -72,11 +72,11 @@ def test_an_export_with_floats_outside_the_plain_range_writes_the_same_files(new
 
 
 def test_export_as_a_large_index_writes_the_same_files(newest_build: Paths, tmp_path, monkeypatch):
-    """Model files split across processes, and each task's tiers read by a query of its own."""
+    """Each task's tiers read by a query of its own."""
     monkeypatch.setattr(pipeline.export, "LARGE_INDEX_CONFIGURATIONS", 0)
     split = Paths(tmp_path / "out")
     shutil.copytree(newest_build.out, split.out, symlinks=True)
-    export(split, as_of=SEED_AS_OF, retrieved=SEED_RETRIEVED, processes=3)
+    export(split, as_of=SEED_AS_OF, retrieved=SEED_RETRIEVED)
     assert tree_digest(split.out, "index") == tree_digest(newest_build.out, "index")
 
 
