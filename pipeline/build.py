@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import duckdb
 import msgspec
@@ -45,7 +45,6 @@ SQL_OBJECT = re.compile(
 
 @dataclass(frozen=True)
 class BuildResult:
-    database: Path
     views: list[str]
     appended: bool = False
     notices: tuple[str, ...] = ()
@@ -65,7 +64,7 @@ def sql_path(name: str) -> str:
 class SqlObject:
     kind: str  # "view", "macro" (scalar) or "table macro"
     parameters: tuple[str, ...]
-    body: Any  # the view's query or the macro's expression, as text (spark.py parses it with sqlglot)
+    body: str  # the view's query or the macro's expression
     statement: str  # the file's CREATE statement
 
 
@@ -488,4 +487,4 @@ def build(
     finally:
         for leftover in leftovers:
             leftover.unlink(missing_ok=True)
-    return BuildResult(paths.database, list(view_files()), appended=bool(loaded), notices=tuple(notices))
+    return BuildResult(list(view_files()), appended=bool(loaded), notices=tuple(notices))
