@@ -408,8 +408,10 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
 
 def _column_source(table: str, column: str) -> str:
     """Where a column comes from: an upstream JSON key, the pipeline, or the view that computes it."""
-    if table in STORED or table in view_files():
-        return sql_path(STORED.get(table, (table,))[0])
+    if table in STORED:
+        return sql_path(STORED[table][0])
+    if table in view_files():
+        return sql_path(table)
     source = dictionary.table_entry(table).source
     if table not in TABLE_NAMES:
         return source
