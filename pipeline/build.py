@@ -37,9 +37,9 @@ OLDEST_SUPPORTED_DUCKDB = "1.1.0"
 # A table or function a statement reads, in json_serialize_sql's text (a name in a string literal is
 # escaped there, so it cannot match).
 REFERENCE = re.compile(r'"(?:table_name|function_name)":"(\w+)"')
-# A sql/ file's statement: view or macro, its name, a macro's parameters, "table" for a table macro, the body.
+# A sql/ file's statement: view or macro, its name, (past a macro's parameters) "table" for a table macro, the body.
 SQL_OBJECT = re.compile(
-    r"^create or replace (?P<kind>view|macro)\s+(?P<name>\w+)\s*(?:\((?P<parameters>.*?)\)\s*)?as\s+"
+    r"^create or replace (?P<kind>view|macro)\s+(?P<name>\w+)\s*(?:\(.*?\)\s*)?as\s+"
     r"(?P<table>table\s+)?(?P<body>.*?);?\s*\Z", re.DOTALL | re.MULTILINE)
 
 
@@ -63,7 +63,6 @@ def sql_path(name: str) -> str:
 @dataclass(frozen=True)
 class SqlObject:
     kind: str  # "view", "macro" (scalar) or "table macro"
-    parameters: tuple[str, ...]
     body: str  # the view's query or the macro's expression
     statement: str  # the file's CREATE statement
 
@@ -76,8 +75,7 @@ def sql_object(name: str) -> SqlObject:
     if match is None or match["name"] != name:
         raise PipelineError(f"{sql_path(name)}: not one 'create or replace view|macro {name} ... as' statement")
     kind = "view" if match["kind"] == "view" else "table macro" if match["table"] else "macro"
-    parameters = tuple(part.split(":=")[0].strip() for part in (match["parameters"] or "").split(",") if part.strip())
-    return SqlObject(kind, parameters, match["body"], text[match.start():])
+    return SqlObject(kind, match["body"], text[match.start():])
 
 
 def views_in_dependency_order() -> list[str]:
@@ -303,8 +301,7 @@ def _publish_reference_tables(connection: duckdb.DuckDBPyConnection, paths: Path
     for table in REFERENCE_TABLES:
         rows = connection.sql(f"select * from {table} order by all").to_arrow_table()
         buffer = pyarrow.BufferOutputStream()
-        pq.write_table(pyarrow.Table.from_arrays(rows.columns, schema=described(table, rows.schema)), buffer,
-                       compression="zstd")
+        pq.write_table(rows.cast(described(table, rows.schema)), buffer, compression="zstd")
         write_bytes_atomic(paths.reference_parquet_path(table), buffer.getvalue().to_pybytes())
 
 
@@ -332,12 +329,13 @@ def view_description(name: str) -> str:
     fields: dict[str, list[str]] = {"what": [], **scalar}
     current = "what"
     for line in header:
-        label, _, rest = line.removeprefix("--").strip().partition(":")
+        text = line.removeprefix("--").strip()
+        label, _, rest = text.partition(":")
         if label in ("grain", "key"):
             current = label
             fields[current] = [rest.strip()]
         elif current == "what" or line.startswith("--  "):
-            fields[current].append(line.removeprefix("--").strip())
+            fields[current].append(text)
         else:
             break
     what = " ".join(fields["what"]).split(":", 1)[1].strip()

@@ -116,7 +116,8 @@ def spark_sql(paths: Paths, parquet_root: str | None = None) -> str:
     for name in (name for name in views_in_dependency_order() if name not in STORED):
         defined = sql_object(name)
         if defined.kind == "macro":
-            macros[name] = defined.parameters, _inline_macros(sqlglot.parse_one(defined.body, read="duckdb"), macros)
+            tree = sqlglot.parse_one(defined.statement, read="duckdb")
+            macros[name] = tuple(p.name for p in tree.this.expressions), _inline_macros(tree.expression, macros)
         elif defined.kind == "view":
             statements.append(f"-- {name}: {view_description(name)}\n" + view_statement(name, macros))
     for statement in statements:

@@ -28,12 +28,10 @@ def _schemas() -> dict[str, Any]:
         entry, columns = dictionary.table_entry(table), {}
         for name, presence in entry.columns.items():
             facts, field_type = dictionary.column(table, name), TYPES[dictionary.field_type(name)]
-            # The dictionary's constraints, each as the pandera built-in check of that name.
-            constraints = {"ge": facts.ge, "gt": facts.gt, "le": facts.le, "isin": facts.isin,
-                           "str_matches": facts.matches}
+            # The dictionary's constraints, as the pandera built-in checks of these names.
+            by_name = {"ge": facts.ge, "gt": facts.gt, "le": facts.le, "isin": facts.isin, "str_matches": facts.matches}
             checks = [pa.Check.str_length(min_value=facts.min_length)] if facts.min_length else []
-            checks += [getattr(pa.Check, check_name)(value) for check_name, value in constraints.items()
-                       if value is not None]
+            checks += [getattr(pa.Check, kind)(value) for kind, value in by_name.items() if value is not None]
             checks += [check(rule, COLUMN_CHECKS) for rule in [field_type.check, *facts.checks] if rule]
             columns[name] = pa.Column(field_type.pandas, nullable=presence.may_be_null(), name=name,
                                       description=facts.description, checks=checks)
