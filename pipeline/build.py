@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import duckdb
 import msgspec
@@ -24,7 +24,7 @@ from pipeline.paths import (
     AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest, hive_key,
 )
 from pipeline.source_card import load_source_card
-from schemas import TABLE_NAMES, dictionary
+from schemas import TABLE_NAMES, described, dictionary
 from schemas.rules import RATED_BOARD_POWER_W
 
 # Two snapshots' floats that differ by less than this, relative to the larger, are the same value: the
@@ -37,15 +37,14 @@ OLDEST_SUPPORTED_DUCKDB = "1.1.0"
 # A table or function a statement reads, in json_serialize_sql's text (a name in a string literal is
 # escaped there, so it cannot match).
 REFERENCE = re.compile(r'"(?:table_name|function_name)":"(\w+)"')
-# A sql/ file's statement: view or macro, its name, a macro's parameters, "table" for a table macro, the body.
+# A sql/ file's statement: view or macro, its name, (past a macro's parameters) "table" for a table macro, the body.
 SQL_OBJECT = re.compile(
-    r"^create or replace (?P<kind>view|macro)\s+(?P<name>\w+)\s*(?:\((?P<parameters>.*?)\)\s*)?as\s+"
+    r"^create or replace (?P<kind>view|macro)\s+(?P<name>\w+)\s*(?:\(.*?\)\s*)?as\s+"
     r"(?P<table>table\s+)?(?P<body>.*?);?\s*\Z", re.DOTALL | re.MULTILINE)
 
 
 @dataclass(frozen=True)
 class BuildResult:
-    database: Path
     views: list[str]
     appended: bool = False
     notices: tuple[str, ...] = ()
@@ -64,8 +63,7 @@ def sql_path(name: str) -> str:
 @dataclass(frozen=True)
 class SqlObject:
     kind: str  # "view", "macro" (scalar) or "table macro"
-    parameters: tuple[str, ...]
-    body: Any  # the view's query or the macro's expression, as text (spark.py parses it with sqlglot)
+    body: str  # the view's query or the macro's expression
     statement: str  # the file's CREATE statement
 
 
@@ -77,8 +75,7 @@ def sql_object(name: str) -> SqlObject:
     if match is None or match["name"] != name:
         raise PipelineError(f"{sql_path(name)}: not one 'create or replace view|macro {name} ... as' statement")
     kind = "view" if match["kind"] == "view" else "table macro" if match["table"] else "macro"
-    parameters = tuple(part.split(":=")[0].strip() for part in (match["parameters"] or "").split(",") if part.strip())
-    return SqlObject(kind, parameters, match["body"], text[match.start():])
+    return SqlObject(kind, match["body"], text[match.start():])
 
 
 def views_in_dependency_order() -> list[str]:
@@ -260,25 +257,23 @@ def load_boundary_factors(path: Path = BOUNDARY_FACTORS) -> list[dict[str, objec
     return rows
 
 
-# Tables the build makes from its parameters and declarations rather than from a snapshot: besides the
-# database, each is published as OUT/parquet/<table>/data.parquet so that the views can be run over
-# the Parquet alone (Spark: pipeline/spark.py).
-REFERENCE_TABLES = ("build_parameters", "latency_tiers", "ecologits_coefficients", "gpu_ratings", "audit_rules",
-                    "latency_ceilings", "boundary_factors")
-# Each reference table's columns (besides build_parameters, made by build()).
+# The tables the build makes from its parameters and declarations rather than from a snapshot, with their
+# columns (build_parameters': in build()). Each is also published as OUT/parquet/<table>/data.parquet so
+# that the views can be run over the Parquet alone (Spark: pipeline/spark.py).
 REFERENCE_COLUMNS = {
     "latency_tiers": "family varchar not null, task varchar, latency_metric varchar not null,"
     " latency_limit double not null",
     "ecologits_coefficients": "version varchar, source varchar, alpha double, beta double, gamma double,"
     " batch_size bigint, quantization_bits bigint, gpu_memory_gb double, memory_overhead double",
-    "boundary_factors": "boundary varchar not null, factor_low double not null, factor_central double not null,"
-    " factor_high double not null, central boolean not null, covers varchar not null, derivation varchar not null,"
-    " source varchar not null, url varchar not null, year integer not null, quoted_figure varchar not null",
     "gpu_ratings": "gpu varchar primary key, rated_board_power_w double not null",
     "audit_rules": "rule varchar primary key, table_name varchar not null, severity varchar not null,"
     " tolerance double not null, direction varchar not null, measure varchar not null, why varchar not null",
     "latency_ceilings": "task varchar primary key, batch_latency_ceiling_s double not null",
+    "boundary_factors": "boundary varchar not null, factor_low double not null, factor_central double not null,"
+    " factor_high double not null, central boolean not null, covers varchar not null, derivation varchar not null,"
+    " source varchar not null, url varchar not null, year integer not null, quoted_figure varchar not null",
 }
+REFERENCE_TABLES = ("build_parameters", *REFERENCE_COLUMNS)
 
 
 def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: Path = LATENCY_TIERS) -> None:
@@ -290,7 +285,7 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
     ceilings = load_source_card().diffusion.default_batch_latency_ceiling_s
     rows = {
         "latency_tiers": load_latency_tiers(latency_tiers, metrics),
-        "ecologits_coefficients": [tuple(msgspec.structs.astuple(read_toml(ECOLOGITS, EcologitsCoefficients)))],
+        "ecologits_coefficients": [msgspec.structs.astuple(read_toml(ECOLOGITS, EcologitsCoefficients))],
         "boundary_factors": [tuple(row.values()) for row in load_boundary_factors()],
         "gpu_ratings": sorted(RATED_BOARD_POWER_W.items()),
         "audit_rules": load_audit_rules(),
@@ -301,18 +296,12 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
 
 
 def _publish_reference_tables(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
-    """Write each reference table as Parquet beside the data tables, with its descriptions as the
-    ingested tables carry them; a file that would not change is left untouched."""
+    """Write each reference table as Parquet beside the data tables, described as the ingested tables
+    are; a file that would not change is left untouched."""
     for table in REFERENCE_TABLES:
         rows = connection.sql(f"select * from {table} order by all").to_arrow_table()
-        fields = []
-        for field in rows.schema:
-            entry = dictionary.column(table, field.name)
-            fields.append(field.with_metadata({"description": entry.description,
-                                               **({"unit": entry.unit} if entry.unit else {})}))
-        schema = pyarrow.schema(fields, metadata={"description": dictionary.table_description(table)})
         buffer = pyarrow.BufferOutputStream()
-        pq.write_table(pyarrow.Table.from_arrays(rows.columns, schema=schema), buffer, compression="zstd")
+        pq.write_table(rows.cast(described(table, rows.schema)), buffer, compression="zstd")
         write_bytes_atomic(paths.reference_parquet_path(table), buffer.getvalue().to_pybytes())
 
 
@@ -340,12 +329,13 @@ def view_description(name: str) -> str:
     fields: dict[str, list[str]] = {"what": [], **scalar}
     current = "what"
     for line in header:
-        label, _, rest = line.removeprefix("--").strip().partition(":")
+        text = line.removeprefix("--").strip()
+        label, _, rest = text.partition(":")
         if label in ("grain", "key"):
             current = label
             fields[current] = [rest.strip()]
         elif current == "what" or line.startswith("--  "):
-            fields[current].append(line.removeprefix("--").strip())
+            fields[current].append(text)
         else:
             break
     what = " ".join(fields["what"]).split(":", 1)[1].strip()
@@ -403,13 +393,11 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
             with atomic_path(paths.parquet_path(table, unit[-1])) as tmp:
                 pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
             bar.update(1)
-    wanted = {unit[-1] for unit in units}
-    for snapshot_id, unwanted in paths.parquet_files(table).items():
-        if snapshot_id not in wanted:
-            shutil.rmtree(unwanted.parent)
-    # Folders of an earlier layout (another key) would be read as a second partition column.
+    # Units gone from the history go, and so do folders of an earlier layout (another key), which a hive
+    # reader would read as a second partition column.
+    wanted = {f"{hive_key(table)}={unit[-1]}" for unit in units}
     for folder in (paths.parquet_dir / table).glob("*=*"):
-        if not folder.name.startswith(f"{hive_key(table)}="):
+        if folder.name not in wanted:
             shutil.rmtree(folder)
     files = [str(path) for path in paths.parquet_files(table).values()]
     source = "read_parquet(?, hive_partitioning = false)" if files else f"{call} limit 0"
@@ -418,12 +406,15 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
 
 def _column_source(table: str, column: str) -> str:
     """Where a column comes from: an upstream JSON key, the pipeline, or the view that computes it."""
-    if table in STORED or table in view_files():
-        return sql_path(STORED.get(table, (table,))[0])
+    if table in STORED:
+        return sql_path(STORED[table][0])
+    if table in view_files():
+        return sql_path(table)
+    source = dictionary.table_entry(table).source
     if table not in TABLE_NAMES:
-        return dictionary.table_source(table)
+        return source
     json_path = dictionary.json_paths(table).get(column)
-    return "pipeline (ingest)" if json_path is None else f"{dictionary.table_source(table)}.{'.'.join(json_path)}"
+    return "pipeline (ingest)" if json_path is None else f"{source}.{'.'.join(json_path)}"
 
 
 def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
@@ -496,4 +487,4 @@ def build(
     finally:
         for leftover in leftovers:
             leftover.unlink(missing_ok=True)
-    return BuildResult(paths.database, list(view_files()), appended=bool(loaded), notices=tuple(notices))
+    return BuildResult(list(view_files()), appended=bool(loaded), notices=tuple(notices))

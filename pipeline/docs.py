@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from pipeline import settings
-from pipeline.build import sql_object, view_description, view_files
+from pipeline.build import sql_object, sql_path, view_description, view_files
 from pipeline.cli import cli
 from pipeline.database import connect
 from pipeline.errors import PROG
@@ -79,10 +79,9 @@ def render_objects() -> str:
              "| --- | --- | --- | --- | --- | --- |"]
     for table, entry in dictionary.entries().tables.items():
         lines.append(_object_row(table, "table", dictionary.table_description(table), _cell(entry.source)))
-    files = view_files()
     for layer in LAYERS:
-        for name in sorted(name for name, path in files.items() if path.parent.name == layer):
-            kind, path = sql_object(name).kind, files[name].relative_to(PROJECT_ROOT).as_posix()
+        for name in sorted(name for name, path in view_files().items() if path.parent.name == layer):
+            kind, path = sql_object(name).kind, sql_path(name)
             lines.append(_object_row(name, f"view ({layer})" if kind == "view" else kind, view_description(name),
                                      f"[{path}](../{path})"))
     return "\n".join([*lines, "", OBJECTS_END])

@@ -9,20 +9,19 @@ view over its Parquet folder with the columns, in the order, the DuckDB table ha
 the stored tables they fill are read from their Parquet instead.
 """
 
-import dataclasses
 from pathlib import Path
 
 import sqlglot
 from sqlglot import exp
 
-from pipeline.build import (
-    REFERENCE_TABLES, STORED, SqlObject, sql_object, sql_path, view_description, views_in_dependency_order,
-)
+from pipeline.build import REFERENCE_TABLES, STORED, sql_object, sql_path, view_description, views_in_dependency_order
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.paths import Paths
 from schemas import TABLE_NAMES
 
+# The tables published as Parquet: ingested, stored and reference tables.
+PUBLISHED_TABLES = (*TABLE_NAMES, *STORED, *REFERENCE_TABLES)
 # Set once for the session, before the views: an older snapshot's files lack columns added since
 # (Spark then reads the union of the files' columns, as DuckDB's union_by_name), and a snapshot_id=<id>
 # folder name stays text whatever it looks like.
@@ -34,7 +33,11 @@ SESSION_SETTINGS = (
 STATEMENT_END = ";\n"
 
 
-def _inline_macros(expression: exp.Expression, macros: dict[str, SqlObject]) -> exp.Expression:
+# A scalar macro: its parameters and its expression, with the macros it calls inlined.
+Macro = tuple[tuple[str, ...], exp.Expression]
+
+
+def _inline_macros(expression: exp.Expression, macros: dict[str, Macro]) -> exp.Expression:
     """Replace every call of a scalar macro by its body, the parameters by the arguments (DuckDB's
     macros are the same substitution)."""
     atomic = (exp.Column, exp.Literal, exp.Func, exp.Case, exp.Paren, exp.Null, exp.Boolean)
@@ -45,11 +48,11 @@ def _inline_macros(expression: exp.Expression, macros: dict[str, SqlObject]) -> 
     def inline(node: exp.Expression) -> exp.Expression:
         if not (isinstance(node, exp.Anonymous) and node.name.lower() in macros):
             return node
-        macro = macros[node.name.lower()]
-        if len(node.expressions) != len(macro.parameters):
-            raise PipelineError(f"{node.sql('duckdb')}: macro {node.name} takes {len(macro.parameters)} arguments")
-        arguments = dict(zip(macro.parameters, node.expressions))
-        body = macro.body.copy().transform(
+        parameters, expression = macros[node.name.lower()]
+        if len(node.expressions) != len(parameters):
+            raise PipelineError(f"{node.sql('duckdb')}: macro {node.name} takes {len(parameters)} arguments")
+        arguments = dict(zip(parameters, node.expressions))
+        body = expression.copy().transform(
             lambda part: grouped(arguments[part.name].copy())
             if isinstance(part, exp.Column) and not part.table and part.name in arguments else part
         )
@@ -58,7 +61,7 @@ def _inline_macros(expression: exp.Expression, macros: dict[str, SqlObject]) -> 
     return expression.transform(inline)
 
 
-def view_statement(name: str, macros: dict[str, SqlObject]) -> str:
+def view_statement(name: str, macros: dict[str, Macro]) -> str:
     """One sql/ view as a Spark CREATE OR REPLACE TEMPORARY VIEW statement."""
     try:
         tree = _inline_macros(sqlglot.parse_one(sql_object(name).statement, read="duckdb"), macros)
@@ -78,15 +81,10 @@ def _table_statement(table: str, columns: list[list[str]], location: str | None)
     if location is None:
         listed = [f"CAST(NULL AS {exp.DataType.build(data_type, dialect='duckdb').sql('spark')}) AS {_quoted(name)}"
                   for name, data_type in columns]
+        source = "WHERE FALSE"
     else:
-        listed = [_quoted(name) for name, _ in columns]
-    source = "WHERE FALSE" if location is None else f"FROM parquet.{_quoted(location)}"
+        listed, source = [_quoted(name) for name, _ in columns], f"FROM parquet.{_quoted(location)}"
     return f"CREATE OR REPLACE TEMPORARY VIEW {table} AS\nSELECT\n  " + ",\n  ".join(listed) + f"\n{source}"
-
-
-def published_tables() -> list[str]:
-    """The tables published as Parquet: ingested, stored and reference tables."""
-    return [*TABLE_NAMES, *STORED, *REFERENCE_TABLES]
 
 
 def spark_sql(paths: Paths, parquet_root: str | None = None) -> str:
@@ -101,13 +99,12 @@ def spark_sql(paths: Paths, parquet_root: str | None = None) -> str:
         columns = dict(connection.execute(
             "select table_name, list([column_name, data_type] order by column_index) from duckdb_columns()"
             " where schema_name = 'main' group by table_name").fetchall())
-    tables = published_tables()
-    missing = [table for table in tables if table not in columns]
+    missing = [table for table in PUBLISHED_TABLES if table not in columns]
     if missing:
         raise PipelineError(f"{database}: tables {', '.join(missing)} are not in the published build; "
                             "rebuild it with this code (energy-index build)")
     statements = [*SESSION_SETTINGS]
-    for table in tables:
+    for table in PUBLISHED_TABLES:
         reference = table in REFERENCE_TABLES
         present = paths.reference_parquet_path(table).is_file() if reference else bool(paths.parquet_files(table))
         if reference and not present:
@@ -115,12 +112,12 @@ def spark_sql(paths: Paths, parquet_root: str | None = None) -> str:
                                 f"{database} is older than the Spark SQL; rebuild it (energy-index build)")
         statements.append(f"-- {table}: {'the published Parquet' if present else 'no rows in this build'}\n"
                           + _table_statement(table, columns[table], f"{root}/{table}" if present else None))
-    macros: dict[str, SqlObject] = {}
+    macros: dict[str, Macro] = {}
     for name in (name for name in views_in_dependency_order() if name not in STORED):
         defined = sql_object(name)
         if defined.kind == "macro":
-            macros[name] = dataclasses.replace(
-                defined, body=_inline_macros(sqlglot.parse_one(defined.body, read="duckdb"), macros))
+            tree = sqlglot.parse_one(defined.statement, read="duckdb")
+            macros[name] = tuple(p.name for p in tree.this.expressions), _inline_macros(tree.expression, macros)
         elif defined.kind == "view":
             statements.append(f"-- {name}: {view_description(name)}\n" + view_statement(name, macros))
     for statement in statements:

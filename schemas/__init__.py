@@ -12,10 +12,6 @@ from schemas.types import TYPES, arrow_type
 # The tables ingest writes and pandera validates: those whose columns the dictionary lists.
 TABLE_NAMES = tuple(name for name, entry in dictionary.entries().tables.items() if entry.columns)
 
-# The dictionary's constraints as pandera's built-in checks.
-_BUILT_IN_CHECKS = {"ge": "greater_than_or_equal_to", "gt": "greater_than", "le": "less_than_or_equal_to",
-                    "isin": "isin", "matches": "str_matches"}
-
 
 @functools.cache
 def _schemas() -> dict[str, Any]:
@@ -32,12 +28,13 @@ def _schemas() -> dict[str, Any]:
         entry, columns = dictionary.table_entry(table), {}
         for name, presence in entry.columns.items():
             facts, field_type = dictionary.column(table, name), TYPES[dictionary.field_type(name)]
-            built_in = [pa.Check.str_length(min_value=facts.min_length)] if facts.min_length else []
-            built_in += [getattr(pa.Check, check_name)(getattr(facts, key))
-                         for key, check_name in _BUILT_IN_CHECKS.items() if getattr(facts, key) is not None]
-            columns[name] = pa.Column(
-                field_type.pandas, nullable=presence.may_be_null(), name=name, description=facts.description,
-                checks=built_in + [check(rule, COLUMN_CHECKS) for rule in [field_type.check, *facts.checks] if rule])
+            # The dictionary's constraints, as the pandera built-in checks of these names.
+            by_name = {"ge": facts.ge, "gt": facts.gt, "le": facts.le, "isin": facts.isin, "str_matches": facts.matches}
+            checks = [pa.Check.str_length(min_value=facts.min_length)] if facts.min_length else []
+            checks += [getattr(pa.Check, kind)(value) for kind, value in by_name.items() if value is not None]
+            checks += [check(rule, COLUMN_CHECKS) for rule in [field_type.check, *facts.checks] if rule]
+            columns[name] = pa.Column(field_type.pandas, nullable=presence.may_be_null(), name=name,
+                                      description=facts.description, checks=checks)
         tables[table] = pa.DataFrameSchema(
             columns, checks=[check(rule, ROW_CHECKS) for rule in entry.row_checks],
             strict=True, coerce=True, unique=entry.key, report_duplicates="all", name=table,
@@ -51,22 +48,29 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+def described(table: str, schema: Any) -> Any:
+    """An Arrow schema as stored: each field's description and unit as Parquet field metadata and the
+    table's as schema metadata, so that tools reading the files directly see them."""
+    import pyarrow
+
+    fields = []
+    for field in schema:
+        facts = dictionary.column(table, field.name)
+        metadata = {"description": facts.description, **({"unit": facts.unit} if facts.unit else {})}
+        fields.append(field.with_metadata(metadata))
+    return pyarrow.schema(fields, metadata={"description": dictionary.table_description(table)})
+
+
 @functools.cache
 def arrow_schema(table: str, stored: bool = False) -> Any:
-    """The table's Arrow schema as ingest reads and validates it, or as stored: typed dates and times,
-    each field's description and unit as Parquet field metadata and the table's as schema metadata, so
-    that tools reading the files directly see them."""
+    """The table's Arrow schema as ingest reads and validates it, or as stored: typed dates and times, and
+    described."""
     import pyarrow
 
     fields = []
     for name, presence in dictionary.table_entry(table).columns.items():
-        field_type, facts = TYPES[dictionary.field_type(name)], dictionary.column(table, name)
-        metadata = {"description": facts.description, **({"unit": facts.unit} if facts.unit else {})}
+        field_type = TYPES[dictionary.field_type(name)]
         fields.append(pyarrow.field(name, arrow_type(field_type.stored if stored else field_type.arrow),
-                                    nullable=presence.may_be_null(), metadata=metadata if stored else None))
-    return pyarrow.schema(fields, metadata={"description": dictionary.table_description(table)} if stored else None)
-
-
-def measured_key(table: str) -> list[str]:
-    """What defines a measured configuration of a task-file table: rows sharing it are repeats."""
-    return dictionary.table_entry(table).measured_key
+                                    nullable=presence.may_be_null()))
+    schema = pyarrow.schema(fields)
+    return described(table, schema) if stored else schema

@@ -104,10 +104,6 @@ def table_description(table: str) -> str:
     return f"{entry.description} Grain: {entry.grain}. Key: {key}."
 
 
-def table_source(table: str) -> str:
-    return entries().tables[table].source
-
-
 def column(object_name: str, name: str) -> Facts:
     """The column's entry: its field's, with what the object says otherwise ([columns.OBJECT])."""
     field = entries().fields.get(name)

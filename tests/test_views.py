@@ -270,14 +270,14 @@ def test_configuration_values_compares_every_upstream_field_the_dictionary_decla
     """Every upstream field of a task-file entry is compared across snapshots, except the ones that
     say what was measured (measured_key: they name the configuration); a new upstream field in the
     dictionary fails this until configuration_values compares it too."""
-    from schemas import dictionary, measured_key
+    from schemas import dictionary
 
     upstream = {name for name, entry in dictionary.table_columns(table).items() if "upstream" in entry}
     token = table == "token_configurations"
     connection = connect([measured()] if token else [], diffusion=[] if token else [diffusion_measured()])
     compared = {field for (field,) in fetch(connection, "select distinct field from configuration_values")}
     padding = {"architecture"} if not token else set()  # the diffusion files have none; null keeps one shape
-    assert compared == (upstream - set(measured_key(table))) | {"extra_fields"} | padding
+    assert compared == (upstream - set(dictionary.table_entry(table).measured_key)) | {"extra_fields"} | padding
 
 
 def _order_of(tmp_path, monkeypatch, files: dict[str, str]) -> list[str]:
