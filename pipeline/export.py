@@ -87,10 +87,11 @@ def _model(row: Row) -> Row:
 @dataclass(frozen=True)
 class TaskPlan:
     """What every file of one task shares: its header (and whether its floats print alike in msgspec and
-    json.dumps), its family and its row formats."""
+    json.dumps), its family, unit label and row formats."""
 
     task: str
     family: str
+    unit: str
     header: dict[str, Any]
     plain_header: bool
     configuration_count: int
@@ -149,7 +150,7 @@ def task_plans(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any], 
         tier_fields = [(key, column, energy_decimals(unit) if key == "wh_per_unit" else digits)
                        for key, column, digits in TIER_FIELDS]
         plans.append(TaskPlan(
-            task["task"], task["family"], header, jsontext.as_json_dumps_writes(header) == header,
+            task["task"], task["family"], unit, header, jsontext.as_json_dumps_writes(header) == header,
             task["configuration_count"], _row_format(FAMILIES[task["family"]].fields, unit),
             _row_format(tier_fields, unit, frozenset(task["other_metrics"]))))
     return plans
