@@ -10,10 +10,11 @@ memory stays bounded however large the snapshot.
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Container, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +62,13 @@ class IngestResult:
 @dataclass
 class _Findings:
     """What reading found: input problems (after one, nothing is validated or written), validation
-    failures, warnings and the files read object by object."""
+    failures, warnings, the files read object by object and the models index.json does not list."""
 
     problems: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     read_by_object: list[str] = field(default_factory=list)
+    unlisted: list[str] = field(default_factory=list)  # models the task files name and index.json does not list
 
     def add(self, other: "_Findings") -> None:
         for name, values in vars(other).items():
@@ -80,6 +82,18 @@ class _Findings:
         self.failures += failures
         self.notices += notices
         return not self.failures
+
+
+@dataclass
+class _Part:
+    """What one task file or one chunk of detail files gave: tables validated and ready to write, and
+    the rows of the tables whose key spans every part, validated whole at the end."""
+
+    files: int
+    found: _Findings
+    tables: dict[str, pyarrow.Table] = field(default_factory=dict)
+    task_rows: list[dict[str, Any]] = field(default_factory=list)
+    model_details: list[pyarrow.Table] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -177,21 +191,29 @@ def _read_task_file(
                                 "source_ordinal": range(count), "extra_fields": extras})
 
 
-def _task_row(snapshot_id: str, task: str, position: int, head: dict[str, Any], family: str,
-              labels: dict[str, str], found: _Findings) -> dict[str, Any]:
+def _read_task(snapshot: _Snapshot, position: int, task: str, family: str, label: str | None,
+               listed_models: Container[str]) -> _Part:
+    """A task file's row of the tasks table and, when they pass, its configurations' table."""
+    found = _Findings()
+    table_name = "token_configurations" if family in TOKEN_FAMILIES else "diffusion_configurations"
+    head, table = _read_task_file(snapshot, task, table_name, found)
     if head.get("task", task) != task:
         found.problems.append(f"tasks/{task}.json: its task field says {head['task']!r}")
     architecture = head.get("architecture")
     if architecture is not None and not isinstance(architecture, str):
         found.problems.append(f"tasks/{task}.json: field 'architecture' must be a string")
-    if task not in labels:
+    if label is None:
         found.notices.append(f"task {task}: no workload label in the source card; using its display name")
-    return {
-        "snapshot_id": snapshot_id, "task": task, "display_name": head["task_display_name"],
-        "workload_label": labels.get(task, head["task_display_name"]), "family": family,
+    part = _Part(1, found, task_rows=[{
+        "snapshot_id": snapshot.id, "task": task, "display_name": head["task_display_name"],
+        "workload_label": head["task_display_name"] if label is None else label, "family": family,
         "index_position": position, "file_architecture": architecture if isinstance(architecture, str) else None,
         "file_extra_fields": extras_text({key: value for key, value in head.items() if key not in TASK_FILE_HEAD}),
-    }
+    }])
+    if table is not None and found.passes({table_name: table}):
+        part.tables[table_name] = table
+        found.unlisted += [model for model in pc.unique(table["model_id"]).to_pylist() if model not in listed_models]
+    return part
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -291,57 +313,43 @@ def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str
     })
 
 
-_DetailChunk = tuple[int, dict[str, pyarrow.Table], _Findings]  # files read, tables, what was found
-
-
-def _read_detail_chunk(snapshot: _Snapshot, names: list[str], families: dict[str, str]) -> _DetailChunk:
-    """Read, decode, flatten and validate a chunk of detail files (in a worker process when split): its
-    tables are validated, except model_details, whose key spans every chunk."""
+def _read_detail_chunk(snapshot: _Snapshot, names: list[str], families: dict[str, str]) -> _Part:
+    """Read, decode, flatten and validate a chunk of detail files; model_details is validated at the
+    end, its key spanning every chunk."""
     found = _Findings()
     chunk = [(name, snapshot.read(name)) for name in names]
     details = [_read_detail_file(name, data, families, found) for name, data in chunk]
     if found.problems:
-        return len(names), {}, found
+        return _Part(len(names), found)
     tables, keys = _detail_tables(snapshot.id, details, found.problems)
     if sum(data.count(b":") for _, data in chunk) != keys:
         for name, data in chunk:  # which file: each is checked on its own
             decode_untyped(name, data)
+    model_details = tables.pop("model_details")
     if not found.problems:
-        found.passes({name: table for name, table in tables.items() if name != "model_details"})
+        found.passes(tables)
     release_memory()
-    return len(names), tables, found
+    return _Part(len(names), found, tables, model_details=[model_details])
 
 
-class _DetailChunks:
-    """The detail files' chunks, handed over in order: read by worker processes when there are many,
-    else here, one at a time as they are asked for."""
-
-    def __init__(self, stack: ExitStack, snapshot: _Snapshot, names: list[str], families: dict[str, str]) -> None:
-        self._jobs = iter([(snapshot, names[start:start + DETAIL_CHUNK_FILES], families)
-                           for start in range(0, len(names), DETAIL_CHUNK_FILES)])
-        self._running: deque[Future] = deque()
-        self._pool = None
-        if len(names) >= PARALLEL_MIN_DETAIL_FILES:
-            cores = len(os.sched_getaffinity(0))
-            # Spawned, not forked: a fork would copy this process's memory and any library threads.
-            self._pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("spawn"))
-            stack.callback(self._pool.shutdown, wait=True, cancel_futures=True)  # a refused chunk stops the rest
-            self._in_flight = 2 * cores
-            self._top_up()
-
-    def _top_up(self) -> None:
-        while len(self._running) < self._in_flight and (job := next(self._jobs, None)):
-            self._running.append(self._pool.submit(_read_detail_chunk, *job))
-
-    def ready(self, wait: bool) -> Iterator[_DetailChunk]:
-        """The chunks done so far in order (with `wait`: all of them), starting more as they are taken."""
-        if self._pool is None:
-            yield from (_read_detail_chunk(*job) for job in self._jobs) if wait else ()
-            return
-        while self._running and (wait or self._running[0].done()):
-            chunk = self._running.popleft().result()
-            self._top_up()
-            yield chunk
+def _in_order(stack: ExitStack, jobs: list[Callable[[], _Part]], parallel: bool) -> Iterator[_Part]:
+    """Each job's part, in order: done here one at a time as they are asked for, or (`parallel`) by
+    one worker process per core, at most two per worker in flight (finished parts waiting for this
+    process took 4.9 GB at 1000x)."""
+    if not parallel:
+        yield from (job() for job in jobs)
+        return
+    cores = len(os.sched_getaffinity(0))
+    # Spawned, not forked: a fork would copy this process's memory and any library threads.
+    pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("spawn"))
+    stack.callback(pool.shutdown, wait=True, cancel_futures=True)  # an error stops the rest
+    running: deque[Future[_Part]] = deque()
+    for job in jobs:
+        running.append(pool.submit(job))
+        if len(running) == 2 * cores:
+            yield running.popleft().result()
+    while running:
+        yield running.popleft().result()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -378,38 +386,27 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
     labels = load_source_card().workload_labels
     detail_names = sorted(f"models/{path.name}" for path in (directory / "models").glob("*.json"))
     found = _Findings()
+    model_type = file_types()["models"]
+    models, model_extras = read_objects(
+        [(f"index.json: models[{model_id!r}]", metadata) for model_id, metadata in index["models"].items()],
+        model_type, "index.json", found.problems)
+    jobs = [partial(_read_task, snapshot, position, task, families[task], labels.get(task), index["models"])
+            for position, task in enumerate(index["tasks"])]
+    jobs += [partial(_read_detail_chunk, snapshot, detail_names[start:start + DETAIL_CHUNK_FILES], families)
+             for start in range(0, len(detail_names), DETAIL_CHUNK_FILES)]
+    task_rows, model_details = [], []
 
     with ExitStack() as stack:
         writers = _TableWriters(stack, paths, snapshot_id)
         bar = stack.enter_context(progress(len(index["tasks"]) + len(detail_names), f"ingest {snapshot_id}"))
-        details = _DetailChunks(stack, snapshot, detail_names, families)
-        model_details = []
-
-        def take(chunks: Iterator[_DetailChunk]) -> None:
-            for files, tables, chunk_found in chunks:
-                found.add(chunk_found)
-                if not found.problems and not found.failures:  # else nothing is written, and the tables may hold holes
-                    model_details.append(tables.pop("model_details"))
-                    for name, table in tables.items():
-                        writers.write(name, table)
-                bar.update(files)
-
-        model_type = file_types()["models"]
-        models, model_extras = read_objects(
-            [(f"index.json: models[{model_id!r}]", metadata) for model_id, metadata in index["models"].items()],
-            model_type, "index.json", found.problems)
-        task_rows, named_models = [], set()
-        for position, task in enumerate(index["tasks"]):
-            name = "token_configurations" if families[task] in TOKEN_FAMILIES else "diffusion_configurations"
-            head, table = _read_task_file(snapshot, task, name, found)
-            task_rows.append(_task_row(snapshot_id, task, position, head, families[task], labels, found))
-            if table is not None and found.passes({name: table}):
-                named_models.update(pc.unique(table["model_id"]).to_pylist())
-                writers.write(name, table)
-            del table
-            bar.update(1)
-            take(details.ready(wait=False))  # written while the next task file is read: none pile up
-        take(details.ready(wait=True))
+        for part in _in_order(stack, jobs, parallel=len(detail_names) >= PARALLEL_MIN_DETAIL_FILES):
+            found.add(part.found)
+            task_rows += part.task_rows
+            if not found.problems and not found.failures:  # else nothing is written, and the tables may hold holes
+                model_details += part.model_details
+                for name, table in part.tables.items():
+                    writers.write(name, table)
+            bar.update(part.files)
 
         if found.problems:
             raise PipelineError(f"snapshot {snapshot_id} has input problems: {len(found.problems)} problem(s)",
@@ -427,9 +424,9 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
         }
         found.passes(small)
         raise_failures(found.failures)
-        if unlisted := sorted(named_models - set(index["models"])):
+        if found.unlisted:
             raise PipelineError("task files name models that index.json does not list",
-                                [f"model_id {model_id}" for model_id in unlisted])
+                                [f"model_id {model_id}" for model_id in sorted(set(found.unlisted))])
         read = {"index.json", *(f"tasks/{task}.json" for task in index["tasks"]), *detail_names}
         for relative in sorted(snapshot.digests.keys() - read):
             snapshot.read(relative)
