@@ -281,7 +281,7 @@ def _detail_tables(
 def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str]) -> pyarrow.Table:
     """One row per bin, file by file: the model's histogram first, then each configuration's."""
     histograms: list[Histogram] = []
-    identity: dict[str, list[Any]] = {"task": [], "model_id": [], "scope": [], "detail_ordinal": []}
+    owners: list[tuple[str, str, str, int | None]] = []  # task, model_id, scope, detail_ordinal
     for detail in details:
         document = detail.document
         for ordinal, holder in [(None, document), *enumerate(document.configurations)]:
@@ -291,23 +291,20 @@ def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str
                 where = detail.name if ordinal is None else f"{detail.name}: configurations[{ordinal}]"
                 problems.append(f"{where}: {HISTOGRAM_PROBLEM}")
             histograms.append(histogram)
-            for column, value in (("task", document.task), ("model_id", document.model_id), ("detail_ordinal", ordinal),
-                                  ("scope", "model" if ordinal is None else "configuration")):
-                identity[column].append(value)
+            owners.append((document.task, document.model_id, "model" if ordinal is None else "configuration", ordinal))
     schema = schemas.arrow_schema("output_length_histograms")
     if problems or not histograms:
         return schema.empty_table()
     bins = pyarrow.array([h.bins for h in histograms], pyarrow.list_(pyarrow.float64()))
     counts = pyarrow.array([h.counts for h in histograms], pyarrow.list_(pyarrow.int64()))
-    offsets = numpy.asarray(counts.offsets)
-    parent = numpy.repeat(numpy.arange(len(histograms)), numpy.diff(offsets))
-    bin_index = numpy.arange(len(parent)) - offsets[:-1][parent]
-    lower = numpy.asarray(bins.offsets)[:-1][parent] + bin_index
+    parent = pc.list_parent_indices(counts).to_numpy()
+    bin_index = numpy.arange(len(parent)) - numpy.asarray(counts.offsets)[parent]
+    lower = numpy.asarray(bins.offsets)[parent] + bin_index
     edges = bins.flatten().to_numpy(zero_copy_only=False)
     return _table("output_length_histograms", {
         "snapshot_id": [snapshot_id] * len(parent),
         **{column: pyarrow.array(values, schema.field(column).type).take(parent)
-           for column, values in identity.items()},
+           for column, values in zip(("task", "model_id", "scope", "detail_ordinal"), zip(*owners))},
         "bin_index": bin_index.astype(numpy.int64), "lower_edge": edges[lower], "upper_edge": edges[lower + 1],
         "count": counts.flatten(),
     })
