@@ -3,8 +3,8 @@
 Each file is read once (its sha256 checked against the manifest) and decoded by msgspec into types
 generated from the schemas (pipeline/upstream_json.py); whole columns go from the decoded objects
 into Arrow. Nothing is written unless every table passes; a failed ingest leaves the previous tables
-in place. Detail files are read in chunks, each validated and written before the next is read, so
-memory stays bounded however large the snapshot.
+in place. The task files and chunks of detail files are read part by part, each validated and
+written before more are read, so memory stays bounded however large the snapshot.
 """
 
 import multiprocessing
@@ -43,10 +43,9 @@ TOKEN_FAMILIES = tuple(family for family in dictionary.column("tasks", "family")
 TABLE_ORDER = schemas.TABLE_NAMES  # the dictionary's order
 TASK_FILE_HEAD = ("task", "task_display_name", "architecture")
 DETAIL_CHUNK_FILES = 500  # ~20 MB of JSON at a time
-# A worker costs about a second to start (pandera's import); with fewer detail files than this the
-# whole snapshot takes less, and they are read in this process. Above it one worker per core reads
-# chunks while this process reads the task files (100x: ingest 14 s in one process, 9.6 s so), at
-# most two per worker in flight: finished chunks waiting for this process took 4.9 GB at 1000x.
+# A worker costs about a second to start (pandera's import), and its parts are pickled back: at 100x
+# 10 s of CPU in one process become 16 s with workers. On two idle cores that still shortens ingest
+# (14 s in one process, 9.6 s with workers); with fewer detail files than this it never pays.
 PARALLEL_MIN_DETAIL_FILES = 2000
 
 
@@ -404,6 +403,7 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
                 for name, table in part.tables.items():
                     writers.write(name, table)
             bar.update(part.files)
+            del part  # not held while the next part is read
 
         if found.problems:
             raise PipelineError(f"snapshot {snapshot_id} has input problems: {len(found.problems)} problem(s)",
