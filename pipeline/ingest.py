@@ -251,32 +251,6 @@ def _read_detail_file(name: str, data: bytes, families: dict[str, str], found: _
     return detail
 
 
-def _detail_tables(
-    snapshot_id: str, details: list[_DetailFile], problems: list[str]
-) -> tuple[dict[str, pyarrow.Table], int]:
-    """The three detail tables of a chunk of files, and how many keys the files held."""
-    types = file_types()
-    documents = [detail.document for detail in details]
-    model_columns, keys = columns_of(documents, types["model_details"])
-    counts = [len(document.configurations) for document in documents]
-    rows = [row for document in documents for row in document.configurations]
-    row_columns, row_keys = columns_of(rows, types["model_detail_configurations"])
-    file_of_row = numpy.repeat(numpy.arange(len(documents)), counts)
-    tables = {
-        "model_details": _table("model_details", {
-            **model_columns, "snapshot_id": [snapshot_id] * len(documents),
-            "file_name": [detail.name.removeprefix("models/") for detail in details], "configuration_count": counts,
-            "extra_fields": [detail.extra_fields for detail in details]}),
-        "model_detail_configurations": _table("model_detail_configurations", {
-            **row_columns, "snapshot_id": [snapshot_id] * len(rows),
-            "task": [documents[f].task for f in file_of_row], "model_id": [documents[f].model_id for f in file_of_row],
-            "detail_ordinal": [i for count in counts for i in range(count)],
-            "extra_fields": [extra for detail in details for extra in detail.row_extras]}),
-        "output_length_histograms": _histograms(snapshot_id, details, problems),
-    }
-    return tables, keys + row_keys
-
-
 def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str]) -> pyarrow.Table:
     """One row per bin, file by file: the model's histogram first, then each configuration's."""
     histograms: list[Histogram] = []
@@ -310,18 +284,35 @@ def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str
 
 
 def _read_detail_chunk(snapshot: _Snapshot, names: list[str], families: dict[str, str]) -> _Part:
-    """Read, decode, flatten and validate a chunk of detail files; model_details is validated at the
-    end, its key spanning every chunk."""
+    """Read, decode, flatten and validate a chunk of detail files into the three detail tables;
+    model_details is validated at the end, its key spanning every chunk."""
     found = _Findings()
     chunk = [(name, snapshot.read(name)) for name in names]
     details = [_read_detail_file(name, data, families, found) for name, data in chunk]
     if found.problems:
         return _Part(len(names), found)
-    tables, keys = _detail_tables(snapshot.id, details, found.problems)
-    if sum(data.count(b":") for _, data in chunk) != keys:
+    types = file_types()
+    documents = [detail.document for detail in details]
+    model_columns, keys = columns_of(documents, types["model_details"])
+    counts = [len(document.configurations) for document in documents]
+    rows = [row for document in documents for row in document.configurations]
+    row_columns, row_keys = columns_of(rows, types["model_detail_configurations"])
+    if sum(data.count(b":") for _, data in chunk) != keys + row_keys:
         for name, data in chunk:  # which file: each is checked on its own
             decode_untyped(name, data)
-    model_details = tables.pop("model_details")
+    file_of_row = numpy.repeat(numpy.arange(len(documents)), counts)
+    model_details = _table("model_details", {
+        **model_columns, "snapshot_id": [snapshot.id] * len(documents),
+        "file_name": [detail.name.removeprefix("models/") for detail in details], "configuration_count": counts,
+        "extra_fields": [detail.extra_fields for detail in details]})
+    tables = {
+        "model_detail_configurations": _table("model_detail_configurations", {
+            **row_columns, "snapshot_id": [snapshot.id] * len(rows),
+            "task": [documents[f].task for f in file_of_row], "model_id": [documents[f].model_id for f in file_of_row],
+            "detail_ordinal": [i for count in counts for i in range(count)],
+            "extra_fields": [extra for detail in details for extra in detail.row_extras]}),
+        "output_length_histograms": _histograms(snapshot.id, details, found.problems),
+    }
     if not found.problems:
         found.passes(tables)
     release_memory()

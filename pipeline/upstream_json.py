@@ -146,9 +146,8 @@ class Irregular(Exception):
     """The typed decoding refused the file: it is read object by object (read_objects)."""
 
 
-def decode(name: str, data: bytes, file_type: Any = Any) -> Any:
-    """The file decoded into `file_type` (by default JSON values: dicts, lists); raises Irregular where a
-    value or key is not as declared."""
+def decode(name: str, data: bytes, file_type: Any) -> Any:
+    """The file decoded into `file_type`; raises Irregular where a value or key is not as declared."""
     try:
         return msgspec.json.decode(data, type=file_type)
     except msgspec.ValidationError:
@@ -158,8 +157,11 @@ def decode(name: str, data: bytes, file_type: Any = Any) -> Any:
 
 
 def decode_untyped(name: str, data: bytes) -> Any:
-    """The file as JSON values, repeated keys checked."""
-    document = decode(name, data)
+    """The file as JSON values (dicts, lists), repeated keys checked."""
+    try:
+        document = msgspec.json.decode(data)
+    except (msgspec.DecodeError, RecursionError) as error:
+        raise _strict_refusal(name, data) or PipelineError(f"{name}: invalid JSON: {error}") from None
     check_repeated_keys(name, data, _keys_of(document))
     return document
 
