@@ -44,8 +44,8 @@ TABLE_ORDER = schemas.TABLE_NAMES  # the dictionary's order
 TASK_FILE_HEAD = ("task", "task_display_name", "architecture")
 DETAIL_CHUNK_FILES = 500  # ~20 MB of JSON at a time
 # A worker costs about a second to start (pandera's import), and its parts are pickled back: at 100x
-# 10 s of CPU in one process become 16 s with workers. On two idle cores that still shortens ingest
-# (14 s in one process, 9.6 s with workers); with fewer detail files than this it never pays.
+# 9 s of CPU in one process become 14 s with workers. On two cores with little else running that still
+# shortens ingest (8.5 s in one process, 7.2 s with workers); with fewer detail files it never pays.
 PARALLEL_MIN_DETAIL_FILES = 2000
 
 
