@@ -3,17 +3,18 @@
 Each file is read once (its sha256 checked against the manifest) and decoded by msgspec into types
 generated from the schemas (pipeline/upstream_json.py); whole columns go from the decoded objects
 into Arrow. Nothing is written unless every table passes; a failed ingest leaves the previous tables
-in place. Detail files are read in chunks, each validated and written before the next is read, so
-memory stays bounded however large the snapshot.
+in place. The task files and chunks of detail files are read part by part, each validated and
+written before more are read, so memory stays bounded however large the snapshot.
 """
 
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Container, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,9 @@ TOKEN_FAMILIES = tuple(family for family in dictionary.column("tasks", "family")
 TABLE_ORDER = schemas.TABLE_NAMES  # the dictionary's order
 TASK_FILE_HEAD = ("task", "task_display_name", "architecture")
 DETAIL_CHUNK_FILES = 500  # ~20 MB of JSON at a time
-# A worker costs about a second to start (pandera's import); with fewer detail files than this the
-# whole snapshot takes less, and they are read in this process. Above it one worker per core reads
-# chunks while this process reads the task files (100x: ingest 14 s in one process, 9.6 s so), at
-# most two per worker in flight: finished chunks waiting for this process took 4.9 GB at 1000x.
+# A worker costs about a second to start (pandera's import), and its parts are pickled back: at 100x
+# 9 s of CPU in one process become 14 s with workers. On two cores with little else running that still
+# shortens ingest (8.5 s in one process, 7.2 s with workers); with fewer detail files it never pays.
 PARALLEL_MIN_DETAIL_FILES = 2000
 
 
@@ -61,12 +61,13 @@ class IngestResult:
 @dataclass
 class _Findings:
     """What reading found: input problems (after one, nothing is validated or written), validation
-    failures, warnings and the files read object by object."""
+    failures, warnings, the files read object by object and the models index.json does not list."""
 
     problems: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     read_by_object: list[str] = field(default_factory=list)
+    unlisted: list[str] = field(default_factory=list)  # models the task files name and index.json does not list
 
     def add(self, other: "_Findings") -> None:
         for name, values in vars(other).items():
@@ -80,6 +81,18 @@ class _Findings:
         self.failures += failures
         self.notices += notices
         return not self.failures
+
+
+@dataclass
+class _Part:
+    """What one task file or one chunk of detail files gave: tables validated and ready to write, and
+    the rows of the tables whose key spans every part, validated whole at the end."""
+
+    files: int
+    found: _Findings
+    tables: dict[str, pyarrow.Table] = field(default_factory=dict)
+    task_rows: list[dict[str, Any]] = field(default_factory=list)
+    model_details: list[pyarrow.Table] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -177,21 +190,29 @@ def _read_task_file(
                                 "source_ordinal": range(count), "extra_fields": extras})
 
 
-def _task_row(snapshot_id: str, task: str, position: int, head: dict[str, Any], family: str,
-              labels: dict[str, str], found: _Findings) -> dict[str, Any]:
+def _read_task(snapshot: _Snapshot, position: int, task: str, family: str, label: str | None,
+               listed_models: Container[str]) -> _Part:
+    """A task file's row of the tasks table and, when they pass, its configurations' table."""
+    found = _Findings()
+    table_name = "token_configurations" if family in TOKEN_FAMILIES else "diffusion_configurations"
+    head, table = _read_task_file(snapshot, task, table_name, found)
     if head.get("task", task) != task:
         found.problems.append(f"tasks/{task}.json: its task field says {head['task']!r}")
     architecture = head.get("architecture")
     if architecture is not None and not isinstance(architecture, str):
         found.problems.append(f"tasks/{task}.json: field 'architecture' must be a string")
-    if task not in labels:
+    if label is None:
         found.notices.append(f"task {task}: no workload label in the source card; using its display name")
-    return {
-        "snapshot_id": snapshot_id, "task": task, "display_name": head["task_display_name"],
-        "workload_label": labels.get(task, head["task_display_name"]), "family": family,
+    part = _Part(1, found, task_rows=[{
+        "snapshot_id": snapshot.id, "task": task, "display_name": head["task_display_name"],
+        "workload_label": head["task_display_name"] if label is None else label, "family": family,
         "index_position": position, "file_architecture": architecture if isinstance(architecture, str) else None,
         "file_extra_fields": extras_text({key: value for key, value in head.items() if key not in TASK_FILE_HEAD}),
-    }
+    }])
+    if table is not None and found.passes({table_name: table}):
+        part.tables[table_name] = table
+        found.unlisted += [model for model in pc.unique(table["model_id"]).to_pylist() if model not in listed_models]
+    return part
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -230,36 +251,10 @@ def _read_detail_file(name: str, data: bytes, families: dict[str, str], found: _
     return detail
 
 
-def _detail_tables(
-    snapshot_id: str, details: list[_DetailFile], problems: list[str]
-) -> tuple[dict[str, pyarrow.Table], int]:
-    """The three detail tables of a chunk of files, and how many keys the files held."""
-    types = file_types()
-    documents = [detail.document for detail in details]
-    model_columns, keys = columns_of(documents, types["model_details"])
-    counts = [len(document.configurations) for document in documents]
-    rows = [row for document in documents for row in document.configurations]
-    row_columns, row_keys = columns_of(rows, types["model_detail_configurations"])
-    file_of_row = numpy.repeat(numpy.arange(len(documents)), counts)
-    tables = {
-        "model_details": _table("model_details", {
-            **model_columns, "snapshot_id": [snapshot_id] * len(documents),
-            "file_name": [detail.name.removeprefix("models/") for detail in details], "configuration_count": counts,
-            "extra_fields": [detail.extra_fields for detail in details]}),
-        "model_detail_configurations": _table("model_detail_configurations", {
-            **row_columns, "snapshot_id": [snapshot_id] * len(rows),
-            "task": [documents[f].task for f in file_of_row], "model_id": [documents[f].model_id for f in file_of_row],
-            "detail_ordinal": [i for count in counts for i in range(count)],
-            "extra_fields": [extra for detail in details for extra in detail.row_extras]}),
-        "output_length_histograms": _histograms(snapshot_id, details, problems),
-    }
-    return tables, keys + row_keys
-
-
 def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str]) -> pyarrow.Table:
     """One row per bin, file by file: the model's histogram first, then each configuration's."""
     histograms: list[Histogram] = []
-    identity: dict[str, list[Any]] = {"task": [], "model_id": [], "scope": [], "detail_ordinal": []}
+    owners: list[tuple[str, str, str, int | None]] = []  # task, model_id, scope, detail_ordinal
     for detail in details:
         document = detail.document
         for ordinal, holder in [(None, document), *enumerate(document.configurations)]:
@@ -269,79 +264,79 @@ def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str
                 where = detail.name if ordinal is None else f"{detail.name}: configurations[{ordinal}]"
                 problems.append(f"{where}: {HISTOGRAM_PROBLEM}")
             histograms.append(histogram)
-            for column, value in (("task", document.task), ("model_id", document.model_id), ("detail_ordinal", ordinal),
-                                  ("scope", "model" if ordinal is None else "configuration")):
-                identity[column].append(value)
+            owners.append((document.task, document.model_id, "model" if ordinal is None else "configuration", ordinal))
     schema = schemas.arrow_schema("output_length_histograms")
     if problems or not histograms:
         return schema.empty_table()
     bins = pyarrow.array([h.bins for h in histograms], pyarrow.list_(pyarrow.float64()))
     counts = pyarrow.array([h.counts for h in histograms], pyarrow.list_(pyarrow.int64()))
-    offsets = numpy.asarray(counts.offsets)
-    parent = numpy.repeat(numpy.arange(len(histograms)), numpy.diff(offsets))
-    bin_index = numpy.arange(len(parent)) - offsets[:-1][parent]
-    lower = numpy.asarray(bins.offsets)[:-1][parent] + bin_index
+    parent = pc.list_parent_indices(counts).to_numpy()
+    bin_index = numpy.arange(len(parent)) - numpy.asarray(counts.offsets)[parent]
+    lower = numpy.asarray(bins.offsets)[parent] + bin_index
     edges = bins.flatten().to_numpy(zero_copy_only=False)
     return _table("output_length_histograms", {
         "snapshot_id": [snapshot_id] * len(parent),
         **{column: pyarrow.array(values, schema.field(column).type).take(parent)
-           for column, values in identity.items()},
+           for column, values in zip(("task", "model_id", "scope", "detail_ordinal"), zip(*owners))},
         "bin_index": bin_index.astype(numpy.int64), "lower_edge": edges[lower], "upper_edge": edges[lower + 1],
         "count": counts.flatten(),
     })
 
 
-_DetailChunk = tuple[int, dict[str, pyarrow.Table], _Findings]  # files read, tables, what was found
-
-
-def _read_detail_chunk(snapshot: _Snapshot, names: list[str], families: dict[str, str]) -> _DetailChunk:
-    """Read, decode, flatten and validate a chunk of detail files (in a worker process when split): its
-    tables are validated, except model_details, whose key spans every chunk."""
+def _read_detail_chunk(snapshot: _Snapshot, names: list[str], families: dict[str, str]) -> _Part:
+    """Read, decode, flatten and validate a chunk of detail files into the three detail tables;
+    model_details is validated at the end, its key spanning every chunk."""
     found = _Findings()
     chunk = [(name, snapshot.read(name)) for name in names]
     details = [_read_detail_file(name, data, families, found) for name, data in chunk]
     if found.problems:
-        return len(names), {}, found
-    tables, keys = _detail_tables(snapshot.id, details, found.problems)
-    if sum(data.count(b":") for _, data in chunk) != keys:
+        return _Part(len(names), found)
+    types = file_types()
+    documents = [detail.document for detail in details]
+    model_columns, keys = columns_of(documents, types["model_details"])
+    counts = [len(document.configurations) for document in documents]
+    rows = [row for document in documents for row in document.configurations]
+    row_columns, row_keys = columns_of(rows, types["model_detail_configurations"])
+    if sum(data.count(b":") for _, data in chunk) != keys + row_keys:
         for name, data in chunk:  # which file: each is checked on its own
             decode_untyped(name, data)
+    file_of_row = numpy.repeat(numpy.arange(len(documents)), counts)
+    model_details = _table("model_details", {
+        **model_columns, "snapshot_id": [snapshot.id] * len(documents),
+        "file_name": [detail.name.removeprefix("models/") for detail in details], "configuration_count": counts,
+        "extra_fields": [detail.extra_fields for detail in details]})
+    tables = {
+        "model_detail_configurations": _table("model_detail_configurations", {
+            **row_columns, "snapshot_id": [snapshot.id] * len(rows),
+            "task": [documents[f].task for f in file_of_row], "model_id": [documents[f].model_id for f in file_of_row],
+            "detail_ordinal": [i for count in counts for i in range(count)],
+            "extra_fields": [extra for detail in details for extra in detail.row_extras]}),
+        "output_length_histograms": _histograms(snapshot.id, details, found.problems),
+    }
     if not found.problems:
-        found.passes({name: table for name, table in tables.items() if name != "model_details"})
+        found.passes(tables)
     release_memory()
-    return len(names), tables, found
+    return _Part(len(names), found, tables, model_details=[model_details])
 
 
-class _DetailChunks:
-    """The detail files' chunks, handed over in order: read by worker processes when there are many,
-    else here, one at a time as they are asked for."""
-
-    def __init__(self, stack: ExitStack, snapshot: _Snapshot, names: list[str], families: dict[str, str]) -> None:
-        self._jobs = iter([(snapshot, names[start:start + DETAIL_CHUNK_FILES], families)
-                           for start in range(0, len(names), DETAIL_CHUNK_FILES)])
-        self._running: deque[Future] = deque()
-        self._pool = None
-        if len(names) >= PARALLEL_MIN_DETAIL_FILES:
-            cores = len(os.sched_getaffinity(0))
-            # Spawned, not forked: a fork would copy this process's memory and any library threads.
-            self._pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("spawn"))
-            stack.callback(self._pool.shutdown, wait=True, cancel_futures=True)  # a refused chunk stops the rest
-            self._in_flight = 2 * cores
-            self._top_up()
-
-    def _top_up(self) -> None:
-        while len(self._running) < self._in_flight and (job := next(self._jobs, None)):
-            self._running.append(self._pool.submit(_read_detail_chunk, *job))
-
-    def ready(self, wait: bool) -> Iterator[_DetailChunk]:
-        """The chunks done so far in order (with `wait`: all of them), starting more as they are taken."""
-        if self._pool is None:
-            yield from (_read_detail_chunk(*job) for job in self._jobs) if wait else ()
-            return
-        while self._running and (wait or self._running[0].done()):
-            chunk = self._running.popleft().result()
-            self._top_up()
-            yield chunk
+def _in_order(stack: ExitStack, jobs: list[Callable[[], _Part]], parallel: bool) -> Iterator[_Part]:
+    """Each job's part, in order: done here one at a time as they are asked for, or (`parallel`) by
+    one worker process per core, at most two per worker in flight (finished parts waiting for this
+    process took 4.9 GB at 1000x)."""
+    if not parallel:
+        yield from (job() for job in jobs)
+        return
+    cores = len(os.sched_getaffinity(0))
+    # Spawned, not forked: a fork would copy this process's memory and any library threads.
+    pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("spawn"))
+    stack.callback(pool.shutdown, wait=True, cancel_futures=True)  # an error stops the rest
+    running: deque[Future[_Part]] = deque()
+    for job in jobs:
+        running.append(pool.submit(job))
+        if len(running) == 2 * cores:
+            yield running.popleft().result()
+    while running:
+        yield running.popleft().result()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -378,38 +373,28 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
     labels = load_source_card().workload_labels
     detail_names = sorted(f"models/{path.name}" for path in (directory / "models").glob("*.json"))
     found = _Findings()
+    model_type = file_types()["models"]
+    models, model_extras = read_objects(
+        [(f"index.json: models[{model_id!r}]", metadata) for model_id, metadata in index["models"].items()],
+        model_type, "index.json", found.problems)
+    jobs = [partial(_read_task, snapshot, position, task, families[task], labels.get(task), index["models"])
+            for position, task in enumerate(index["tasks"])]
+    jobs += [partial(_read_detail_chunk, snapshot, detail_names[start:start + DETAIL_CHUNK_FILES], families)
+             for start in range(0, len(detail_names), DETAIL_CHUNK_FILES)]
+    task_rows, model_details = [], []
 
     with ExitStack() as stack:
         writers = _TableWriters(stack, paths, snapshot_id)
         bar = stack.enter_context(progress(len(index["tasks"]) + len(detail_names), f"ingest {snapshot_id}"))
-        details = _DetailChunks(stack, snapshot, detail_names, families)
-        model_details = []
-
-        def take(chunks: Iterator[_DetailChunk]) -> None:
-            for files, tables, chunk_found in chunks:
-                found.add(chunk_found)
-                if not found.problems and not found.failures:  # else nothing is written, and the tables may hold holes
-                    model_details.append(tables.pop("model_details"))
-                    for name, table in tables.items():
-                        writers.write(name, table)
-                bar.update(files)
-
-        model_type = file_types()["models"]
-        models, model_extras = read_objects(
-            [(f"index.json: models[{model_id!r}]", metadata) for model_id, metadata in index["models"].items()],
-            model_type, "index.json", found.problems)
-        task_rows, named_models = [], set()
-        for position, task in enumerate(index["tasks"]):
-            name = "token_configurations" if families[task] in TOKEN_FAMILIES else "diffusion_configurations"
-            head, table = _read_task_file(snapshot, task, name, found)
-            task_rows.append(_task_row(snapshot_id, task, position, head, families[task], labels, found))
-            if table is not None and found.passes({name: table}):
-                named_models.update(pc.unique(table["model_id"]).to_pylist())
-                writers.write(name, table)
-            del table
-            bar.update(1)
-            take(details.ready(wait=False))  # written while the next task file is read: none pile up
-        take(details.ready(wait=True))
+        for part in _in_order(stack, jobs, parallel=len(detail_names) >= PARALLEL_MIN_DETAIL_FILES):
+            found.add(part.found)
+            task_rows += part.task_rows
+            if not found.problems and not found.failures:  # else nothing is written, and the tables may hold holes
+                model_details += part.model_details
+                for name, table in part.tables.items():
+                    writers.write(name, table)
+            bar.update(part.files)
+            del part  # not held while the next part is read
 
         if found.problems:
             raise PipelineError(f"snapshot {snapshot_id} has input problems: {len(found.problems)} problem(s)",
@@ -427,9 +412,9 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
         }
         found.passes(small)
         raise_failures(found.failures)
-        if unlisted := sorted(named_models - set(index["models"])):
+        if found.unlisted:
             raise PipelineError("task files name models that index.json does not list",
-                                [f"model_id {model_id}" for model_id in unlisted])
+                                [f"model_id {model_id}" for model_id in sorted(set(found.unlisted))])
         read = {"index.json", *(f"tasks/{task}.json" for task in index["tasks"]), *detail_names}
         for relative in sorted(snapshot.digests.keys() - read):
             snapshot.read(relative)
