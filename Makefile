@@ -57,8 +57,9 @@ SPARK := .engines/pyspark-$(SPARK_VERSION)/.installed
 
 CLI := $(VENV)/bin/energy-index
 INSTALLED := $(VENV)/.installed
-# The project with the report and dev extras; make test adds the interop extra (validators, SQL clients, a
-# browser driver), whose tests are skipped where it is missing.
+# The project with the report extra, what a refresh and a report need; make test adds the dev extra (the
+# test tools: pandera imports an installed hypothesis at every step, 50 ms of each refresh) and the interop
+# extra (validators, SQL clients, a browser driver), whose tests are skipped where it is missing.
 TEST_INSTALLED := $(VENV)/.installed-interop
 BUILD_ARGS = --out "$$EI_OUT" $${EI_ITL_DEADLINE_MS:+--itl-deadline-ms "$$EI_ITL_DEADLINE_MS"} \
 	$${EI_AS_OF:+--as-of "$$EI_AS_OF"} $${EI_RETRIEVED:+--retrieved "$$EI_RETRIEVED"}
@@ -74,7 +75,7 @@ refresh: $(INSTALLED) ## the same as all
 
 $(INSTALLED): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[report,dev]'
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[report]'
 	touch $@
 
 $(TEST_INSTALLED): $(INSTALLED)
