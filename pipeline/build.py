@@ -24,7 +24,7 @@ from pipeline.paths import (
     AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest, hive_key,
 )
 from pipeline.source_card import load_source_card
-from schemas import TABLE_NAMES, described, dictionary
+from schemas import TABLE_NAMES, described, dictionary, for_readers
 from schemas.rules import RATED_BOARD_POWER_W
 
 # Two snapshots' floats that differ by less than this, relative to the larger, are the same value: the
@@ -390,8 +390,10 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
     with progress(len(stale), f"build: {table}", unit="snapshot") as bar:
         for unit, inputs in stale.items():
             rows = connection.sql(f"select * from {call} order by all", params=list(unit)).to_arrow_table()
+            schema = for_readers(rows.schema, hive_key(table))
             with atomic_path(paths.parquet_path(table, unit[-1])) as tmp:
-                pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
+                pq.write_table(rows.cast(schema.with_metadata({**(schema.metadata or {}), b"inputs": inputs})), tmp,
+                               compression="zstd")
             bar.update(1)
     # Units gone from the history go, and so do folders of an earlier layout (another key), which a hive
     # reader would read as a second partition column.

@@ -213,7 +213,7 @@ def test_the_parquet_reads_as_one_hive_partitioned_dataset(history_build: Paths)
     import pyarrow.dataset
 
     folder = history_build.parquet_dir / "token_configurations"
-    dataset = pyarrow.dataset.dataset(folder, format="parquet", partitioning="hive")
+    dataset = pyarrow.dataset.dataset(folder, format="parquet", partitioning=pyarrow.dataset.HivePartitioning.discover(infer_dictionary=True))
     by_arrow = dataset.to_table(columns=["snapshot_id"]).group_by("snapshot_id").aggregate([("snapshot_id", "count")])
     with duckdb.connect(str(history_build.database), read_only=True) as connection:
         expected = dict(connection.execute("select snapshot_id, count(*) from token_configurations group by 1").fetchall())

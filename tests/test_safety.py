@@ -85,7 +85,7 @@ def test_4_a_table_folder_reads_as_one_hive_dataset_with_the_tables_own_columns(
         rows = connection.execute(f"select count(*) from {table}").fetchone()[0]
         by_duckdb = connection.sql(
             f"select * from read_parquet('{folder}/*/*.parquet', hive_partitioning = true) limit 0").columns
-    by_arrow = pyarrow.dataset.dataset(folder, format="parquet", partitioning="hive").to_table()
+    by_arrow = pyarrow.dataset.dataset(folder, format="parquet", partitioning=pyarrow.dataset.HivePartitioning.discover(infer_dictionary=True)).to_table()
     by_polars = polars.read_parquet(folder, hive_partitioning=True)
     for read in (by_duckdb, by_arrow.column_names, by_polars.columns):
         assert sorted(read) == sorted(columns)
