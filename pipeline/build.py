@@ -15,6 +15,7 @@ import msgspec
 import pyarrow
 import pyarrow.parquet as pq
 
+from pipeline import __version__
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.files import atomic_path, read_toml, write_bytes_atomic
@@ -477,9 +478,9 @@ def build(
             if snapshot_id is not None and snapshot_id not in ingested:
                 raise PipelineError(f"snapshot {snapshot_id} is not in the Parquet tables; "
                                     f"ingested: {', '.join(ingested)}")
-            parameters = [(snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE)]
-            _create_table(connection, "build_parameters",
-                          "snapshot_id varchar, itl_deadline_ms double, change_relative_tolerance double", parameters)
+            parameters = [(snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE, __version__)]
+            _create_table(connection, "build_parameters", "snapshot_id varchar, itl_deadline_ms double,"
+                          " change_relative_tolerance double, project_version varchar", parameters)
             load_reference_tables(connection, latency_tiers)
             _publish_reference_tables(connection, paths)
             create_views(connection, lambda table: _store(connection, paths, table, notices))

@@ -75,7 +75,7 @@ def connect(
         connection.execute(f"create table {table} as select * from {table}_input")
     connection.execute(
         "create table build_parameters as select null::varchar as snapshot_id, ?::double as itl_deadline_ms,"
-        " 1e-9 as change_relative_tolerance",
+        " 1e-9 as change_relative_tolerance, '0.0.0' as project_version",
         [deadline],
     )
     load_reference_tables(connection)
