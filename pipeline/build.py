@@ -319,25 +319,65 @@ def create_views(connection: duckdb.DuckDBPyConnection, store: Callable[[str], N
             raise PipelineError(f"{sql_path(name)}: {error}") from None
 
 
+# A view's or table macro's key in its header: the columns that tell its rows apart, one line, and those
+# of them that may be null (a row without that part, as SQL's UNIQUE allows), e.g. "-- key: task, row_id".
+KEY_LINE = re.compile(r"^-- key: (.*)$", re.MULTILINE)
+NULL_IN_KEY_LINE = re.compile(r"^-- null in key: (.*)$", re.MULTILINE)
+COLUMN_LIST = re.compile(r"\w+(?:, \w+)*")
+
+
+@dataclass(frozen=True)
+class Key:
+    columns: tuple[str, ...]
+    nullable: tuple[str, ...] = ()  # the key columns that may be null
+
+
+def _header(name: str) -> str:
+    return view_files()[name].read_text(encoding="utf-8").split("\ncreate ")[0]
+
+
+@functools.cache
+def view_key(name: str) -> Key | None:
+    """A view's or table macro's key, from its header's `-- key:` line (and `-- null in key:`); None for a
+    scalar macro, which returns a value. A view or table macro without one fails the build."""
+    header = _header(name)
+    found = {label: pattern.findall(header) for label, pattern in (("key", KEY_LINE), ("null in key", NULL_IN_KEY_LINE))}
+    if sql_object(name).kind == "macro":
+        if found["key"] or found["null in key"]:
+            raise PipelineError(f"{sql_path(name)}: a scalar macro returns a value; its header declares no key")
+        return None
+    lists = {label: [COLUMN_LIST.fullmatch(text) for text in texts] for label, texts in found.items()}
+    if len(found["key"]) != 1 or len(found["null in key"]) > 1 or not all(map(all, lists.values())):
+        raise PipelineError(f"{sql_path(name)}: its header needs one '-- key: column, column, ...' line (and at"
+                            " most one '-- null in key: column, ...' line naming some of them)")
+    columns = tuple(found["key"][0].split(", "))
+    nullable = tuple(found["null in key"][0].split(", ")) if found["null in key"] else ()
+    if not set(nullable) <= set(columns):
+        raise PipelineError(f"{sql_path(name)}: '-- null in key:' names columns not in its key: "
+                            f"{', '.join(sorted(set(nullable) - set(columns)))}")
+    return Key(columns, nullable)
+
+
 def view_description(name: str) -> str:
     """A sql/ object's description from its header: what it holds (the first comment lines), its grain
-    and its key (a label's indented comment lines continue it; a scalar macro's grain is a value)."""
-    header = view_files()[name].read_text(encoding="utf-8").split("\ncreate ")[0].splitlines()
-    scalar = {"grain": ["(a value)"], "key": ["—"]} if sql_object(name).kind == "macro" else {}
+    (a label's indented comment lines continue it; a scalar macro's grain is a value) and its key."""
+    scalar = {"grain": ["(a value)"]} if sql_object(name).kind == "macro" else {}
     fields: dict[str, list[str]] = {"what": [], **scalar}
     current = "what"
-    for line in header:
+    for line in _header(name).splitlines():
         text = line.removeprefix("--").strip()
         label, _, rest = text.partition(":")
-        if label in ("grain", "key"):
+        if label == "grain":
             current = label
             fields[current] = [rest.strip()]
-        elif current == "what" or line.startswith("--  "):
+        elif current == "what" or (current == "grain" and line.startswith("--  ")):
             fields[current].append(text)
         else:
             break
     what = " ".join(fields["what"]).split(":", 1)[1].strip()
-    return f"{what[0].upper()}{what[1:]} Grain: {' '.join(fields['grain'])}. Key: {' '.join(fields['key'])}."
+    key = view_key(name)
+    key_text = "—" if key is None else f"({', '.join(key.columns)})"
+    return f"{what[0].upper()}{what[1:]} Grain: {' '.join(fields['grain'])}. Key: {key_text}."
 
 
 # Tables stored beside the ingested ones, one Parquet file per snapshot (or per consecutive pair,
@@ -400,6 +440,18 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
     files = [str(path) for path in paths.parquet_files(table).values()]
     source = "read_parquet(?, hive_partitioning = false)" if files else f"{call} limit 0"
     connection.execute(f"create or replace table {table} as select * from {source}", [files] if files else [""] * arity)
+
+
+def declared_keys() -> dict[str, Key]:
+    """Every declared key, by object: each keyed table's in the field dictionary (the columns that may be
+    null: those it declares nullable; a stored table's, those its macro's header names) and each view's
+    and table macro's in its header."""
+    keys = {}
+    for table, entry in dictionary.entries().tables.items():  # an empty key: at most one row
+        nullable = (view_key(STORED[table][0]).nullable if entry.kind == "stored" else
+                    tuple(name for name in entry.key if entry.columns[name].may_be_null()))
+        keys[table] = Key(tuple(entry.key), nullable)
+    return keys | {name: key for name in view_files() if (key := view_key(name)) is not None}
 
 
 def _column_source(table: str, column: str) -> str:
