@@ -269,8 +269,8 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, parameters: tup
     """The tables the build makes from its parameters and declarations rather than from a snapshot
     (schemas.REFERENCE_TABLES, declared in the field dictionary): the build parameters, GPU ratings, latency
     ceilings and tiers, audit rules, EcoLogits' coefficients, boundary factors. Each is validated as an
-    ingested table is (its pandera schema), and published as OUT/parquet/<table>/data.parquet so that the
-    views can be run over the Parquet alone (Spark: pipeline/spark.py)."""
+    ingested table is (its pandera schema); build() then publishes each as OUT/parquet/<table>/data.parquet
+    so that the views can be run over the Parquet alone (Spark: pipeline/spark.py)."""
     from pipeline.validate import raise_failures, table_failures
 
     connection.execute(sql_object("latency_metrics").statement)
