@@ -77,3 +77,37 @@ def test_data_version_is_one_row_naming_the_index_snapshot_and_the_code(history_
         (newest,) = connection.execute("select snapshot_id from snapshot_history order by position desc limit 1").fetchall()[0]
     assert len(rows) == 1 and rows[0][:5] == expected[0] and rows[0][5] == __version__
     assert rows[0][0] == newest
+
+
+def test_no_table_or_view_has_a_column_sqlalchemy_cannot_type(history_build: Paths) -> None:
+    with duckdb.connect(str(history_build.database), read_only=True) as connection:
+        nested = connection.execute(
+            "select table_name, column_name, data_type from duckdb_columns() where schema_name = 'main'"
+            " and not internal and (data_type like '%STRUCT%' or data_type like '%[]' or data_type like 'MAP%'"
+            " or data_type like 'UNION%')").fetchall()
+    assert nested == []
+
+
+def test_every_table_macro_column_is_described_in_the_data_dictionary(history_build: Paths) -> None:
+    with duckdb.connect(str(history_build.database), read_only=True) as connection:
+        macros = [name for (name,) in connection.execute(
+            "select function_name from duckdb_functions() where function_type = 'table_macro'"
+            " and schema_name = 'main' and not internal order by 1").fetchall()]
+        documented = connection.execute(
+            "select object_name, column_name, data_type, description, unit from data_dictionary"
+            " where kind = 'table macro' order by object_name, position").fetchall()
+        calls = {"best_configurations_in": "best_configurations_in(null)",
+                 "configuration_diff": "configuration_diff('2025-12-01-f74deb8', '2026-01-01-6e70d23')",
+                 "index_diff": "index_diff('2025-11-30-9fa07d1', '2026-02-16-7885788')",
+                 "energy_at_concurrency": "energy_at_concurrency('lm-arena-chat', 'Qwen/Qwen3-8B', 'H100', 100)"}
+        assert sorted(calls) == macros
+        expected = []
+        for name in macros:
+            cursor = connection.execute(f"select * from {calls[name]} limit 0")
+            expected += [(name, column[0]) for column in cursor.description]
+            cursor.fetchall()
+    assert [(name, column) for name, column, *_ in documented] == expected
+    assert all(description for *_, description, _ in documented)
+    by_column = {(name, column): unit for name, column, _, _, unit in documented}
+    assert by_column[("energy_at_concurrency", "lower_wh_per_unit")].startswith("Wh/")
+    assert by_column[("energy_at_concurrency", "concurrency")] == "requests, images or videos"

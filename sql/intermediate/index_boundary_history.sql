@@ -3,7 +3,7 @@
 -- server factor) and facility (the server figure × the facility factor, PUE), low with low and high with
 -- high (the factors' ranges: boundary_factor_ranges).
 -- grain: one row per best_configuration_history row × boundary (gpu_only, server, facility)
--- key: (snapshot_id, task, model_id, gpu, boundary)
+-- key: snapshot_id, task, model_id, gpu, boundary
 create or replace view index_boundary_history as
 
 with

@@ -2,7 +2,7 @@
 -- among the other configurations of the model on the GPU within the same latency limit, the one the
 -- index's ranking (unified_configurations' preference) puts first.
 -- grain: one row per best_configuration_history row that has another configuration within the limit
--- key: (snapshot_id, task, model_id, gpu)
+-- key: snapshot_id, task, model_id, gpu
 create or replace view index_runner_ups as
 
 with

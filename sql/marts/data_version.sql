@@ -2,7 +2,7 @@
 -- commit and commit time, the date it was retrieved and the upstream's compile date, and the version
 -- of energy-index that built the database.
 -- grain: one row
--- key: (snapshot_id)
+-- key: snapshot_id
 create or replace view data_version as
 
 select

@@ -3,7 +3,7 @@
 -- the runner-up's margin, the figure at the server and facility boundaries (low, central, high), the
 -- snapshot's dates and commit, and the model's display name and parameter counts.
 -- grain: one row per snapshot × task × model × GPU that has a configuration within the limit
--- key: (snapshot_id, task, model_id, gpu)
+-- key: snapshot_id, task, model_id, gpu
 -- For the index snapshot its rows are index_uncertainty's and index_boundaries' (pivoted to columns).
 -- The runner-up is index_runner_ups'; a tie on energy has margin 0, a lone configuration no runner-up.
 create or replace view index_history as
