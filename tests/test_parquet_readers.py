@@ -5,6 +5,7 @@ may be null as integers (docs/querying.md, "The Parquet files as one dataset")."
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -162,3 +163,27 @@ def test_spark_reads_each_folder_with_its_defaults(history_build: Paths, tmp_pat
             integers = connection.execute("select column_name from duckdb_columns() where table_name = ?"
                                           " and data_type = 'BIGINT'", [folder.name]).fetchall()
             assert all(got["types"][name] == "bigint" for (name,) in integers), folder.name
+
+
+def test_the_next_publish_types_the_files_of_a_build_by_older_code(newest_build: Paths, tmp_path: Path) -> None:
+    """Older code stored the folder's key column as plain text, which pandas cannot read beside the folder
+    name; the next publish replaces those files by typed copies and leaves typed ones alone."""
+    out = tmp_path / "out"
+    shutil.copytree(newest_build.out, out, symlinks=True)
+    generation = (out / "current").resolve()
+    (generation / "typed-for-readers").unlink()  # as a generation of older code has none
+    old = next(iter(Paths(out).parquet_files("token_configurations").values())).resolve()
+    table = pq.read_table(old)
+    plain = table.set_column(table.schema.get_field_index("snapshot_id"), "snapshot_id",
+                             table["snapshot_id"].cast(pyarrow.string()))
+    pq.write_table(plain.replace_schema_metadata({}), old)
+    with pytest.raises(pyarrow.ArrowTypeError, match="snapshot_id has incompatible types"):
+        pandas.read_parquet(out / "parquet" / "token_configurations")
+    untouched = next(iter(Paths(out).parquet_files("models").values())).resolve().stat().st_ino
+    built = subprocess.run([str(Path(sys.executable).with_name("energy-index")), "build", "--out", str(out)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    frame = pandas.read_parquet(out / "parquet" / "token_configurations")
+    assert len(frame) == table.num_rows and str(frame["max_num_batched_tokens"].dtype) == "Int64"
+    assert next(iter(Paths(out).parquet_files("models").values())).resolve().stat().st_ino == untouched
+    assert ((out / "current").resolve() / "typed-for-readers").is_file()
