@@ -19,7 +19,7 @@ from typing import Any, TypedDict
 
 from pipeline import jsontext
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline.files import read_typed, replace_directory, staged_directory, write_bytes_atomic, write_json_atomic
+from pipeline.files import read_typed, replace_directory, write_bytes_atomic, write_json_atomic
 from pipeline.fingerprint import data_sha256
 from pipeline.paths import Paths
 
@@ -168,8 +168,7 @@ def held_already(paths: Paths, snapshot_id: str, upstream: dict[str, str], files
     if previous["files"] == files and previous["upstream"] == upstream:
         return True
     published = Paths(paths.out)
-    if snapshot_id in published.parquet_files("snapshots") or (
-            published.parquet_dir / "snapshots" / f"{snapshot_id}.parquet").is_file():  # before the hive layout
+    if snapshot_id in published.parquet_files("snapshots"):
         before, now = ({entry["path"]: entry for entry in listed} for listed in (previous["files"], files))
         differing = [COMMIT_FACTS] if previous["upstream"] != upstream else []
         differing += sorted(path for path in before.keys() | now.keys() if before.get(path) != now.get(path))
@@ -223,40 +222,3 @@ def held_snapshot_ids(paths: Paths) -> dict[str, str]:
     return {manifest["upstream"]["commit"]: folder.name for folder, manifest in _held_manifests(paths).items()
             if manifest["upstream"].get("commit")}
 
-
-def move_to_current_ids(paths: Paths) -> dict[str, str]:
-    """Give every fetched snapshot the id snapshot_id_of forms today (ids were once formed from the
-    committer's local date, not the UTC date): OUT/raw/<old> becomes OUT/raw/<new>, its files hard
-    links, its manifest naming the new id. Returns old -> new. A stop halfway leaves both folders and
-    the next run finishes the move."""
-    moved = {}
-    for old, manifest in _held_manifests(paths).items():
-        if (new_id := snapshot_id_of(manifest["upstream"], manifest["files"])) == old.name:
-            continue
-        if not (paths.raw_snapshot(check_snapshot_id(new_id)) / MANIFEST).is_file():
-            with staged_directory(paths.raw_snapshot(new_id)) as staging:
-                shutil.copytree(old, staging, copy_function=os.link, dirs_exist_ok=True)
-                # Replaced by rename, so the manifest linked from the old folder is not written through.
-                write_json_atomic(staging / MANIFEST, {**manifest, "snapshot_id": new_id})
-        shutil.rmtree(old)
-        moved[old.name] = new_id
-    pointer = paths.latest_snapshot_pointer
-    if pointer.is_file() and (named := pointer.read_text(encoding="utf-8").strip()) in moved:
-        _point_latest_at(paths, moved[named])
-    return moved
-
-
-def stale_published_ids(paths: Paths) -> dict[str, str]:
-    """Snapshots of the published build under an id other than the one snapshot_id_of forms from
-    their commit facts: old id -> current id."""
-    # After move_to_current_ids every fetched snapshot's folder has its current id: only a published
-    # snapshot with no folder of its name can have an id of an earlier rule.
-    held = {folder.name for folder in paths.raw_dir.iterdir()} if paths.raw_dir.is_dir() else set()
-    if not (files := [str(path) for s, path in Paths(paths.out).parquet_files("snapshots").items() if s not in held]):
-        return {}
-    import pyarrow.parquet as pq
-
-    rows = pq.read_table(files, columns=["snapshot_id", "commit", "commit_time"], partitioning=None).to_pylist()
-    current = {row["snapshot_id"]: snapshot_id_of({**row, "commit_time": row["commit_time"].isoformat()}, [])
-               for row in rows if row["commit"] and row["commit_time"]}
-    return {old: new for old, new in current.items() if old != new}

@@ -18,7 +18,7 @@ import msgspec
 from pipeline.errors import PipelineError
 from pipeline.files import read_typed, write_json_atomic
 from pipeline.fingerprint import file_sha256
-from pipeline.paths import PARQUET_FILE, PUBLISHED_OUTPUTS, Paths, hive_key
+from pipeline.paths import PUBLISHED_OUTPUTS, Paths
 
 STAGING_PREFIX = "staging-"
 # In a generation made by refresh or history: the snapshots, parameters and code it was made from. They
@@ -43,7 +43,6 @@ def new_generation(paths: Paths) -> Iterator[Paths]:
     staging = paths.generations_dir / f"{STAGING_PREFIX}{os.getpid()}"
     if paths.current.is_dir():
         shutil.copytree(paths.current.resolve(), staging, copy_function=os.link, symlinks=True)
-        _move_to_hive_layout(staging / "parquet")
     else:
         staging.mkdir()
     (staging / REFRESH_RECORD).unlink(missing_ok=True)
@@ -52,16 +51,6 @@ def new_generation(paths: Paths) -> Iterator[Paths]:
         _publish(paths, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _move_to_hive_layout(parquet: Path) -> None:
-    """Builds before the hive layout kept <table>/<id>.parquet; the staged links move to
-    <table>/snapshot_id=<id>/data.parquet (the published files stay where they are)."""
-    for legacy in sorted(parquet.glob("*/*.parquet")):
-        if legacy.name != PARQUET_FILE:  # a reference table's one file is never per snapshot
-            target = legacy.parent / f"{hive_key(legacy.parent.name)}={legacy.stem}" / PARQUET_FILE
-            target.parent.mkdir(exist_ok=True)
-            os.replace(legacy, target)
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -108,7 +97,7 @@ def _record_files(staged: Path, published: Path | None) -> None:
 def damaged_files(paths: Paths) -> list[tuple[str, str]] | None:
     """The published files that differ from what was published, as (path relative to the generation,
     what is wrong): missing, another size, or another sha256. None when the generation has no readable
-    record (published by older code, or the record itself damaged): then nothing can be vouched for."""
+    record (the record itself missing or damaged): then nothing can be vouched for."""
     if not paths.current.is_dir():
         return []
     generation = paths.current.resolve()
@@ -138,12 +127,8 @@ def _publish(paths: Paths, staging: Path) -> None:
     pointer.unlink(missing_ok=True)
     os.symlink(final.relative_to(paths.out), pointer)
     os.replace(pointer, paths.current)
-    for name in PUBLISHED_OUTPUTS:  # fixed links into current (an output of older code may stand there)
-        link = paths.out / name
-        if not link.is_symlink():
-            if link.is_dir():
-                shutil.rmtree(link)
-            link.unlink(missing_ok=True)
+    for name in PUBLISHED_OUTPUTS:  # fixed links into current, made by the first publish
+        if not (link := paths.out / name).is_symlink():
             os.symlink(Path("current") / name, link)
     _fsync_directory(paths.out)
 

@@ -48,12 +48,8 @@ def _warn(label: str, notices: Iterable[str]) -> None:
 def run_fetch(options: Options, paths: Paths, source: str | None = None) -> FetchResult:
     """Fetch `source`, options.source, or else the upstream's newest commit that changed its data (or
     options.commit)."""
-    from pipeline.archive import move_to_current_ids
-
     source, commit_time = source or options.source, options.commit_time
     started = time.perf_counter()
-    for old, new in move_to_current_ids(paths).items():
-        say(f"fetch: snapshot {old} is now {new} (ids take the commit's UTC date)")
     if source is not None:
         say(f"fetch: reading {source}")
         if "://" in source:
@@ -126,7 +122,6 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
     intact."""
     import msgspec
 
-    from pipeline.archive import stale_published_ids
     from pipeline.files import write_json_atomic
     from pipeline.fingerprint import file_sha256
     from pipeline.paths import code_digest
@@ -137,8 +132,7 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
         previous = msgspec.json.decode((paths.current / REFRESH_RECORD).read_bytes(), type=dict)
     except (OSError, msgspec.DecodeError):
         previous = {}
-    stale = stale_published_ids(paths)  # published snapshots under ids of an earlier rule: old -> new
-    held = {stale.get(s, s): digest for s, digest in previous.get("snapshots", {}).items()}
+    held = previous.get("snapshots", {})
     # What decides "nothing to do": the snapshots in the database, which one the index shows, the
     # parameters and the code. Any other write removes the record, so what it names is what the database holds.
     record = {"snapshots": dict(sorted({**held, **digests}.items())), "index": options.index_snapshot or "newest",
@@ -151,7 +145,7 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
         say(f"{label}: warning: {paths.current / FILE_RECORD} is missing or unreadable, so the published "
             "files cannot be checked; building them again")
         damaged = [(FILE_RECORD, "missing or unreadable")]
-    if damaged == [] and record == previous and not stale:
+    if damaged == [] and record == previous:
         return None
     from pipeline.audit import audit_summary  # DuckDB, which a refresh with nothing to do never loads
     from pipeline.database import connect
@@ -162,7 +156,7 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
     history = label == "history"  # ingests only what the database lacks; a refresh, its one snapshot
     ingest = [s for s in digests if not (history and same_code and held.get(s) == digests[s])]
     with new_generation(paths) as staged:
-        for snapshot_id in _repair(label, staged, stale, damaged or [], ingest):
+        for snapshot_id in _repair(staged, damaged or [], ingest):
             run_ingest(staged, snapshot_id)
         for snapshot_id in each(ingest, "history: ingesting", "snapshot", logged=True) if history else ingest:
             run_ingest(staged, snapshot_id)
@@ -176,27 +170,15 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
     return index_snapshot, len(ingest)
 
 
-def _repair(label: str, staged: Paths, stale: dict[str, str], damaged: list[tuple[str, str]],
-            ingesting: list[str]) -> list[str]:
-    """Make a staged generation ready for this run's ingests; return the snapshots to ingest again besides
-    `ingesting`. Snapshots under ids of an earlier rule move to today's ids (their partitions go; ingested
-    again under the new ids); damaged files are made whole: a derived file computed again by the full
-    build, an ingested file's snapshot ingested again from its fetched copy in OUT/raw."""
-    import shutil
-
+def _repair(staged: Paths, damaged: list[tuple[str, str]], ingesting: list[str]) -> list[str]:
+    """Make the damaged files of a staged generation whole; return the snapshots to ingest again besides
+    `ingesting`: a derived file is computed again by the full build, an ingested file's snapshot ingested
+    again from its fetched copy in OUT/raw."""
     from pipeline.archive import MANIFEST
     from pipeline.build import STORED
     from pipeline.paths import hive_key
-    from schemas import TABLES
 
     again = []
-    for old, new in sorted(stale.items()):
-        say(f"{label}: snapshot {old} is now {new} in the database (ids take the commit's UTC date)")
-        for table in (*TABLES, *STORED):
-            if (partition := staged.parquet_files(table).get(old)) is not None:
-                shutil.rmtree(partition.parent)
-        if new not in staged.parquet_files("snapshots"):
-            again.append(new)
     for name, problem in damaged:
         parts = name.split("/")
         if len(parts) != 4 or parts[0] != "parquet" or not parts[2].startswith(f"{hive_key(parts[1])}="):
@@ -280,11 +262,9 @@ def history(paths: Paths, options: Options, sources: list[str], upstream: bool =
             since: str | None = None) -> None:
     """Fetch every snapshot of `sources`, or with `upstream` every upstream commit that changed public/data
     (since `since`), and publish them all, in upstream commit order, the index on the newest."""
-    from pipeline.archive import commit_moment, content_digest, move_to_current_ids, read_manifest
+    from pipeline.archive import commit_moment, content_digest, read_manifest
 
     started = time.perf_counter()
-    for old, new in move_to_current_ids(paths).items():
-        say(f"history: snapshot {old} is now {new} (ids take the commit's UTC date)")
     if upstream:
         fetched = fetch_upstream_history(options, paths, since)
     else:
