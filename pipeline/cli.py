@@ -161,11 +161,14 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
             paths = Paths(values.get("out", settings.DEFAULT_OUT))
             try:
                 with ExitStack() as stack:
-                    stack.enter_context(_reader_may_leave() if mode == "read" else _exclusive_lock(paths))
-                    if mode == "stage":
-                        from pipeline.publish import new_generation  # never loaded by the commands that read
+                    if mode == "read":
+                        stack.enter_context(_reader_may_leave())
+                    else:
+                        from pipeline.publish import exclusive_lock, new_generation  # never loaded by readers
 
-                        paths = stack.enter_context(new_generation(paths))
+                        stack.enter_context(exclusive_lock(paths))
+                        if mode == "stage":
+                            paths = stack.enter_context(new_generation(paths))
                     handler(args, paths)
             except (Exception, KeyboardInterrupt) as error:
                 if (message := _failure(error, paths.out)) is None:
@@ -214,28 +217,6 @@ def _reader_may_leave() -> Iterator[None]:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-
-
-@contextmanager
-def _exclusive_lock(paths: Paths) -> Iterator[None]:
-    """One command at a time per output folder; a second one stops with a clear message. Folders made
-    for the lock alone (a mistyped --out, a step that found nothing to do) are removed again."""
-    import fcntl
-    import shutil
-
-    made = next((folder for folder in reversed([paths.out, *paths.out.parents]) if not folder.exists()), None)
-    paths.out.mkdir(parents=True, exist_ok=True)
-    with open(paths.lock_file, "a") as handle:  # "a": taking the lock leaves the file untouched
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise PipelineError(f"{paths.out}: another energy-index command is writing here (lock "
-                                f"{paths.lock_file}); try again when it has finished") from None
-        try:
-            yield
-        finally:
-            if made is not None and all(p.is_dir() or p == paths.lock_file for p in made.rglob("*")):
-                shutil.rmtree(made)  # nothing in it but the lock and empty folders
 
 
 # ---- the command line ----

@@ -4,7 +4,8 @@ Readers open OUT/energy_index.duckdb, OUT/parquet and OUT/index, fixed links int
 points at one complete generation. A new generation starts as hard links to the published files and
 every step replaces files rather than writing them in place, so the published build is never touched;
 `current` moves by an atomic rename only when every step succeeded. The previous generation is kept
-until the next publish, so a reader that opened it before the switch keeps a consistent view.
+until the next publish, so a reader that opened it before the switch keeps a consistent view. Every
+command that writes into OUT holds its lock (exclusive_lock), so writers never interleave.
 """
 
 import os
@@ -31,6 +32,27 @@ FILE_RECORD = "published-files.json"
 
 class _FileRecord(msgspec.Struct):
     files: dict[str, tuple[int, str]]  # path in the generation -> (size, sha256)
+
+
+@contextmanager
+def exclusive_lock(paths: Paths) -> Iterator[None]:
+    """One command at a time per output folder; a second one stops with a clear message. Folders made
+    for the lock alone (a mistyped --out, a step that found nothing to do) are removed again."""
+    import fcntl
+
+    made = next((folder for folder in reversed([paths.out, *paths.out.parents]) if not folder.exists()), None)
+    paths.out.mkdir(parents=True, exist_ok=True)
+    with open(paths.lock_file, "a") as handle:  # "a": taking the lock leaves the file untouched
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PipelineError(f"{paths.out}: another energy-index command is writing here (lock "
+                                f"{paths.lock_file}); try again when it has finished") from None
+        try:
+            yield
+        finally:
+            if made is not None and all(p.is_dir() or p == paths.lock_file for p in made.rglob("*")):
+                shutil.rmtree(made)  # nothing in it but the lock and empty folders
 
 
 @contextmanager

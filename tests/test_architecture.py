@@ -65,8 +65,8 @@ def test_the_command_line_reaches_the_workflow_only_through_refresh() -> None:
     imported = _imported_names("cli")
     assert "refresh" in imported
     assert not WORKFLOW_MODULES & imported.keys(), f"cli.py imports {sorted(WORKFLOW_MODULES & imported.keys())}"
-    # The one thing cli.py takes from the publisher: the generation a single step (ingest, build, export) runs in.
-    assert imported.get("publish", set()) <= {"new_generation"}
+    # What cli.py takes of the publisher: OUT's lock, and the generation a single step (ingest, build, export) runs in.
+    assert imported.get("publish", set()) <= {"exclusive_lock", "new_generation"}
 
 
 def test_the_command_line_defines_no_function_another_module_defines() -> None:
