@@ -1,5 +1,6 @@
-"""The energy-index command (click): one subcommand per step, and refresh for all of them in order.
-Each command imports what it uses when it runs, so that --help costs click and no more."""
+"""The energy-index command (click): one subcommand per step, and refresh for all of them in order. It
+parses the options, calls the library (the steps' workflow is pipeline/refresh.py) and prints. Each
+command imports what it uses when it runs, so that --help costs click and no more."""
 
 import datetime
 import errno

@@ -6,7 +6,7 @@ and calls these functions; they hold OUT's lock already."""
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from pipeline.paths import Paths
 from pipeline.progress import say, seconds_since
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
     """The parameters of the steps, named as the command line's options (defaults: pipeline/settings.py)."""
 
@@ -203,7 +203,7 @@ def refresh(paths: Paths, options: Options, as_index: bool = False) -> None:
     snapshot = (fetched := run_fetch(options, paths)).snapshot_id
     # The index shows the newest snapshot, or the one fetched when as_index says so; snapshots ingested
     # before stay in the history.
-    options.index_snapshot = snapshot if as_index else None
+    options = replace(options, index_snapshot=snapshot if as_index else None)
     published = publish("refresh", options, paths, {snapshot: fetched.content_sha256})
     if published is None:
         say(f"refresh: {snapshot} is built and published with these parameters and this code; nothing to do")
