@@ -3,7 +3,8 @@
 What it holds: the index JSON files; Parquet and CSV of the main views (written by DuckDB, rows in a
 fixed order); datapackage.json (a Frictionless Data Package: every field's type, unit and description
 from the field dictionary, every file's sha256); croissant.json (Croissant 1.0 metadata: licence,
-citation, distributions with checksums, one record set per table); CITATION.cff; CHANGES.md (the
+citation, distributions with checksums, one record set per table); energy-index.spdx.json (SPDX 3.0.1,
+AI profile: one AI package per model, its inference energy for a reference workload); CITATION.cff; CHANGES.md (the
 index changes since the previous snapshot, from the stored index_changes); SHA256SUMS. The same
 database gives the same bytes: nothing in it depends on the time or the machine.
 """
@@ -24,6 +25,7 @@ from pipeline.files import read_toml, staged_directory
 from pipeline.fingerprint import file_sha256
 from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
+from pipeline.spdx import SPDX_FILE, index_entries, spdx_document
 from schemas.types import BY_DUCKDB
 
 # The release's tables, in the order the metadata lists them: each is the view of its name, and its
@@ -56,6 +58,14 @@ class Texts(msgspec.Struct, frozen=True):
     boundary_note: str
     ecologits_method: str
     ecologits_boundary: str
+    spdx_creator: str
+    spdx_workloads: dict[str, str]
+    spdx_workload_units: dict[str, int]
+    spdx_limits: dict[str, str]
+    spdx_entry: str
+    spdx_comment: str
+    spdx_limitation: str
+    spdx_application: str
 
 
 @functools.cache
@@ -73,7 +83,8 @@ def write_release(paths: Paths) -> Path:
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with connect(str(paths.database), read_only=True) as connection:
         snapshot = fetch_dicts(connection, """
-            select s.snapshot_id, s.commit, s.commit_subject, h.previous_snapshot_id
+            select s.snapshot_id, s.commit, s.commit_subject, s.commit_time, s.last_updated::varchar as last_updated,
+                   h.previous_snapshot_id
             from snapshots as s join snapshot_history as h using (snapshot_id)
             where snapshot_id = (select snapshot_id from index_snapshot)""", {})[0]
         release_id, target = snapshot["snapshot_id"], paths.out / "release" / snapshot["snapshot_id"]
@@ -103,6 +114,9 @@ def write_release(paths: Paths) -> Path:
             package, croissant = _metadata(card, release_id, staging, tables, factor_sources)
             (staging / "datapackage.json").write_bytes(_json(package))
             (staging / "croissant.json").write_bytes(_json(croissant))
+            spdx = spdx_document(release_id, snapshot["commit"], snapshot["commit_time"], snapshot["last_updated"],
+                                 index_entries(staging / "index"), _texts())
+            (staging / SPDX_FILE).write_bytes(_json(spdx))
             files = sorted(p for p in staging.rglob("*") if p.is_file())
             sums = "".join(f"{file_sha256(p)}  {p.relative_to(staging).as_posix()}\n" for p in files)
             (staging / "SHA256SUMS").write_text(sums, encoding="utf-8")
