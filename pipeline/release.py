@@ -66,6 +66,17 @@ class Texts(msgspec.Struct, frozen=True):
     spdx_comment: str
     spdx_limitation: str
     spdx_application: str
+    rai_conforms_to: str
+    rai_data_collection: str
+    rai_data_collection_type: list[str]
+    rai_data_collection_raw_data: str
+    rai_data_collection_timeframe: list[str]
+    rai_data_preprocessing_protocol: list[str]
+    rai_data_limitations: list[str]
+    rai_data_biases: list[str]
+    rai_data_use_cases: list[str]
+    rai_personal_sensitive_information: str
+    rai_data_release_maintenance_plan: str
 
 
 @functools.cache
@@ -112,6 +123,7 @@ def write_release(paths: Paths) -> Path:
             citation = _texts().citation.format(release_id=release_id, **card)
             (staging / "CITATION.cff").write_bytes(citation.encode())
             package, croissant = _metadata(card, release_id, staging, tables, factor_sources)
+            croissant = {**croissant, **_responsible_ai(card, snapshot)}
             (staging / "datapackage.json").write_bytes(_json(package))
             (staging / "croissant.json").write_bytes(_json(croissant))
             spdx = spdx_document(release_id, snapshot["commit"], snapshot["commit_time"], snapshot["last_updated"],
@@ -187,7 +199,7 @@ def _metadata(card: dict[str, Any], release_id: str, root: Path, tables: dict[st
         "@context": CROISSANT_CONTEXT,
         "@type": "sc:Dataset",
         "name": "energy-index",
-        "conformsTo": "http://mlcommons.org/croissant/1.0",
+        "conformsTo": ["http://mlcommons.org/croissant/1.0", _texts().rai_conforms_to],
         "description": _texts().croissant_description.format(release_id=release_id),
         "version": "1.0.0",
         "license": "https://www.apache.org/licenses/LICENSE-2.0",
@@ -198,6 +210,34 @@ def _metadata(card: dict[str, Any], release_id: str, root: Path, tables: dict[st
         "recordSet": record_sets,
     }
     return package, croissant
+
+
+def _responsible_ai(card: dict[str, Any], snapshot: dict[str, Any]) -> dict[str, Any]:
+    """croissant.json's Responsible AI (Croissant RAI 1.0) properties, from the source card and the
+    snapshot (release.toml: rai_*)."""
+    texts, source_card = _texts(), load_source_card()
+    commit_time = snapshot["commit_time"]
+    values = {**card, "caveat": source_card.index.caveat, "commit": snapshot["commit"] or "unrecorded",
+              "commit_date": commit_time.strftime("%Y-%m-%d") if commit_time else "commit date unrecorded",
+              "compiled": snapshot["last_updated"],
+              "token_method": source_card.token.method,
+              "diffusion_method": source_card.diffusion.method.format(unit="image or video")}
+
+    def fill(text: str) -> str:
+        return text.format(**values)
+
+    return {
+        "rai:dataCollection": fill(texts.rai_data_collection),
+        "rai:dataCollectionType": texts.rai_data_collection_type,
+        "rai:dataCollectionRawData": fill(texts.rai_data_collection_raw_data),
+        "rai:dataCollectionTimeframe": [fill(date) for date in texts.rai_data_collection_timeframe],
+        "rai:dataPreprocessingProtocol": [fill(text) for text in texts.rai_data_preprocessing_protocol],
+        "rai:dataLimitations": [fill(text) for text in texts.rai_data_limitations],
+        "rai:dataBiases": [fill(text) for text in texts.rai_data_biases],
+        "rai:dataUseCases": [fill(text) for text in texts.rai_data_use_cases],
+        "rai:personalSensitiveInformation": fill(texts.rai_personal_sensitive_information),
+        "rai:dataReleaseMaintenancePlan": fill(texts.rai_data_release_maintenance_plan),
+    }
 
 
 def _ecologits(release_id: str, coefficients: dict[str, Any], refits: list[dict[str, Any]]) -> dict[str, Any]:
