@@ -30,8 +30,9 @@ from schemas.types import BY_DUCKDB
 
 # The release's tables, in the order the metadata lists them: each is the view of its name, and its
 # files are named after it (data/<view>.parquet and .csv).
-RELEASE_TABLES = ("best_configurations", "index_boundaries", "boundary_factors", "tiered_best_configurations",
-                  "efficiency_curves", "energy_latency_frontier", "configurations", "diffusion_configurations_current")
+RELEASE_TABLES = ("best_configurations", "index_boundaries", "boundary_factors", "energy_per_functional_unit",
+                  "tiered_best_configurations", "efficiency_curves", "energy_latency_frontier", "configurations",
+                  "diffusion_configurations_current")
 # Croissant 1.0's JSON-LD context: its terms are cr:<term> but for these.
 _CONTEXT_TERMS = {
     "@language": "en", "@vocab": "https://schema.org/", "conformsTo": "dct:conformsTo",
@@ -47,7 +48,7 @@ CROISSANT_CONTEXT = {term: _CONTEXT_TERMS.get(term, f"cr:{term}") for term in (
 
 
 # The tables whose metadata says the factors are assumptions (release.toml: boundary_note).
-_BOUNDARY_TABLES = ("index_boundaries", "boundary_factors")
+_BOUNDARY_TABLES = ("index_boundaries", "boundary_factors", "energy_per_functional_unit")
 
 
 class Texts(msgspec.Struct, frozen=True):
