@@ -3,13 +3,15 @@
 What it holds: the index JSON files; Parquet and CSV of the main views (written by DuckDB, rows in a
 fixed order); datapackage.json (a Frictionless Data Package: every field's type, unit and description
 from the field dictionary, every file's sha256); croissant.json (Croissant 1.0 metadata: licence,
-citation, distributions with checksums, one record set per table); energy-index.spdx.json (SPDX 3.0.1,
-AI profile: one AI package per model, its inference energy for a reference workload); CITATION.cff; CHANGES.md (the
-index changes since the previous snapshot, from the stored index_changes); SHA256SUMS. The same
-database gives the same bytes: nothing in it depends on the time or the machine.
+citation, distributions with checksums, one record set per table; and Croissant RAI 1.0's properties);
+energy-index.spdx.json (SPDX 3.0.1, AI profile: one AI package per model, its inference energy for a
+reference workload); CITATION.cff; CHANGES.md (the index changes since the previous snapshot, from the
+stored index_changes); SHA256SUMS. The same database gives the same bytes: nothing in it depends on
+the time or the machine.
 """
 
 import functools
+from datetime import timezone
 import shutil
 from pathlib import Path
 from typing import Any
@@ -217,7 +219,8 @@ def _responsible_ai(card: dict[str, Any], snapshot: dict[str, Any]) -> dict[str,
     """croissant.json's Responsible AI (Croissant RAI 1.0) properties, from the source card and the
     snapshot (release.toml: rai_*)."""
     texts, source_card = _texts(), load_source_card()
-    commit_time = snapshot["commit_time"]
+    # In UTC, as the snapshot id dates it: DuckDB hands the time over in the session's time zone.
+    commit_time = snapshot["commit_time"] and snapshot["commit_time"].astimezone(timezone.utc)
     values = {**card, "caveat": source_card.index.caveat, "commit": snapshot["commit"] or "unrecorded",
               "commit_date": commit_time.strftime("%Y-%m-%d") if commit_time else "commit date unrecorded",
               "compiled": snapshot["last_updated"],

@@ -3,6 +3,10 @@ spdx/spdx-spec publishes for 3.0.1 (copies in tests/spdx/, read offline), one AI
 model, and every energy quantity an index figure converted as docs/release.md states."""
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -105,3 +109,15 @@ def test_every_quantity_is_an_index_figure_for_the_stated_workload(document: dic
 def test_the_checksums_cover_the_spdx_document(release: Path) -> None:
     sums = (release / "SHA256SUMS").read_text().splitlines()
     assert any(line.endswith("  energy-index.spdx.json") for line in sums)
+
+
+def test_the_standards_files_do_not_depend_on_the_time_zone(release: Path, newest_build: Paths, tmp_path: Path) -> None:
+    # The upstream commit (09:48 UTC) falls on the day before in Honolulu: a date or time taken in the
+    # session's zone would move the SPDX creation time and the Croissant raw-data sentence.
+    copy = tmp_path / "out"
+    shutil.copytree(newest_build.out, copy, symlinks=True, ignore=shutil.ignore_patterns("raw", "release", ".lock"))
+    again = subprocess.run([str(Path(sys.executable).with_name("energy-index")), "release", "--out", str(copy)],
+                           capture_output=True, text=True, timeout=300, env=os.environ | {"TZ": "Pacific/Honolulu"})
+    assert again.returncode == 0, again.stderr
+    for name in ("energy-index.spdx.json", "croissant.json", "SHA256SUMS"):
+        assert (copy / "release" / release.name / name).read_bytes() == (release / name).read_bytes(), name
