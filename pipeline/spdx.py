@@ -80,6 +80,9 @@ def spdx_document(release_id: str, commit: str | None, commit_time: datetime | N
             raise PipelineError(f"model {model_id!r} is not a Hugging Face repository id (organization/name)")
         descriptions, sentences = [], []
         for row in rows:
+            if row["unit"] not in texts.spdx_workload_units or row["unit"] not in texts.spdx_workloads:
+                raise PipelineError(f"index/{row['task']}/index.json: unit Wh per {row['unit']} has no reference "
+                                    "workload (pipeline/release.toml: spdx_workloads, spdx_workload_units)")
             quantity = decimal_text(reference_quantity(row["figure"], texts.spdx_workload_units[row["unit"]]))
             descriptions.append({"type": "ai_EnergyConsumptionDescription", "ai_energyQuantity": quantity,
                                  "ai_energyUnit": "kilowattHour"})

@@ -121,3 +121,17 @@ def test_the_standards_files_do_not_depend_on_the_time_zone(release: Path, newes
     assert again.returncode == 0, again.stderr
     for name in ("energy-index.spdx.json", "croissant.json", "SHA256SUMS"):
         assert (copy / "release" / release.name / name).read_bytes() == (release / name).read_bytes(), name
+
+
+def test_an_index_unit_without_a_reference_workload_is_an_error_naming_it(release: Path) -> None:
+    from datetime import datetime, timezone
+
+    from pipeline.errors import PipelineError
+    from pipeline.release import _texts
+    from pipeline.spdx import index_entries, spdx_document
+
+    entries = index_entries(release / "index")
+    entries[0] = entries[0] | {"unit": "audio minute"}
+    with pytest.raises(PipelineError, match=rf"index/{entries[0]['task']}/index.json: unit Wh per audio minute"):
+        spdx_document("2026-02-16-7885788", "7885788", datetime(2026, 2, 16, tzinfo=timezone.utc), "2026-02-16",
+                      entries, _texts())
