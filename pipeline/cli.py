@@ -832,8 +832,9 @@ def report(args: SimpleNamespace, paths: Paths) -> None:
 @step("lock")
 def release(args: SimpleNamespace, paths: Paths) -> None:
     """Write OUT/release/<snapshot-id>/ for the index snapshot: the index JSON files, Parquet and CSV of the
-    main views, datapackage.json (Frictionless), croissant.json (Croissant 1.0), CITATION.cff, CHANGES.md (the
-    index changes since the previous snapshot) and SHA256SUMS. The same database gives the same bytes."""
+    main views, datapackage.json (Frictionless), croissant.json (Croissant 1.0 and RAI 1.0),
+    energy-index.spdx.json (SPDX 3.0.1, AI profile), CITATION.cff, CHANGES.md (the index changes since the
+    previous snapshot) and SHA256SUMS. The same database gives the same bytes."""
     from pipeline.release import write_release
 
     started = time.perf_counter()
