@@ -36,7 +36,7 @@ def index_entries(index_dir: Path) -> list[dict[str, Any]]:
             if figure_key not in row:
                 raise PipelineError(f"{task_file}: row {row.get('row_id')} has no {figure_key}")
             entries.append({"task": task, "family": family, "limit": limit, "unit": unit,
-                            "boundary": document["boundary"], "figure": row[figure_key], **{
+                            "boundary": document["boundary"], "figure": Decimal(row[figure_key]), **{
                                 key: row[key] for key in ("model_id", "name", "gpu", "row_id")}})
     if not entries:
         raise PipelineError(f"{index_dir}: no index rows to describe")
