@@ -5,7 +5,7 @@
 -- needs a grid intensity, and embodied emissions are not in it.
 -- grain: one row per index_boundaries row × functional unit (token tasks: output token; text-to-image:
 --   image; text-to-video: video and video-second)
--- key: (task, model_id, gpu, boundary, functional_unit)
+-- key: task, model_id, gpu, boundary, functional_unit
 create or replace view energy_per_functional_unit as
 
 with
