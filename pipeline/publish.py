@@ -19,7 +19,7 @@ import msgspec
 from pipeline.errors import PipelineError
 from pipeline.files import atomic_path, read_typed, write_json_atomic
 from pipeline.fingerprint import file_sha256
-from pipeline.paths import PUBLISHED_OUTPUTS, Paths
+from pipeline.paths import PARQUET_FILE, PUBLISHED_OUTPUTS, Paths
 
 STAGING_PREFIX = "staging-"
 # In a generation made by refresh or history: the snapshots, parameters and code it was made from. They
