@@ -156,7 +156,7 @@ def fit_curves(points: pyarrow.Table) -> pyarrow.Table:
             column, unit = QUANTITIES[quantity]
             values = np.array([np.nan if row[column] is None else row[column] for row in rows], dtype=float)
             row: dict[str, Any] = dict(zip(DEPLOYMENT, key)) | {
-                "quantity": quantity, "unit": unit or _unit_of(quantity, rows[0]["family"], rows[0]["unit_label"]), "n_points": n,
+                "unit_label": rows[0]["unit_label"], "quantity": quantity, "unit": unit or _unit_of(quantity, rows[0]["family"], rows[0]["unit_label"]), "n_points": n,
                 "min_batch_limit": rows[0]["batch_limit"], "max_batch_limit": rows[-1]["batch_limit"],
                 "is_monotone": is_monotone(values),
             } | dict.fromkeys(("L", "x0", "k", "b0", "in_sample_median_error", "in_sample_max_error",
@@ -197,7 +197,7 @@ def _schema() -> pyarrow.Schema:
     types = {"snapshot_id": text, "family": text, "task": text, "model_id": text, "gpu": text, "precision": text,
              **{name: integer for name in DEPLOYMENT if name not in ("snapshot_id", "family", "task", "model_id",
                                                                      "gpu", "precision")},
-             "quantity": text, "unit": text, "n_points": integer, "min_batch_limit": integer,
+             "unit_label": text, "quantity": text, "unit": text, "n_points": integer, "min_batch_limit": integer,
              "max_batch_limit": integer, "is_monotone": pyarrow.bool_(),
              **{name: real for name in ("L", "x0", "k", "b0", "in_sample_median_error", "in_sample_max_error",
                                         "leave_one_out_median_error", "leave_one_out_max_error", "settled_value",
