@@ -34,6 +34,10 @@ MAX_IN_SAMPLE_ERROR = 0.10
 SATURATION_FRACTION = 0.05
 # The saturation batch limit is searched up to this log2 batch limit (about a million).
 SATURATION_SEARCH_MAX_X = 20.0
+# Grid points rescored by their residuals, per fit (grid_fit).
+CANDIDATES = 16
+# Errors this close, relative, are the same error computed in another order.
+TIE = 1e-9
 # Curves fitted together in one array operation: bounds the memory (some 100 MB at 14 points).
 CHUNK = 64
 
@@ -84,10 +88,27 @@ def grid_fit(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
     flat = spread <= 1e-12 * np.maximum(n * sum_ss, 1e-300)
     L = np.where(flat, 0.0, n * sum_sy / np.where(flat, 1.0, spread))  # sum of centred y is 0
     sse = sum_yy - L * sum_sy
-    best = sse.argmin(axis=1)  # (curves, fits, quantities)
-    c, f, q = np.indices(best.shape)
-    L_best = L[c, best, f, q]
-    b0_best = mean_y[:, 0][c, f, q] - L_best * sum_s[c, best, f, 0] / np.maximum(n[:, 0, :, 0][c, f], 1)
+    # The closed form loses digits where the sigmoid is nearly a step over the points, and a near-tie
+    # then picks another grid point than the toolkit's residuals would: the CANDIDATES best grid points
+    # of each fit are scored again by their residuals, as the toolkit scores every point.
+    candidates = np.sort(np.argpartition(sse, CANDIDATES - 1, axis=1)[:, :CANDIDATES], axis=1)  # grid order
+    c, _, f, q = np.indices(candidates.shape)
+    L_candidates = L[c, candidates, f, q]
+    b0_candidates = mean_y[:, 0][c, f, q] - L_candidates * sum_s[c, candidates, f, 0] / n[:, 0, :, 0][c, f]
+    # (curves, candidates, fits, quantities, points)
+    s_at = np.take_along_axis(s[:, :, None, None, :], candidates[..., None], axis=1)
+    residual = y.transpose(0, 2, 1)[:, None, None, :, :] - b0_candidates[..., None] - L_candidates[..., None] * s_at
+    scored = (weights.transpose(0, 2, 1)[:, None, :, None, :] * residual * residual).sum(axis=-1)
+    # Where the sigmoid is a step between two points, grid points whose steps fall between the same points
+    # tie to the last digits, and where a left-out point lies between them its prediction depends on which
+    # is taken: the first in the toolkit's loop order among those within rounding of the least error, as
+    # its loop takes in exact arithmetic.
+    tied = scored <= scored.min(axis=1, keepdims=True) * (1 + TIE) + np.finfo(float).tiny
+    chosen = tied.argmax(axis=1)
+    c, f, q = np.indices(chosen.shape)
+    best = candidates[c, chosen, f, q]
+    L_best = L_candidates[c, chosen, f, q]
+    b0_best = b0_candidates[c, chosen, f, q]
     i_x0, i_k = np.divmod(best, K_GRID.size)
     return np.stack([L_best, x0[c, i_x0], K_GRID[i_k], b0_best], axis=-1)
 

@@ -5,8 +5,8 @@
 -- (pipeline/fits.py) and stores the fits once per snapshot as the table efficiency_curve_fits.
 -- grain: one row per snapshot × task × model × GPU × deployment (GPU count, parallelism, precision; for
 --     diffusion also resolution, frames and steps) × batch limit
--- key: (snapshot_id, task, model_id, gpu, num_gpus, tensor_parallel, data_parallel, expert_parallel,
---     ulysses_degree, ring_degree, precision, width, height, num_frames, fps, inference_steps, batch_limit)
+-- key: snapshot_id, task, model_id, gpu, num_gpus, tensor_parallel, data_parallel, expert_parallel, ulysses_degree, ring_degree, precision, width, height, num_frames, fps, inference_steps, batch_limit
+-- null in key: tensor_parallel, data_parallel, expert_parallel, ulysses_degree, ring_degree, precision, width, height, num_frames, fps, inference_steps
 -- An id the database does not hold is an error naming it and the nearest ids, not an empty answer.
 create or replace macro efficiency_curve_points_in(of_snapshot) as table
 

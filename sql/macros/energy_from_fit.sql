@@ -3,8 +3,8 @@
 -- select * from energy_from_fit('lm-arena-chat', 'Qwen/Qwen3-8B', 'H100', 128).
 -- grain: one row per deployment of the model on the GPU in the index snapshot (GPU count, parallelism,
 --     precision; for diffusion also resolution, frames and steps)
--- key: (num_gpus, tensor_parallel, data_parallel, expert_parallel, ulysses_degree, ring_degree, precision,
---     width, height, num_frames, fps, inference_steps)
+-- key: num_gpus, tensor_parallel, data_parallel, expert_parallel, ulysses_degree, ring_degree, precision, width, height, num_frames, fps, inference_steps
+-- null in key: tensor_parallel, data_parallel, expert_parallel, ulysses_degree, ring_degree, width, height, num_frames, fps, inference_steps
 -- The batch limit is the fit's x: max_num_seqs for token tasks (the leaderboard toolkit's batch size, not
 -- the measured average running batch that energy_at_concurrency takes) and the batch size for diffusion.
 -- Between the smallest and largest measured batch limits the fit interpolates; outside them it
