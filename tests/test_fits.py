@@ -205,3 +205,9 @@ def test_a_rebuild_refits_nothing(tmp_path, run_cli):
     build(paths, 500.0, full=True)
     after = stored.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_the_fits_page_states_what_the_build_measures(newest_build):
+    from pipeline import docs
+
+    assert docs.stale(docs.DOCS / "fits.md", newest_build.out) == "", "docs/fits.md is stale: run 'make docs'"
