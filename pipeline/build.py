@@ -183,12 +183,14 @@ class LatencyTiers(msgspec.Struct, forbid_unknown_fields=True):
     diffusion: dict[str, dict[str, Annotated[list[Positive], msgspec.Meta(min_length=1)]]] = {}
 
 
-class BoundaryFactor(msgspec.Struct, forbid_unknown_fields=True):
+class BoundaryFactor(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """A [[factor]] of boundary_factors.toml, its fields in the boundary_factors table's column order."""
+    id: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
     boundary: Literal["server", "facility"]
-    factor_low: Factor
-    factor_central: Factor
-    factor_high: Factor
+    factor_low: Factor | None = None
+    factor_central: Factor | None = None
+    factor_high: Factor | None = None
+    host_watts_per_gpu: Annotated[float, msgspec.Meta(gt=0)] | None = None
     central: bool
     covers: Text
     derivation: Text
@@ -243,11 +245,24 @@ def load_latency_tiers(path: Path, metrics: dict[str, list[str]]) -> list[tuple[
 
 def load_boundary_factors(path: Path = BOUNDARY_FACTORS) -> list[dict[str, object]]:
     """The [[factor]] rows of a boundary_factors.toml, checked strictly: every key present and no other,
-    each of its type, factors of at least 1 with low <= central <= high, and one central row per boundary."""
+    each of its type, distinct ids, either the three factors (of at least 1, low <= central <= high) or
+    host_watts_per_gpu (the factor then derived per GPU by the view boundary_factors_by_gpu), and one
+    central row per boundary."""
     rows = [msgspec.structs.asdict(factor) for factor in read_toml(path, BoundaryFactors).factor]
-    problems = [f"$.factor[{number}]: factors must satisfy 1 <= factor_low <= factor_central <= factor_high"
-                for number, row in enumerate(rows)
-                if not row["factor_low"] <= row["factor_central"] <= row["factor_high"]]
+    problems = []
+    for number, row in enumerate(rows):
+        factors = [row["factor_low"], row["factor_central"], row["factor_high"]]
+        if row["host_watts_per_gpu"] is not None:
+            if factors != [None, None, None]:
+                problems.append(f"$.factor[{number}]: host_watts_per_gpu derives the factors per GPU; "
+                                "give no factor_low, factor_central or factor_high beside it")
+        elif None in factors:
+            problems.append(f"$.factor[{number}]: needs factor_low, factor_central and factor_high "
+                            "(or host_watts_per_gpu)")
+        elif not factors[0] <= factors[1] <= factors[2]:
+            problems.append(f"$.factor[{number}]: factors must satisfy 1 <= factor_low <= factor_central <= factor_high")
+    ids = [row["id"] for row in rows]
+    problems += [f"id {name}: used by more than one factor" for name in sorted({i for i in ids if ids.count(i) > 1})]
     for boundary in ("server", "facility"):
         central = sum(row["boundary"] == boundary and row["central"] for row in rows)
         if central != 1:
@@ -269,8 +284,8 @@ REFERENCE_COLUMNS = {
     "audit_rules": "rule varchar primary key, table_name varchar not null, severity varchar not null,"
     " tolerance double not null, direction varchar not null, measure varchar not null, why varchar not null",
     "latency_ceilings": "task varchar primary key, batch_latency_ceiling_s double not null",
-    "boundary_factors": "boundary varchar not null, factor_low double not null, factor_central double not null,"
-    " factor_high double not null, central boolean not null, covers varchar not null, derivation varchar not null,"
+    "boundary_factors": "id varchar primary key, boundary varchar not null, factor_low double, factor_central double,"
+    " factor_high double, host_watts_per_gpu double, central boolean not null, covers varchar not null, derivation varchar not null,"
     " source varchar not null, url varchar not null, year integer not null, quoted_figure varchar not null",
 }
 REFERENCE_TABLES = ("build_parameters", *REFERENCE_COLUMNS)

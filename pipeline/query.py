@@ -187,9 +187,11 @@ multipliers as (
     select
         coalesce(product(factor_low), 1) as low,
         coalesce(product(factor_central), 1) as central,
-        coalesce(product(factor_high), 1) as high
+        coalesce(product(factor_high), 1) as high,
+        count(*) as factor_count
     from boundary_factor_ranges
-    where list_contains($boundaries, boundary)
+    -- each GPU's own factors (boundary_factors_by_gpu): the macro has refused any GPU the index does not name
+    where list_contains($boundaries, boundary) and gpu = $gpu
 )
 select
     d.* exclude (position) replace (
@@ -197,7 +199,7 @@ select
         wh_per_unit_high * central as wh_per_unit_high, lower_wh_per_unit * central as lower_wh_per_unit,
         upper_wh_per_unit * central as upper_wh_per_unit),
     wh_per_unit * low as boundary_wh_per_unit_low, wh_per_unit * high as boundary_wh_per_unit_high,
-    {'low': low, 'central': central, 'high': high} as boundary_multipliers
+    {'low': low, 'central': central, 'high': high} as boundary_multipliers, factor_count
 from deployments as d, multipliers
 order by position
 """
@@ -238,6 +240,8 @@ def estimate(
                                 + "; ".join(deployment_label(row) for row in every))
     # The boundary's multipliers, the same on every row, belong to the document, not to a deployment.
     multipliers = [row.pop("boundary_multipliers") for row in deployments][0]
+    if [row.pop("factor_count") for row in deployments][0] < len(narrowed["boundaries"]):
+        raise PipelineError(f"no {boundary} boundary factors for GPU {gpu}: gpu_ratings has no rated board power for it")
     estimated = [row["wh_per_unit"] for row in deployments if row["wh_per_unit"] is not None]
     return {
         "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,
