@@ -21,7 +21,8 @@ from pipeline.files import atomic_path, read_toml, write_bytes_atomic
 from pipeline.fingerprint import data_sha256, files_sha256
 from pipeline.progress import progress
 from pipeline.paths import (
-    AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest, hive_key,
+    AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, INDEX_V2, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest,
+    hive_key,
 )
 from pipeline.source_card import load_source_card
 from schemas import TABLE_NAMES, described, dictionary
@@ -204,6 +205,43 @@ class BoundaryFactors(msgspec.Struct, forbid_unknown_fields=True):
     factor: Annotated[list[BoundaryFactor], msgspec.Meta(min_length=1)]
 
 
+class ValidityCode(msgspec.Struct, forbid_unknown_fields=True):
+    """A [[validity]] of index_v2.toml, its fields in the validity_codes table's column order."""
+    code: Annotated[str, msgspec.Meta(pattern=r"^[a-z]+(_[a-z]+)*$")]
+    applies_to: Literal["all", "token"]
+    threshold: float
+    test: Text
+    why: Text
+
+
+class EnergyClass(msgspec.Struct, forbid_unknown_fields=True):
+    letter: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]$")]
+    below: Annotated[float, msgspec.Meta(gt=0)] | None = None
+
+
+class IndexV2(msgspec.Struct, forbid_unknown_fields=True):
+    validity: Annotated[list[ValidityCode], msgspec.Meta(min_length=1)]
+    energy_class: Annotated[list[EnergyClass], msgspec.Meta(min_length=1)]
+
+
+def load_index_v2(path: Path = INDEX_V2) -> tuple[list[tuple], list[tuple]]:
+    """The validity_codes rows (with their position) and the energy_classes rows (letter, lower bound,
+    upper bound) of an index_v2.toml: codes distinct; letters in order with rising bounds, only the last
+    unbounded."""
+    declared = read_toml(path, IndexV2)
+    codes = [code.code for code in declared.validity]
+    problems = [f"code {code}: declared more than once" for code in sorted({c for c in codes if codes.count(c) > 1})]
+    bounds = [entry.below for entry in declared.energy_class]
+    if None in bounds[:-1] or bounds[-1] is not None or bounds[:-1] != sorted(set(bounds[:-1])):
+        problems.append("energy_class: upper bounds must rise, and only the last class has none")
+    if problems:
+        raise PipelineError(f"{path}: index version 2 declarations are not valid", problems)
+    validity = [(position, *msgspec.structs.astuple(code)) for position, code in enumerate(declared.validity, 1)]
+    classes = [(entry.letter, 0.0 if number == 0 else bounds[number - 1], entry.below)
+               for number, entry in enumerate(declared.energy_class)]
+    return validity, classes
+
+
 class EcologitsCoefficients(msgspec.Struct, forbid_unknown_fields=True):
     version: str
     source: str
@@ -287,6 +325,9 @@ REFERENCE_COLUMNS = {
     "boundary_factors": "id varchar primary key, boundary varchar not null, factor_low double, factor_central double,"
     " factor_high double, host_watts_per_gpu double, central boolean not null, covers varchar not null, derivation varchar not null,"
     " source varchar not null, url varchar not null, year integer not null, quoted_figure varchar not null",
+    "validity_codes": "position integer not null, code varchar primary key, applies_to varchar not null,"
+    " threshold double not null, test varchar not null, why varchar not null",
+    "energy_classes": "energy_class varchar primary key, lower_bound double not null, upper_bound double",
 }
 REFERENCE_TABLES = ("build_parameters", *REFERENCE_COLUMNS)
 
@@ -306,6 +347,7 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
         "audit_rules": load_audit_rules(),
         "latency_ceilings": sorted(ceilings.items()),
     }
+    rows["validity_codes"], rows["energy_classes"] = load_index_v2()
     for table, columns in REFERENCE_COLUMNS.items():
         _create_table(connection, table, columns, rows[table])
 
