@@ -19,7 +19,7 @@ import duckdb
 
 from pipeline.database import connect, fetch_dicts, stream_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline import export_v2, jsontext
+from pipeline import export_v2, index_schema, jsontext
 from pipeline.files import replace_directory
 from pipeline.paths import Paths
 from pipeline.progress import progress
@@ -308,6 +308,7 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
             # The tiers before the rest, not beside them: at 1000x the two at once took 3.5 GB.
             _write_tiers(connection, snapshot["snapshot_id"], plans, staging)
             model_file_count = _write_configurations(connection, snapshot, plans, staging)
+            index_schema.write_schemas(connection, staging)
         replace_directory(staging, paths.index_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
