@@ -736,6 +736,8 @@ def _is_inside(path: Path, folder: Path) -> bool:
 @click.option("--boundary", type=click.Choice(settings.BOUNDARIES), default=settings.BOUNDARIES[0],
               show_default=True, help="where energy is counted: gpu_only (as measured), server (× the server "
               "factor) or facility (× the server and facility factors); see docs/boundaries.md")
+@click.option("--output-tokens", type=POSITIVE_INTEGER, metavar="N",
+              help="token tasks: also give Wh per response of N output tokens")
 @click.option("--format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text or json")
 @step("read")
@@ -747,7 +749,7 @@ def estimate(args: SimpleNamespace, paths: Paths) -> None:
     from pipeline import query
 
     result = query.estimate(paths, args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision,
-                            args.boundary)
+                            args.boundary, args.output_tokens)
     if args.format == "json":
         import msgspec
 
@@ -759,6 +761,7 @@ def estimate(args: SimpleNamespace, paths: Paths) -> None:
         f", {args.boundary} boundary: GPU energy × {factors['central']:.3g} (range {factors['low']:.3g} to "
         f"{factors['high']:.3g}; assumed factors from the cited sources in boundary_factors, not measured)")
     print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at concurrency {args.concurrency:g}{boundary}:")
+    print(f"  data: {query.snapshot_label(result)}")
     if result["min_wh_per_unit"] is None:
         print(f"  outside the measured range of all {measured} deployment(s); no estimate")
     elif result["deployments_within_range"] == 1:
@@ -785,6 +788,8 @@ def estimate(args: SimpleNamespace, paths: Paths) -> None:
         else:
             print(f"    interpolated between measured points: {lower} and {row['upper_x']:.4g} -> "
                   f"{_point(row['upper_wh_per_unit'], row['upper_n_repeats'])} ({span})")
+    for line in query.range_lines(result):
+        print(f"  {line}")
     print(f"  method: {result['method']}")
 
 

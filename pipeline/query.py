@@ -213,11 +213,14 @@ METHOD = ("linear in log concurrency between the two neighbouring measured point
 
 def estimate(
     paths: Paths, task: str, model: str, gpu: str, concurrency: float, gpus: int | None, precision: str | None,
-    boundary: str = "gpu_only",
+    boundary: str = "gpu_only", output_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The energy_at_concurrency macro's rows for one question at a boundary (ESTIMATE), and their range, as
-    one document; the task, model and GPU may be written loosely (resolve_question)."""
+    one document naming the snapshot and upstream commit it was read from; the task, model and GPU may be
+    written loosely (resolve_question). `output_tokens` (token tasks) adds Wh per response of that length."""
     with session(paths) as (connection, _):
+        (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
+                                  " join index_snapshot using (snapshot_id)", {})
         asked = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency}
         narrowed = {"gpus": gpus, "precision": precision, "boundaries": BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]}
         deployments: list[dict[str, Any]] = []
@@ -242,15 +245,57 @@ def estimate(
     multipliers = [row.pop("boundary_multipliers") for row in deployments][0]
     if [row.pop("factor_count") for row in deployments][0] < len(narrowed["boundaries"]):
         raise PipelineError(f"no {boundary} boundary factors for GPU {gpu}: gpu_ratings has no rated board power for it")
-    estimated = [row["wh_per_unit"] for row in deployments if row["wh_per_unit"] is not None]
-    return {
-        "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,
-        "unit": f"Wh per {deployments[0]['unit_label']}", "boundary": boundary, "boundary_multipliers": multipliers,
-        "method": METHOD, "deployments_measured": len(deployments), "deployments_within_range": len(estimated),
-        "min_wh_per_unit": min(estimated) if estimated else None,
-        "max_wh_per_unit": max(estimated) if estimated else None,
-        "deployments": deployments,
+    estimated = [row for row in deployments if row["wh_per_unit"] is not None]
+    unit_label = deployments[0]["unit_label"]
+    if output_tokens is not None and unit_label != TOKEN_UNIT_LABEL:
+        raise PipelineError(f"--output-tokens applies to token tasks; {task} gives Wh per {unit_label}")
+    # The chosen boundary's range: the lowest repeat at the low factor to the highest repeat at the high
+    # factor, over the deployments whose measured range covers the concurrency.
+    scale = {level: multipliers[level] / multipliers["central"] for level in ("low", "high")}
+    boundary_range = None if not estimated else {
+        "boundary": boundary,
+        "low": min(row["wh_per_unit_low"] for row in estimated) * scale["low"],
+        "high": max(row["wh_per_unit_high"] for row in estimated) * scale["high"],
     }
+    document = {
+        "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,
+        "snapshot_id": snapshot["snapshot_id"], "commit": snapshot["commit"],
+        "unit": f"Wh per {unit_label}", "boundary": boundary, "boundary_multipliers": multipliers,
+        "range": boundary_range,
+        "method": METHOD, "deployments_measured": len(deployments), "deployments_within_range": len(estimated),
+        "min_wh_per_unit": min(row["wh_per_unit"] for row in estimated) if estimated else None,
+        "max_wh_per_unit": max(row["wh_per_unit"] for row in estimated) if estimated else None,
+    }
+    if output_tokens is not None:
+        per_token = output_tokens / 1e6  # Wh per million output tokens to Wh per response
+        document["per_response"] = None if not estimated else {
+            "output_tokens": output_tokens, "unit": "Wh per response",
+            "min_wh": document["min_wh_per_unit"] * per_token, "max_wh": document["max_wh_per_unit"] * per_token,
+            "low": boundary_range["low"] * per_token, "high": boundary_range["high"] * per_token}
+    return {**document, "deployments": deployments}
+
+
+TOKEN_UNIT_LABEL = "million output tokens"
+
+
+def snapshot_label(result: dict[str, Any]) -> str:
+    """Which data an estimate was read from, as its text output names it."""
+    commit = f"upstream commit {result['commit']}" if result["commit"] else "upstream commit unknown"
+    return f"snapshot {result['snapshot_id']} ({commit})"
+
+
+def range_lines(result: dict[str, Any]) -> list[str]:
+    """The estimate's range at its boundary and, when asked, Wh per response, as text lines."""
+    lines = []
+    if result["range"] is not None:
+        lines.append(f"range at the {result['boundary']} boundary: {result['range']['low']:.4g} to "
+                     f"{result['range']['high']:.4g} {result['unit']} (lowest repeat at the low factor to highest "
+                     "repeat at the high factor)")
+    if response := result.get("per_response"):
+        lines.append(f"per response of {response['output_tokens']} output tokens: {response['min_wh']:.4g}"
+                     + (f" to {response['max_wh']:.4g}" if response["max_wh"] != response["min_wh"] else "")
+                     + f" Wh (range {response['low']:.4g} to {response['high']:.4g} Wh)")
+    return lines
 
 
 def deployment_label(row: dict[str, Any]) -> str:
