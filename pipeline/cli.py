@@ -793,6 +793,31 @@ def estimate(args: SimpleNamespace, paths: Paths) -> None:
     print(f"  method: {result['method']}")
 
 
+@cli.command(short_help="how many times the energy of one model another uses, per GPU and boundary", epilog=_examples(
+    "energy-index compare --task lm-arena-chat qwen3-8b qwen3-14b"))
+@OUT
+@click.option("--task", required=True, help="task, e.g. lm-arena-chat (any case)")
+@click.argument("model_a", metavar="MODEL_A")
+@click.argument("model_b", metavar="MODEL_B")
+@click.option("--gpu", help="only this GPU (default: every GPU both were measured on)")
+@click.option("--boundary", type=click.Choice(settings.BOUNDARIES), help="only this boundary (default: all three)")
+@click.option("--format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text or json")
+@step("read")
+def compare(args: SimpleNamespace, paths: Paths) -> None:
+    """"MODEL_A uses k× MODEL_B": their index figures on one task, per GPU and boundary, with the interval of k
+    from both figures' repeat ranges (the view model_comparisons). Models by model_id or slug."""
+    from pipeline import query
+
+    result = query.compare(paths, args.task, args.model_a, args.model_b, args.gpu, args.boundary)
+    if args.format == "json":
+        import msgspec
+
+        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(result)) + b"\n")
+        return
+    print("\n".join(query.comparison_lines(result)))
+
+
 def _repeat_interval(row: dict) -> str:
     if row["lower_n_repeats"] == 1 and row["upper_n_repeats"] == 1:
         return "no repeat spread (each point measured once)"

@@ -338,3 +338,57 @@ def _one(kind: str, value: str, known: list[str], exactly: Callable[[str], bool]
     raise PipelineError(f"unknown {kind} {value!r}; " + (f"nearest: {', '.join(close)}" if close else
                         f"none of the {len(known)} the index snapshot measured is near it (see: energy-index sql "
                         '"select distinct task, model_id, gpu from configuration_points")'))
+
+
+def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None = None,
+            boundary: str | None = None) -> dict[str, Any]:
+    """"A uses k× B" for two models on one task, per GPU both were measured on and boundary (the view
+    model_comparisons), with the interval of k from both figures' repeat ranges, as one document naming
+    the snapshot. Models by model_id or slug in any case; a GPU in any case."""
+    with session(paths) as (connection, _):
+        (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
+                                  " join index_snapshot using (snapshot_id)", {})
+        indexed = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from index_rows_v2", {})
+        tasks = sorted({row["task"] for row in indexed})
+        task = _one("task", task, tasks, lambda name: name == task, lambda name: name.casefold() == task.casefold())
+        in_task = [row for row in indexed if row["task"] == task]
+        slugs = {row["model_id"]: row["slug"] for row in in_task}
+        names = [_one("model", model, sorted(slugs), lambda name, m=model: name == m,
+                      lambda name, m=model: m.casefold() in (name.casefold(), slugs[name].casefold()))
+                 for model in (model_a, model_b)]
+        if names[0] == names[1]:
+            raise PipelineError(f"compare: give two different models, not {names[0]} twice")
+        if gpu is not None:
+            gpu = _one("GPU", gpu, sorted({row["gpu"] for row in in_task}), lambda name: name == gpu,
+                       lambda name: name.casefold() == gpu.casefold())
+        rows = fetch_dicts(connection, """
+            select gpu, boundary, unit_label, wh_per_unit_a, wh_per_unit_b, energy_ratio, energy_ratio_low,
+                   energy_ratio_high, n_repeats_a, n_repeats_b
+            from model_comparisons
+            where task = $task and model_a = $a and model_b = $b and ($gpu is null or gpu = $gpu)
+                and ($boundary is null or boundary = $boundary)
+            order by gpu, boundary_position""",
+                           {"task": task, "a": names[0], "b": names[1], "gpu": gpu, "boundary": boundary})
+    if not rows:
+        gpus = {name: sorted(row["gpu"] for row in in_task if row["model_id"] == name) for name in names}
+        raise PipelineError(f"compare: {names[0]} and {names[1]} share no GPU{' ' + gpu if gpu else ''} in the "
+                            f"{task} index; {names[0]}: {', '.join(gpus[names[0]])}; {names[1]}: {', '.join(gpus[names[1]])}")
+    return {"task": task, "model_a": names[0], "model_b": names[1], "snapshot_id": snapshot["snapshot_id"],
+            "commit": snapshot["commit"], "unit": f"Wh per {rows[0]['unit_label']}",
+            "method": "k = model_a's index figure / model_b's (the lowest-energy configuration within the latency "
+                      "limit on each GPU); interval: model_a's lowest repeat / model_b's highest to model_a's highest "
+                      "/ model_b's lowest (a figure measured once is its own range). Boundary factors are the GPU's "
+                      "for both, so k is the same at every boundary (view model_comparisons).",
+            "comparisons": [{key: value for key, value in row.items() if key != "unit_label"} for row in rows]}
+
+
+def comparison_lines(result: dict[str, Any]) -> list[str]:
+    """A compare document as text lines: one per GPU and boundary."""
+    lines = [f"{result['model_a']} vs {result['model_b']}, {result['task']} ({result['unit']}); data: "
+             f"{snapshot_label(result)}:"]
+    for row in result["comparisons"]:
+        interval = ("measured once each, no interval" if row["energy_ratio_low"] == row["energy_ratio_high"]
+                    else f"interval {row['energy_ratio_low']:.3g} to {row['energy_ratio_high']:.3g}")
+        lines.append(f"  {row['gpu']}, {row['boundary']}: A uses {row['energy_ratio']:.3g}× B ({interval}); "
+                     f"A {row['wh_per_unit_a']:.4g}, B {row['wh_per_unit_b']:.4g}")
+    return lines
