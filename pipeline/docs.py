@@ -32,6 +32,7 @@ OBJECTS_PAGE = PROJECT_ROOT / "docs" / "querying.md"
 OBJECTS_START, OBJECTS_END = _markers("objects", "schemas/dictionary.toml and the sql/ headers")
 INDEX_FILES_PAGE = PROJECT_ROOT / "docs" / "index-files.md"
 FIELDS_START, FIELDS_END = _markers("index-fields", "schemas/dictionary.toml [exports]")
+V2_START, V2_END = _markers("index-v2-fields", "schemas/dictionary.toml [exports.index_v2] and pipeline/index_v2.toml")
 CLI_REFERENCE = PROJECT_ROOT / "docs" / "cli.md"
 CLI_START, CLI_END = _markers("cli-reference", "pipeline/cli.py")
 # Help is wrapped at this width whatever terminal renders the page, so the page does not depend on it.
@@ -92,10 +93,33 @@ def render_index_fields() -> str:
     lines = [FIELDS_START, "", "| row | keys in order (decimals; 0: an integer; none: as published or computed) |",
              "| --- | --- |"]
     for name in dictionary.entries().exports:
-        keys = [f"`{f['key']}`" + (f" ({f['decimals']})" if f["decimals"] is not None else "")
+        keys = [f"`{f['key']}`" + (" (as the Wh figure)" if f["decimals"] == dictionary.ENERGY_DECIMALS else
+                                   f" ({f['decimals']})" if f["decimals"] is not None else "")
                 for f in dictionary.export_fields(name)]
         lines.append(f"| {name.replace('_', ' ')} | {', '.join(keys)} |")
     return "\n".join([*lines, "", FIELDS_END])
+
+
+def render_index_v2() -> str:
+    """Version 2's additions field by field (key, meaning, unit, decimals), then its validity codes with
+    their tests, thresholds and reasons, and the energy class scale."""
+    from pipeline.build import load_index_v2
+
+    lines = [V2_START, "", "| key | what it holds | unit | decimals |", "| --- | --- | --- | --- |"]
+    for field in dictionary.export_fields("index_v2"):
+        facts = dictionary.column("index_rows_v2", field["column"])
+        decimals = ("as the row's Wh figure" if field["decimals"] == dictionary.ENERGY_DECIMALS
+                    else "none" if field["decimals"] is None else str(field["decimals"]))
+        lines.append(f"| `{field['key']}` | {_cell(facts.description)} | {_cell(facts.unit)} | {decimals} |")
+    validity, classes = load_index_v2()
+    lines += ["", "Validity codes, in the order a row lists them:", "",
+              "| code | rows | threshold | test | why it matters |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| `{code}` | {applies_to} | {threshold:g} | {_cell(test)} | {_cell(why)} |"
+              for _, code, applies_to, threshold, test, why in validity]
+    lines += ["", "Energy classes (token tasks; Wh per million output tokens at the gpu_only boundary):", "",
+              "| class | from (inclusive) | below |", "| --- | --- | --- |"]
+    lines += [f"| {letter} | {low:,g} | {'' if high is None else f'{high:,g}'} |" for letter, low, high in classes]
+    return "\n".join([*lines, "", V2_END])
 
 
 def render_cli() -> str:
@@ -132,6 +156,7 @@ def main(out: Path) -> None:
     _rewrite(CLI_REFERENCE, CLI_START, CLI_END, render_cli())
     _rewrite(OBJECTS_PAGE, OBJECTS_START, OBJECTS_END, render_objects())
     _rewrite(INDEX_FILES_PAGE, FIELDS_START, FIELDS_END, render_index_fields())
+    _rewrite(INDEX_FILES_PAGE, V2_START, V2_END, render_index_v2())
     database = Paths(out).database
     if not database.is_file():
         raise click.ClickException(f"{database}: no database; run 'make' first (the other pages were rewritten)")
