@@ -761,7 +761,6 @@ def estimate(args: SimpleNamespace, paths: Paths) -> None:
         f", {args.boundary} boundary: GPU energy × {factors['central']:.3g} (range {factors['low']:.3g} to "
         f"{factors['high']:.3g}; assumed factors from the cited sources in boundary_factors, not measured)")
     print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at concurrency {args.concurrency:g}{boundary}:")
-    print(f"  data: {query.snapshot_label(result)}")
     if result["min_wh_per_unit"] is None:
         print(f"  outside the measured range of all {measured} deployment(s); no estimate")
     elif result["deployments_within_range"] == 1:
@@ -790,6 +789,7 @@ def estimate(args: SimpleNamespace, paths: Paths) -> None:
                   f"{_point(row['upper_wh_per_unit'], row['upper_n_repeats'])} ({span})")
     for line in query.range_lines(result):
         print(f"  {line}")
+    print(f"  data: {query.snapshot_label(result)}")
     print(f"  method: {result['method']}")
 
 
