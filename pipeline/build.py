@@ -298,7 +298,8 @@ def load_boundary_factors(path: Path = BOUNDARY_FACTORS) -> list[dict[str, objec
             problems.append(f"$.factor[{number}]: needs factor_low, factor_central and factor_high "
                             "(or host_watts_per_gpu)")
         elif not factors[0] <= factors[1] <= factors[2]:
-            problems.append(f"$.factor[{number}]: factors must satisfy 1 <= factor_low <= factor_central <= factor_high")
+            problems.append(f"$.factor[{number}]: factors must satisfy "
+                            "1 <= factor_low <= factor_central <= factor_high")
     ids = [row["id"] for row in rows]
     problems += [f"id {name}: used by more than one factor" for name in sorted({i for i in ids if ids.count(i) > 1})]
     for boundary in ("server", "facility"):
@@ -323,7 +324,8 @@ REFERENCE_COLUMNS = {
     " tolerance double not null, direction varchar not null, measure varchar not null, why varchar not null",
     "latency_ceilings": "task varchar primary key, batch_latency_ceiling_s double not null",
     "boundary_factors": "id varchar primary key, boundary varchar not null, factor_low double, factor_central double,"
-    " factor_high double, host_watts_per_gpu double, central boolean not null, covers varchar not null, derivation varchar not null,"
+    " factor_high double, host_watts_per_gpu double, central boolean not null, covers varchar not null,"
+    " derivation varchar not null,"
     " source varchar not null, url varchar not null, year integer not null, quoted_figure varchar not null",
     "validity_codes": "position integer not null, code varchar primary key, applies_to varchar not null,"
     " threshold double not null, test varchar not null, why varchar not null",

@@ -244,7 +244,8 @@ def estimate(
     # The boundary's multipliers, the same on every row, belong to the document, not to a deployment.
     multipliers = [row.pop("boundary_multipliers") for row in deployments][0]
     if [row.pop("factor_count") for row in deployments][0] < len(narrowed["boundaries"]):
-        raise PipelineError(f"no {boundary} boundary factors for GPU {gpu}: gpu_ratings has no rated board power for it")
+        raise PipelineError(f"no {boundary} boundary factors for GPU {gpu}: "
+                            "gpu_ratings has no rated board power for it")
     estimated = [row for row in deployments if row["wh_per_unit"] is not None]
     unit_label = deployments[0]["unit_label"]
     if output_tokens is not None and unit_label != TOKEN_UNIT_LABEL:
@@ -372,7 +373,7 @@ def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None
     if not rows:
         gpus = {name: sorted(row["gpu"] for row in in_task if row["model_id"] == name) for name in names}
         raise PipelineError(f"compare: {names[0]} and {names[1]} share no GPU{' ' + gpu if gpu else ''} in the "
-                            f"{task} index; {names[0]}: {', '.join(gpus[names[0]])}; {names[1]}: {', '.join(gpus[names[1]])}")
+                            f"{task} index; " + "; ".join(f"{name}: {', '.join(gpus[name])}" for name in names))
     return {"task": task, "model_a": names[0], "model_b": names[1], "snapshot_id": snapshot["snapshot_id"],
             "commit": snapshot["commit"], "unit": f"Wh per {rows[0]['unit_label']}",
             "method": "k = model_a's index figure / model_b's (the lowest-energy configuration within the latency "
