@@ -4,7 +4,7 @@
 -- server multiplies GPU energy (host CPU, memory, network interface, idle capacity kept for peaks);
 -- facility multiplies server energy (PUE). Assumptions from the cited sources, not measurements.
 -- grain: one row per boundary (server, facility) × GPU of gpu_ratings
--- key: (boundary, gpu)
+-- key: boundary, gpu
 create or replace view boundary_factor_ranges as
 
 with ranged as (

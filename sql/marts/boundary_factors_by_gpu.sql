@@ -4,7 +4,7 @@
 -- rated_board_power_w, rounded to two decimals as the quoted factors are: no factor derived from one
 -- GPU's power is applied to another. Assumptions from the cited sources, not measurements.
 -- grain: one row per boundary_factors row × GPU of gpu_ratings
--- key: (id, gpu)
+-- key: id, gpu
 create or replace view boundary_factors_by_gpu as
 
 with derived as (

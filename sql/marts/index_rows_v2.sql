@@ -7,7 +7,7 @@
 -- and Wh per response at the measured mean output length (token tasks; diffusion: one image or video a
 -- response), with its range.
 -- grain: one row per best_configurations row
--- key: (task, model_id, gpu)
+-- key: task, model_id, gpu
 create or replace view index_rows_v2 as
 
 with

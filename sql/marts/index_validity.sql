@@ -4,7 +4,7 @@
 -- (token tasks: the upstream's stability rule, avg_batch_size / max_num_seqs >= 0.85, and the
 -- latency tail, p99 / median inter-token latency).
 -- grain: one row per best_configurations row × validity code that holds for it
--- key: (task, model_id, gpu, code)
+-- key: task, model_id, gpu, code
 create or replace view index_validity as
 
 with

@@ -4,7 +4,7 @@
 -- the server and facility boundaries both figures take the same GPU's factors (boundary_factor_ranges'
 -- central figures), which cancel in k: the boundary changes the Wh, not the ratio.
 -- grain: one row per task × GPU × boundary × ordered pair of distinct models with an index row on the GPU
--- key: (task, gpu, boundary, model_a, model_b)
+-- key: task, gpu, boundary, model_a, model_b
 create or replace view model_comparisons as
 
 with
