@@ -545,7 +545,8 @@ def estimate_command(args: SimpleNamespace, paths: Paths) -> None:
         print(f"  {carbon_sentence(result['operational_carbon'], args.carbon_intensity)}")
 
 
-@cli.command(short_help="how many times the energy of one model another uses, per GPU and boundary", epilog=_examples(
+@cli.command("compare", short_help="how many times the energy of one model another uses, per GPU and boundary",
+             epilog=_examples(
     "energy-index compare --task lm-arena-chat qwen3-8b qwen3-14b"))
 @OUT
 @click.option("--task", required=True, help="task, e.g. lm-arena-chat (any case)")
@@ -556,7 +557,7 @@ def estimate_command(args: SimpleNamespace, paths: Paths) -> None:
 @click.option("--format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text or json")
 @step("read")
-def compare(args: SimpleNamespace, paths: Paths) -> None:
+def compare_command(args: SimpleNamespace, paths: Paths) -> None:
     """"MODEL_A uses k× MODEL_B": their index figures on one task, per GPU and boundary, with the interval of k
     from both figures' repeat ranges (the view model_comparisons). Models by model_id or slug."""
     from pipeline import query
