@@ -482,6 +482,8 @@ def _is_inside(path: Path, folder: Path) -> bool:
 @click.option("--boundary", type=click.Choice(settings.BOUNDARIES), default=settings.BOUNDARIES[0],
               show_default=True, help="where energy is counted: gpu_only (as measured), server (× the server "
               "factor) or facility (× the server and facility factors); see docs/boundaries.md")
+@click.option("--output-tokens", type=POSITIVE_INTEGER, metavar="N",
+              help="token tasks: also give Wh per response of N output tokens")
 @click.option("--carbon-intensity", type=positive_number, metavar="G",
               help="also print operational carbon per unit for a grid of G gCO2e per kWh (your input; "
               "embodied emissions not included)")
@@ -497,7 +499,7 @@ def estimate_command(args: SimpleNamespace, paths: Paths) -> None:
     from pipeline import query
 
     result = query.estimate(paths, args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision,
-                            args.boundary, args.method)
+                            args.boundary, args.output_tokens, args.method)
     if args.carbon_intensity is not None:
         from pipeline.carbon import operational_carbon
 
@@ -552,6 +554,9 @@ def _print_interpolation_estimate(result: dict, concurrency: float, boundary_nam
         else:
             print(f"    interpolated between measured points: {lower} and {row['upper_x']:.4g} -> "
                   f"{_point(row['upper_wh_per_unit'], row['upper_n_repeats'])} ({span})")
+    for line in query.range_lines(result):
+        print(f"  {line}")
+    print(f"  data: {query.snapshot_label(result)}")
     print(f"  method: {result['method']}")
 
 
@@ -576,7 +581,36 @@ def _print_fit_estimate(result: dict, batch_limit: float, boundary: str) -> None
         print(f"  - {query.deployment_label(row)}: {row['wh_per_unit']:.4g}; {row['method']}{outside} ({span}); "
               f"the fit misses measured points by at most {row['in_sample_max_error']:.1%}, left-out points by "
               f"{row['leave_one_out_median_error']:.1%} (median)")
+    for line in query.range_lines(result):
+        print(f"  {line}")
+    print(f"  data: {query.snapshot_label(result)}")
     print(f"  method: {result['method']}")
+
+
+@cli.command("compare", short_help="how many times the energy of one model another uses, per GPU and boundary",
+             epilog=_examples(
+    "energy-index compare --task lm-arena-chat qwen3-8b qwen3-14b"))
+@OUT
+@click.option("--task", required=True, help="task, e.g. lm-arena-chat (any case)")
+@click.argument("model_a", metavar="MODEL_A")
+@click.argument("model_b", metavar="MODEL_B")
+@click.option("--gpu", help="only this GPU (default: every GPU both were measured on)")
+@click.option("--boundary", type=click.Choice(settings.BOUNDARIES), help="only this boundary (default: all three)")
+@click.option("--format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text or json")
+@step("read")
+def compare_command(args: SimpleNamespace, paths: Paths) -> None:
+    """"MODEL_A uses k× MODEL_B": their index figures on one task, per GPU and boundary, with the interval of k
+    from both figures' repeat ranges (the view model_comparisons). Models by model_id or slug."""
+    from pipeline import query
+
+    result = query.compare(paths, args.task, args.model_a, args.model_b, args.gpu, args.boundary)
+    if args.format == "json":
+        import msgspec
+
+        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(result)) + b"\n")
+        return
+    print("\n".join(query.comparison_lines(result)))
 
 
 def _repeat_interval(row: dict) -> str:
