@@ -1,7 +1,7 @@
 -- index_boundary_history: each index figure of every snapshot (best_configuration_history) at three
 -- boundaries: gpu_only (the figure itself: GPU energy only, as measured), server (the GPU figure × the
 -- server factor) and facility (the server figure × the facility factor, PUE), low with low and high with
--- high (the factors' ranges: boundary_factor_ranges).
+-- high, each factor as derived for the row's GPU (the factors' ranges: boundary_factor_ranges).
 -- grain: one row per best_configuration_history row × boundary (gpu_only, server, facility)
 -- key: snapshot_id, task, model_id, gpu, boundary
 create or replace view index_boundary_history as
@@ -14,7 +14,7 @@ server_figures as (
         b.wh_per_unit * s.factor_central as server_central,
         b.wh_per_unit * s.factor_high as server_high
     from best_configuration_history as b
-    join boundary_factor_ranges as s on s.boundary = 'server'
+    join boundary_factor_ranges as s on s.boundary = 'server' and s.gpu = b.gpu
 )
 
 select
@@ -31,4 +31,4 @@ select
     g.snapshot_id, g.task, g.model_id, g.gpu, g.row_id, 'facility', 3, g.unit_label, g.wh_per_unit,
     g.server_low * f.factor_low, g.server_central * f.factor_central, g.server_high * f.factor_high
 from server_figures as g
-join boundary_factor_ranges as f on f.boundary = 'facility';
+join boundary_factor_ranges as f on f.boundary = 'facility' and f.gpu = g.gpu;

@@ -1,7 +1,7 @@
 -- index_boundaries: each index figure (best_configurations) at three boundaries: gpu_only (the figure
 -- itself: GPU energy only, as measured), server (the GPU figure × the server factor: host CPU, memory,
 -- network interface, idle capacity kept for peaks) and facility (the server figure × the facility
--- factor, PUE), low with low and high with high. The factors are assumptions from the sources in
+-- factor, PUE), low with low and high with high, each factor as derived for the row's GPU. The factors are assumptions from the sources in
 -- boundary_factors (ranges: boundary_factor_ranges), not measurements.
 -- grain: one row per best_configurations row × boundary (gpu_only, server, facility)
 -- key: task, model_id, gpu, boundary
