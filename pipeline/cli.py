@@ -19,7 +19,8 @@ from typing import Any
 import click
 
 from pipeline import __version__, settings
-from pipeline.errors import NEXT_STEP, PROG, PipelineError, command_name, nearest, next_step, out_option
+from pipeline.errors import (NEXT_STEP, PROG, PipelineError, command_name, nearest, next_step, out_option,
+                             snapshot_id_for)
 from pipeline.paths import Paths
 from pipeline.progress import say
 
@@ -485,22 +486,23 @@ def fetch(args: SimpleNamespace, paths: Paths) -> None:
 @cli.command(cls=ListsTables, short_help="flatten the fetched snapshot into validated Parquet tables",
              epilog=_examples("energy-index ingest", "energy-index ingest --snapshot 2026-02-16-7885788"))
 @OUT
-@click.option("--snapshot", metavar="ID", help="snapshot id under OUT/raw/ to ingest (default: the one the last "
-              "fetch delivered)")
+@click.option("--snapshot", metavar="ID", help="snapshot id under OUT/raw/ to ingest, or its bare commit hash "
+              "(default: the one the last fetch delivered)")
 @step("stage")
 def ingest(args: SimpleNamespace, paths: Paths) -> None:
     """Flatten a fetched snapshot into OUT/parquet/<table>/snapshot_id=<id>/data.parquet, one file per table
     ({tables}), each checked by its pandera schema in schemas/. Every problem is reported at once; nothing is
     written unless all tables pass."""
-    _run_ingest(paths, args.snapshot)
+    fetched = [folder.name for folder in paths.raw_dir.iterdir()] if paths.raw_dir.is_dir() else []
+    _run_ingest(paths, args.snapshot and snapshot_id_for(args.snapshot, fetched))
 
 
 @cli.command(short_help="build OUT/energy_index.duckdb from the Parquet tables and sql/ views", epilog=_examples(
     "energy-index build", "energy-index build --itl-deadline-ms 250 --snapshot 2026-01-01-6e70d23"))
 @OUT
 @BUILD
-@click.option("--snapshot", "index_snapshot", metavar="ID", help="snapshot the index and the current-snapshot "
-              "views are built from (default: the newest ingested)")
+@click.option("--snapshot", "index_snapshot", metavar="ID", help="snapshot (id or bare commit hash) the index and "
+              "the current-snapshot views are built from (default: the newest ingested)")
 @click.option("--full", is_flag=True, help="load every snapshot's Parquet into a new database (default: append "
               "what is new to a copy of the published database when it was built by this code; the result is the same)")
 @step("stage")
@@ -645,7 +647,7 @@ def snapshots(args: SimpleNamespace, paths: Paths) -> None:
 
 
 @cli.command(short_help="show what changed between two ingested snapshots", epilog=_examples(
-    "energy-index diff 2025-11-30-9fa07d1 2026-02-16-7885788",
+    "energy-index diff 2025-11-30-9fa07d1 2026-02-16-7885788", "energy-index diff 9fa07d1 7885788",
     "energy-index diff 2025-12-01-f74deb8 2025-12-15-e0ba9ed --format json"))
 @OUT
 @click.argument("old", metavar="OLD")
@@ -656,10 +658,12 @@ def snapshots(args: SimpleNamespace, paths: Paths) -> None:
               help="in text, list at most N configurations and index rows per group")
 @step("read")
 def diff(args: SimpleNamespace, paths: Paths) -> None:
-    """Report what changed from snapshot OLD to NEW ('energy-index snapshots' lists them), from the published
-    database's table macros configuration_diff and index_diff: a summary (configurations added, removed and
-    changed per task; index rows moved), then the index rows, largest move first, the configurations added
-    and removed, and every changed field (numbers compared with a relative tolerance of 1e-9)."""
+    """Report what changed from snapshot OLD to NEW (ids or bare upstream commit hashes; 'energy-index
+    snapshots' lists them), from the published database's table macros configuration_diff and index_diff: a
+    summary (configurations added, removed and changed per task; index rows moved), then the index rows,
+    largest move first, each with the upstream commits that moved it (and their subjects below), the
+    configurations added and removed, and every changed field (numbers compared with a relative tolerance
+    of 1e-9)."""
     from pipeline.diff import format_json, format_text, snapshot_diff
 
     found = snapshot_diff(paths, args.old, args.new)
