@@ -14,6 +14,8 @@ AS_OF ?=
 RETRIEVED ?=
 COMMIT_TIME ?=
 ITL_DEADLINE_MS ?=
+# QUIET=1: the commands print nothing unless something needs attention (--quiet; docs/operating.md).
+QUIET ?=
 HISTORY ?= ../shared/upstream/ml-energy-leaderboard
 BENCH_SCALES ?= 1,100
 BENCH_RUNS ?= 3
@@ -31,6 +33,7 @@ export EI_AS_OF := $(value AS_OF)
 export EI_RETRIEVED := $(value RETRIEVED)
 export EI_COMMIT_TIME := $(value COMMIT_TIME)
 export EI_ITL_DEADLINE_MS := $(value ITL_DEADLINE_MS)
+export EI_QUIET := $(value QUIET)
 export EI_HISTORY := $(value HISTORY)
 export EI_BENCH_SCALES := $(value BENCH_SCALES)
 export EI_BENCH_RUNS := $(value BENCH_RUNS)
@@ -61,7 +64,8 @@ INSTALLED := $(VENV)/.installed
 # test tools: pandera imports an installed hypothesis at every step, 50 ms of each refresh) and the interop
 # extra (validators, SQL clients, a browser driver), whose tests are skipped where it is missing.
 TEST_INSTALLED := $(VENV)/.installed-interop
-BUILD_ARGS = --out "$$EI_OUT" $${EI_ITL_DEADLINE_MS:+--itl-deadline-ms "$$EI_ITL_DEADLINE_MS"} \
+QUIET_ARG = $${EI_QUIET:+--quiet}
+BUILD_ARGS = --out "$$EI_OUT" $(QUIET_ARG) $${EI_ITL_DEADLINE_MS:+--itl-deadline-ms "$$EI_ITL_DEADLINE_MS"} \
 	$${EI_AS_OF:+--as-of "$$EI_AS_OF"} $${EI_RETRIEVED:+--retrieved "$$EI_RETRIEVED"}
 
 .PHONY: all refresh history java test test-all bench bench-light bench-history synth report release docs clean help
@@ -119,10 +123,10 @@ synth: $(INSTALLED) ## write a synthetic snapshot SCALE times SYNTH_SOURCE into 
 	"$(CLI)" synth --scale "$$EI_SCALE" --source "$$EI_SYNTH_SOURCE" --target "$$EI_SYNTH_DIR"
 
 report: $(INSTALLED) ## write OUT/report/index.html (tables and charts, self-contained) and a PNG per chart
-	@"$(CLI)" report --out "$$EI_OUT"
+	@"$(CLI)" report --out "$$EI_OUT" $(QUIET_ARG)
 
 release: $(INSTALLED) ## write OUT/release/<snapshot-id>/: data, Frictionless and Croissant metadata, citation, checksums
-	@"$(CLI)" release --out "$$EI_OUT"
+	@"$(CLI)" release --out "$$EI_OUT" $(QUIET_ARG)
 
 docs: $(INSTALLED) ## regenerate docs/cli.md and docs/data-dictionary.md (from the code and the build in OUT)
 	$(VENV)/bin/python -m pipeline.docs --out "$$EI_OUT"
@@ -137,5 +141,5 @@ help: ## this list
 	@echo 'Variables (make VAR=value), passed to the CLI, with its defaults (pipeline/settings.py):'
 	@$(VENV)/bin/python -m pipeline.settings 2>/dev/null || $(PYTHON) -m pipeline.settings
 	@echo 'Variables of this Makefile, as set now:'
-	@printf '  %-16s %s\n' OUT "$$EI_OUT" HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" \
+	@printf '  %-16s %s\n' OUT "$$EI_OUT" QUIET "$$EI_QUIET" HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" \
 		N "$$EI_N" SCALE "$$EI_SCALE" SYNTH_SOURCE "$$EI_SYNTH_SOURCE" SYNTH_DIR "$$EI_SYNTH_DIR" VENV "$(VENV)"

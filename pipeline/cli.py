@@ -22,7 +22,7 @@ from pipeline import __version__, settings
 from pipeline.errors import (NEXT_STEP, PROG, PipelineError, command_name, nearest, next_step, out_option,
                              snapshot_id_for)
 from pipeline.paths import Paths
-from pipeline.progress import say
+from pipeline.progress import say, set_quiet
 
 
 # ---- parameter types: each a function that returns the value or raises ValueError saying why, which click
@@ -122,6 +122,12 @@ BUILD = options(
     option(settings.ITL_DEADLINE_MS, type=positive_number, metavar="MS"),
     option(settings.LATENCY_TIERS, type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="FILE"),
 )
+# Every command that writes: quiet when all went well and nothing needs a person (cron mails what is printed).
+QUIET = click.option("--quiet", "-q", is_flag=True, help="print nothing unless it needs attention: a failure, a "
+                     "warning, or audit findings the previous published build did not have (refresh, history)")
+# The commands that publish: an exit status of its own for new audit findings, for whoever wants an alert on them.
+ALERT = click.option("--alert-new-findings", is_flag=True, help="exit with status 3 (not 0) when the build "
+                     "published has audit findings the previous published build did not have (docs/operating.md)")
 EXPORT = options(
     option(settings.AS_OF, type=calendar_date, metavar="YYYY-MM-DD"),
     option(settings.RETRIEVED, type=calendar_date, metavar="YYYY-MM-DD"),
@@ -151,7 +157,8 @@ def _one_of(args: SimpleNamespace, first: str, second: str, required: bool = Fal
 def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> Callable:
     """A command's handler(args, paths) run as `mode` says: "read" (no lock; a reader that has gone is
     the end of the output), "lock" (one writer per OUT) or "stage" (into a new generation, published
-    if it completes). Every failure is one line: 1 for the pipeline's, 2 for usage (before any work)."""
+    if it completes). Every failure is one line: 1 for the pipeline's, 2 for usage (before any work); a
+    handler may return another status (3: published with new audit findings, when asked for)."""
 
     def decorate(handler: Callable[[SimpleNamespace, Paths], None]) -> Callable[..., int]:
         @functools.wraps(handler)
@@ -160,6 +167,7 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
             if check is not None:
                 check(args)
             paths = Paths(values.get("out", settings.DEFAULT_OUT))
+            set_quiet(bool(values.get("quiet")))
             try:
                 with ExitStack() as stack:
                     stack.enter_context(_reader_may_leave() if mode == "read" else _exclusive_lock(paths))
@@ -167,13 +175,13 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
                         from pipeline.publish import new_generation  # never loaded by the commands that read
 
                         paths = stack.enter_context(new_generation(paths))
-                    handler(args, paths)
+                    status = handler(args, paths)
             except (Exception, KeyboardInterrupt) as error:
                 if (message := _failure(error, paths.out)) is None:
                     raise
                 say(f"{PROG}: error: {message}")
                 return 1
-            return 0
+            return status or 0
 
         return run
 
@@ -474,6 +482,7 @@ def cli() -> None:
     "energy-index fetch --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788"))
 @OUT
 @FETCH
+@QUIET
 @step("lock", lambda args: _one_of(args, "source", "commit"))
 def fetch(args: SimpleNamespace, paths: Paths) -> None:
     """Copy an upstream snapshot (by default the upstream's newest commit that changed public/data; or --commit,
@@ -488,6 +497,7 @@ def fetch(args: SimpleNamespace, paths: Paths) -> None:
 @OUT
 @click.option("--snapshot", metavar="ID", help="snapshot id under OUT/raw/ to ingest, or its bare commit hash "
               "(default: the one the last fetch delivered)")
+@QUIET
 @step("stage")
 def ingest(args: SimpleNamespace, paths: Paths) -> None:
     """Flatten a fetched snapshot into OUT/parquet/<table>/snapshot_id=<id>/data.parquet, one file per table
@@ -505,6 +515,7 @@ def ingest(args: SimpleNamespace, paths: Paths) -> None:
               "the current-snapshot views are built from (default: the newest ingested)")
 @click.option("--full", is_flag=True, help="load every snapshot's Parquet into a new database (default: append "
               "what is new to a copy of the published database when it was built by this code; the result is the same)")
+@QUIET
 @step("stage")
 def build(args: SimpleNamespace, paths: Paths) -> None:
     """Bring OUT/energy_index.duckdb up to the Parquet tables (appending to a copy of the published database,
@@ -516,6 +527,7 @@ def build(args: SimpleNamespace, paths: Paths) -> None:
              epilog=_examples("energy-index export --as-of 2026-09-27"))
 @OUT
 @EXPORT
+@QUIET
 @step("stage")
 def export(args: SimpleNamespace, paths: Paths) -> None:
     """Write OUT/index/<task>/models/<slug>.json per model and OUT/index/<task>/index.json and tiers.json per
@@ -534,8 +546,10 @@ def export(args: SimpleNamespace, paths: Paths) -> None:
 @click.option("--as-index", is_flag=True, help="publish the fetched snapshot as the index even when the database "
               "holds a newer one (default: an older snapshot is ingested into the history and the index stays on "
               "the newest, which refresh says)")
+@QUIET
+@ALERT
 @step("lock", lambda args: _one_of(args, "source", "commit"))
-def refresh(args: SimpleNamespace, paths: Paths) -> None:
+def refresh(args: SimpleNamespace, paths: Paths) -> int:
     """Run fetch, ingest, build and export in order, holding a lock on OUT so that two refreshes never
     interleave. Without --source it follows the upstream: one conditional request when nothing changed there.
     A failure at any step leaves the previous outputs in place; with the content, parameters and code of the
@@ -549,13 +563,13 @@ def refresh(args: SimpleNamespace, paths: Paths) -> None:
     published = _publish("refresh", args, paths, {snapshot: fetched.content_sha256})
     if published is None:
         say(f"refresh: {snapshot} is built and published with these parameters and this code; nothing to do")
-        return
+        return 0
     index_snapshot, where = published[0], ""
     if index_snapshot != snapshot:
         say(f"refresh: {snapshot} is older than {index_snapshot}, the newest snapshot in the database: it is in "
             f"the history now and the index stays on {index_snapshot} (--as-index publishes {snapshot} as the index)")
         where = f" into the history, the index on {index_snapshot}"
-    say(f"refresh: published {snapshot}{where} ({time.perf_counter() - started:.1f} s)")
+    return _published(args, paths, f"refresh: published {snapshot}{where}", started)
 
 
 def _history_sources(args: SimpleNamespace) -> None:
@@ -581,8 +595,10 @@ def _history_sources(args: SimpleNamespace) -> None:
 @TRANSFER
 @BUILD
 @EXPORT
+@QUIET
+@ALERT
 @step("lock", _history_sources)
-def history(args: SimpleNamespace, paths: Paths) -> None:
+def history(args: SimpleNamespace, paths: Paths) -> int:
     """Fetch and ingest every snapshot given, or with --upstream every upstream commit that changed public/data
     (in upstream commit order), then build and export once: the database holds all of them, the index shows the
     newest. Snapshots already in OUT stay."""
@@ -615,9 +631,22 @@ def history(args: SimpleNamespace, paths: Paths) -> None:
     if (published := _publish("history", args, paths, digests)) is None:
         say(f"history: {len(in_order)} snapshot(s) built and published with these parameters and this code; "
             "nothing to do")
-        return
-    say(f"history: published {len(in_order)} snapshot(s), {published[1]} ingested, the index on the newest "
-        f"({time.perf_counter() - started:.1f} s)")
+        return 0
+    return _published(args, paths, f"history: published {len(in_order)} snapshot(s), {published[1]} ingested, the "
+                      "index on the newest", started)
+
+
+def _published(args: SimpleNamespace, paths: Paths, what: str, started: float) -> int:
+    """The audit findings the previous published build did not have (printed even when quiet), then the
+    publish's one summary line, `what` was published and what it moved (quiet: only after new findings);
+    the exit status."""
+    from pipeline.outcome import NEW_FINDINGS_STATUS, publish_outcome
+
+    outcome = publish_outcome(paths, what, time.perf_counter() - started)
+    for line in outcome.new_findings:
+        say(line, always=True)
+    say(outcome.summary, always=bool(outcome.new_findings))
+    return NEW_FINDINGS_STATUS if outcome.new_findings and args.alert_new_findings else 0
 
 
 @cli.command(short_help="list the snapshots in the published database",
@@ -696,6 +725,7 @@ def diff(args: SimpleNamespace, paths: Paths) -> None:
               help="write the result to FILE (replaced atomically) instead of standard output; never inside OUT")
 @option(settings.SQL_TIMEOUT, type=positive_number, metavar="SECONDS")
 @option(settings.SQL_MEMORY_LIMIT, type=memory_size, metavar="SIZE")
+@QUIET
 @step("read")
 def sql(args: SimpleNamespace, paths: Paths) -> None:
     """Run QUERY, one read-only SQL statement, against OUT/energy_index.duckdb and print the result. The
@@ -805,6 +835,7 @@ def _point(wh_per_unit: float, repeats: int) -> str:
 @cli.command(short_help="write OUT/report/index.html: tables and charts of the published database",
              epilog=_examples("energy-index report", "energy-index report --out /srv/energy-index/build"))
 @OUT
+@QUIET
 @step("lock")
 def report(args: SimpleNamespace, paths: Paths) -> None:
     """Write OUT/report/index.html, a self-contained page (no network needed to open it) with, per task, the
@@ -822,6 +853,7 @@ def report(args: SimpleNamespace, paths: Paths) -> None:
 @cli.command(short_help="write OUT/release/<snapshot-id>/: a citable data release",
              epilog=_examples("energy-index release", "energy-index release --out /srv/energy-index/build"))
 @OUT
+@QUIET
 @step("lock")
 def release(args: SimpleNamespace, paths: Paths) -> None:
     """Write OUT/release/<snapshot-id>/ for the index snapshot: the index JSON files, Parquet and CSV of the
@@ -841,6 +873,7 @@ def release(args: SimpleNamespace, paths: Paths) -> None:
               "e.g. s3a://bucket/energy-index/parquet after copying it there (default: OUT/parquet's absolute path "
               "on this machine)")
 @click.option("--output", metavar="FILE", help="write the script to FILE (default: standard output)")
+@QUIET
 @step("read")
 def spark_sql(args: SimpleNamespace, paths: Paths) -> None:
     """Write a Spark SQL script: a temporary view over the published Parquet for every table (ingested, stored
@@ -866,6 +899,7 @@ def spark_sql(args: SimpleNamespace, paths: Paths) -> None:
 @click.option("--target", required=True, metavar="DIR",
               help="folder to write the synthetic snapshot into (replaced if it exists)")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the value perturbations")
+@QUIET
 @step("read")
 def synth(args: SimpleNamespace, paths: Paths) -> None:
     """Write a snapshot with the upstream's layout and fields, N times the source's configurations: every model

@@ -1,0 +1,94 @@
+"""What a publish brought, against the build published before it (whose generation is kept until the next
+publish): the one summary line (the index's snapshot and upstream commit, how many index rows moved, the
+largest move) and the audit findings the previous build did not have, which --quiet still prints and
+--alert-new-findings turns into exit status NEW_FINDINGS_STATUS."""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.database import connect, fetch_dicts
+from pipeline.errors import command_name, out_option
+from pipeline.export import energy_decimals
+from pipeline.paths import Paths
+from pipeline.publish import published_generations
+
+# The exit status of a run that published a build with audit findings the previous published build did
+# not have, when asked for (--alert-new-findings): distinct from 1 (a failure) and 2 (a usage error).
+NEW_FINDINGS_STATUS = 3
+# The new findings a run lists; the rest are counted, and the query that lists them all is given.
+FINDINGS_LISTED = 10
+
+_INDEX_ROWS = """
+    select b.task, b.model_id, b.gpu, b.row_id, b.repeat, b.unit_label, b.wh_per_unit
+    from best_configurations as b"""
+_FINDINGS = """
+    select rule, row_key, severity, observed, expected from audit_findings
+    where snapshot_id = (select snapshot_id from index_snapshot) order by severity desc, rule, row_key"""
+_SNAPSHOT = """
+    select s.snapshot_id, s.commit, s.commit_subject, b.change_relative_tolerance
+    from snapshot_history as s join index_snapshot using (snapshot_id), build_parameters as b"""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    summary: str
+    new_findings: list[str]
+
+    @property
+    def lines(self) -> list[str]:
+        return [self.summary, *self.new_findings]
+
+
+def _read(database: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    with connect(str(database), read_only=True) as connection:
+        return (fetch_dicts(connection, _SNAPSHOT, {})[0], fetch_dicts(connection, _INDEX_ROWS, {}),
+                fetch_dicts(connection, _FINDINGS, {}))
+
+
+def _moved(before: dict[str, Any], after: dict[str, Any], tolerance: float) -> bool:
+    return (before["row_id"], before["repeat"]) != (after["row_id"], after["repeat"]) or abs(
+        after["wh_per_unit"] - before["wh_per_unit"]) > tolerance * max(after["wh_per_unit"], before["wh_per_unit"])
+
+
+def publish_outcome(paths: Paths, what: str, seconds: float) -> Outcome:
+    """The published build (OUT/current) against the generation published before it (none: every index row
+    and finding is new); `what` opens the summary line ("refresh: published <snapshot>")."""
+    generations = published_generations(paths)
+    previous = generations[-2] / paths.database.name if len(generations) > 1 else None
+    snapshot, rows, findings = _read(paths.database)
+    old_rows, old_findings = ([], []) if previous is None or not previous.is_file() else _read(previous)[1:]
+    old = {(r["task"], r["model_id"], r["gpu"]): r for r in old_rows}
+    moves = []
+    for row in rows:
+        before = old.get((row["task"], row["model_id"], row["gpu"]))
+        if before is None or _moved(before, row, snapshot["change_relative_tolerance"]):
+            moves.append((row, before))
+    gone = len(old.keys() - {(r["task"], r["model_id"], r["gpu"]) for r in rows})
+    commit = f"commit {snapshot['commit'][:7]}" if snapshot["commit"] else "no upstream commit known"
+    subject = f" \"{snapshot['commit_subject']}\"" if snapshot["commit_subject"] else ""
+    if previous is None:
+        moved = f"{len(rows)} index rows, the first published build"
+    else:
+        moved = f"{len(moves) + gone} index row(s) moved" + (f" ({gone} removed)" if gone else "")
+        changed = [(row, before) for row, before in moves if before is not None]
+        if changed:
+            row, before = max(changed, key=lambda pair: abs(pair[0]["wh_per_unit"] / pair[1]["wh_per_unit"] - 1))
+            digits = energy_decimals(row["unit_label"])
+            moved += (f", the largest {row['task']} {row['model_id']} on {row['gpu']}: {before['wh_per_unit']:.{digits}f}"
+                      f" → {row['wh_per_unit']:.{digits}f} Wh per {row['unit_label']} "
+                      f"({(row['wh_per_unit'] / before['wh_per_unit'] - 1) * 100:+.1f} %)")
+    index = "" if snapshot["snapshot_id"] in what else f"index {snapshot['snapshot_id']}, "
+    summary = f"{what} ({index}{commit}{subject}): {moved} ({seconds:.1f} s)"
+    known = {(f["rule"], f["row_key"]) for f in old_findings}
+    new = [f for f in findings if (f["rule"], f["row_key"]) not in known]
+    lines = []
+    if new:
+        since = "in the first published build" if previous is None else "the previous published build did not have"
+        lines.append(f"audit: {snapshot['snapshot_id']}: {len(new)} finding(s) {since}:")
+        lines += [f"  {f['severity']:<5} {f['rule']} {f['row_key']} = {f['observed']:.3g}, expected {f['expected']}"
+                  for f in new[:FINDINGS_LISTED]]
+        if len(new) > FINDINGS_LISTED:
+            lines.append(f"  and {len(new) - FINDINGS_LISTED} more: {command_name()} sql{out_option(paths.out)} "
+                         f"\"select * from audit_findings where snapshot_id = '{snapshot['snapshot_id']}'\"")
+    return Outcome(summary, lines)
