@@ -50,13 +50,13 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
         "older_snapshot_id": older,
         "newer_snapshot_id": newer,
         "swapped": older != old,
-        "commits": commits,
         "relative_tolerance": tolerance,
         "summary": {
             "configurations_by_task": {task: dict(counts) for task, counts in sorted(per_task.items())},
             "index_rows_changed": len(index),
             "index_changes_by_kind": dict(Counter(row["change"] for row in index)),
         },
+        "commits": commits,
         "index_changes": index,
         "configuration_changes": configurations,
     }

@@ -16,6 +16,8 @@ from pipeline.publish import published_generations
 # The exit status of a run that published a build with audit findings the previous published build did
 # not have, when asked for (--alert-new-findings): distinct from 1 (a failure) and 2 (a usage error).
 NEW_FINDINGS_STATUS = 3
+# The summary line's width, which the commit's subject is cut to fit (a terminal's, a mail's).
+SUMMARY_WIDTH = 100
 # The new findings a run lists; the rest are counted, and the query that lists them all is given.
 FINDINGS_LISTED = 10
 
@@ -66,9 +68,8 @@ def publish_outcome(paths: Paths, what: str, seconds: float) -> Outcome:
             moves.append((row, before))
     gone = len(old.keys() - {(r["task"], r["model_id"], r["gpu"]) for r in rows})
     commit = f"commit {snapshot['commit'][:7]}" if snapshot["commit"] else "no upstream commit known"
-    subject = f" \"{snapshot['commit_subject']}\"" if snapshot["commit_subject"] else ""
     if previous is None:
-        moved = f"{len(rows)} index rows, the first published build"
+        moved = f"first build, {len(rows)} index rows"
     else:
         moved = f"{len(moves) + gone} index row(s) moved" + (f" ({gone} removed)" if gone else "")
         changed = [(row, before) for row, before in moves if before is not None]
@@ -79,16 +80,27 @@ def publish_outcome(paths: Paths, what: str, seconds: float) -> Outcome:
                       f" → {row['wh_per_unit']:.{digits}f} Wh per {row['unit_label']} "
                       f"({(row['wh_per_unit'] / before['wh_per_unit'] - 1) * 100:+.1f} %)")
     index = "" if snapshot["snapshot_id"] in what else f"index {snapshot['snapshot_id']}, "
-    summary = f"{what} ({index}{commit}{subject}): {moved} ({seconds:.1f} s)"
+    opening, ending = f"{what} ({index}{commit}", f"): {moved} ({seconds:.1f} s)"
+    # The commit's subject as far as the line keeps within SUMMARY_WIDTH (the figures are never cut).
+    room = SUMMARY_WIDTH - len(opening) - len(ending) - 3
+    if snapshot["commit_subject"] and room >= 12:
+        text = snapshot["commit_subject"]
+        opening += f' "{text if len(text) <= room else text[:room - 1] + "…"}"'
+    summary = opening + ending
     known = {(f["rule"], f["row_key"]) for f in old_findings}
     new = [f for f in findings if (f["rule"], f["row_key"]) not in known]
     lines = []
     if new:
         since = "in the first published build" if previous is None else "the previous published build did not have"
         lines.append(f"audit: {snapshot['snapshot_id']}: {len(new)} finding(s) {since}:")
-        lines += [f"  {f['severity']:<5} {f['rule']} {f['row_key']} = {f['observed']:.3g}, expected {f['expected']}"
-                  for f in new[:FINDINGS_LISTED]]
-        if len(new) > FINDINGS_LISTED:
-            lines.append(f"  and {len(new) - FINDINGS_LISTED} more: {command_name()} sql{out_option(paths.out)} "
+        listed = 0
+        for rule in dict.fromkeys(f["rule"] for f in new):  # by severity, then rule
+            found = [f for f in new if f["rule"] == rule]
+            lines.append(f"  {found[0]['severity']:<5} {len(found):>5}  {rule}, expected {found[0]['expected']}")
+            shown = found[:max(0, FINDINGS_LISTED - listed)]
+            lines += [f"    {f['row_key']} = {f['observed']:.3g}" for f in shown]
+            listed += len(shown)
+        if len(new) > listed:
+            lines.append(f"  {len(new) - listed} more not listed: {command_name()} sql{out_option(paths.out)} "
                          f"\"select * from audit_findings where snapshot_id = '{snapshot['snapshot_id']}'\"")
     return Outcome(summary, lines)
