@@ -168,3 +168,14 @@ def test_the_cron_recipe_as_written_mails_only_on_trouble(github: FakeGitHub, tm
     assert failed.returncode == 1 and failed.stderr.startswith("energy-index: error:"), failed.stderr
     assert len(failed.stderr.splitlines()) == 1
     assert shlex.split(command)[0] == "cd"
+
+
+def test_each_step_that_writes_is_silent_with_quiet_and_still_says_a_failure(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    for step in (["fetch", "--source", NEWEST], ["ingest"], ["build"], ["export"], ["release"]):
+        done = run(*step, "--out", out, "--quiet")
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), (step, done.stderr)
+        assert run(*step, "--out", out).stderr, step  # without --quiet each says what it did
+    failed = run("ingest", "--out", out, "--snapshot", "no-such-snapshot", "--quiet")
+    assert failed.returncode == 1 and failed.stderr.startswith("energy-index: error: ")
+    assert len(failed.stderr.splitlines()) == 1
