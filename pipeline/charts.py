@@ -76,13 +76,18 @@ def log_ticks(values: Iterable[float | None]) -> list[float]:
         return []
     low, high = min(numbers), max(numbers)
     decades = range(math.floor(math.log10(low)), math.floor(math.log10(high)) + 1)
-    for mantissas in ((1, 2, 5), range(1, 10)):
-        ticks = [float(f"{m}e{k}") for k in decades for m in mantissas if low <= m * 10.0 ** k <= high]
-        if len(ticks) >= 3 or (len(ticks) >= 2 and mantissas == (1, 2, 5) and high / low > 20):
-            return ticks
+
     def two_digits(value: float, up: bool) -> float:
         scale = 10.0 ** (math.floor(math.log10(value)) - 1)
         return float(f"{(math.ceil if up else math.floor)(value / scale) * scale:.3g}")
+
+    for mantissas in ((1, 2, 5), range(1, 10)):
+        ticks = [float(f"{m}e{k}") for k in decades for m in mantissas if low <= m * 10.0 ** k <= high]
+        if len(ticks) >= 3 or (len(ticks) >= 2 and mantissas == (1, 2, 5) and high / low > 20):
+            # An end more than half as far again from the nearest label gets its own (12.18 below 20).
+            ends = [two_digits(low, True)] * (ticks[0] > 1.5 * low) + [two_digits(high, False)] * (
+                ticks[-1] < high / 1.5)
+            return sorted({*ticks, *ends})
     ends = [two_digits(low, True), two_digits(math.sqrt(low * high), True), two_digits(high, False)]
     return sorted({*ticks, *(v for v in ends if low <= v <= high)}) or [float(f"{low:.2g}")]
 
