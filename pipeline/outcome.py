@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import command_name, out_option
 from pipeline.export import energy_decimals
@@ -59,7 +61,12 @@ def publish_outcome(paths: Paths, what: str, seconds: float) -> Outcome:
     generations = published_generations(paths)
     previous = generations[-2] / paths.database.name if len(generations) > 1 else None
     snapshot, rows, findings = _read(paths.database)
-    old_rows, old_findings = ([], []) if previous is None or not previous.is_file() else _read(previous)[1:]
+    old_rows, old_findings, unreadable = [], [], False
+    if previous is not None:
+        try:
+            old_rows, old_findings = _read(previous)[1:]
+        except (duckdb.Error, OSError):  # damaged (the publish rebuilt it) or made by code that read otherwise
+            previous, unreadable = None, True
     old = {(r["task"], r["model_id"], r["gpu"]): r for r in old_rows}
     moves = []
     for row in rows:
@@ -68,7 +75,9 @@ def publish_outcome(paths: Paths, what: str, seconds: float) -> Outcome:
             moves.append((row, before))
     gone = len(old.keys() - {(r["task"], r["model_id"], r["gpu"]) for r in rows})
     commit = f"commit {snapshot['commit'][:7]}" if snapshot["commit"] else "no upstream commit known"
-    if previous is None:
+    if unreadable:
+        moved = f"{len(rows)} index rows; the previous published database could not be read to compare"
+    elif previous is None:
         moved = f"first build, {len(rows)} index rows"
     else:
         moved = f"{len(moves) + gone} index row(s) moved" + (f" ({gone} removed)" if gone else "")
@@ -91,7 +100,9 @@ def publish_outcome(paths: Paths, what: str, seconds: float) -> Outcome:
     new = [f for f in findings if (f["rule"], f["row_key"]) not in known]
     lines = []
     if new:
-        since = "in the first published build" if previous is None else "the previous published build did not have"
+        since = ("the previous published build did not have" if previous is not None else
+                 "not compared: the previous published database could not be read" if unreadable else
+                 "in the first published build")
         lines.append(f"audit: {snapshot['snapshot_id']}: {len(new)} finding(s) {since}:")
         listed = 0
         for rule in dict.fromkeys(f["rule"] for f in new):  # by severity, then rule
