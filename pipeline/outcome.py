@@ -39,9 +39,9 @@ class Outcome:
     summary: str
     new_findings: list[str]
 
-    @property
-    def lines(self) -> list[str]:
-        return [self.summary, *self.new_findings]
+    def status(self, alert_new_findings: bool) -> int:
+        """The exit status: NEW_FINDINGS_STATUS for new findings when asked to alert on them, else 0."""
+        return NEW_FINDINGS_STATUS if self.new_findings and alert_new_findings else 0
 
 
 def _read(database: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:

@@ -4,6 +4,7 @@ item when the caller asks for it."""
 
 import re
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -52,3 +53,8 @@ def each(items: Iterable[Item], label: str, unit: str = "item", logged: bool = F
                 say(f"{label} {number}/{len(items)}: {item}")
             yield item
             bar.update(1)
+
+
+def seconds_since(started: float) -> str:
+    """The time since `started` (time.perf_counter()), as every step's closing line states it."""
+    return f"{time.perf_counter() - started:.2f} s"

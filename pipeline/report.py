@@ -27,7 +27,7 @@ try:
 except ImportError:  # the report extra is not installed: write_report says how to install it
     vl_convert = None
 
-from pipeline.charts import ENERGY_COLUMNS, ChartText, alt, ambiguous_encodings, series_styles, task_charts
+from pipeline.charts import ENERGY_COLUMNS, ChartText, Metric, alt, ambiguous_encodings, series_styles, task_charts
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.export import TIER_FIELDS, energy_decimals, index_snapshot, task_plans
@@ -42,15 +42,6 @@ DEPLOYMENT = ("concat(num_gpus, ' GPU', case when num_gpus > 1 then 's' else '' 
               "coalesce(', ' || width || 'x' || height, ''), coalesce(', ' || num_frames || ' frames', ''), "
               "coalesce(', ' || inference_steps || ' steps, Ulysses ' || ulysses_degree || ' ring ' || ring_degree, "
               "''))")
-
-
-class Metric(msgspec.Struct, frozen=True):
-    """A latency metric of a family (the latency_metrics view) with its unit (the field dictionary)."""
-
-    latency_metric: str
-    title: str
-    short_title: str
-    unit: str
 
 
 class PageText(msgspec.Struct, frozen=True):
