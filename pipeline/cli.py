@@ -494,7 +494,12 @@ def _is_inside(path: Path, folder: Path) -> bool:
 @click.option("--model", required=True, help="model_id or its slug, e.g. Qwen/Qwen3-8B or qwen3-8b")
 @click.option("--gpu", required=True, help="GPU model, e.g. H100 (any case)")
 @click.option("--concurrency", type=positive_number, required=True, metavar="N",
-              help="requests in flight (token tasks) or batch size (diffusion)")
+              help="requests in flight (token tasks) or batch size (diffusion); with --method fit, the batch "
+              "limit (max_num_seqs) for token tasks")
+@click.option("--method", type=click.Choice(["interpolation", "fit"]), default="interpolation", show_default=True,
+              help="interpolation: between the measured points, never extrapolated; fit: the deployment's "
+              "logistic fit as the leaderboard's data toolkit makes it, extrapolated by at most one doubling of "
+              "the batch limit and only where the fit is fit for use; see docs/fits.md")
 @click.option("--gpus", type=POSITIVE_INTEGER, metavar="K", help="only deployments on K GPUs")
 @click.option("--precision", help="only deployments of this weight precision, e.g. BF16 or FP8")
 @click.option("--boundary", type=click.Choice(settings.BOUNDARIES), default=settings.BOUNDARIES[0],
@@ -512,11 +517,12 @@ def estimate_command(args: SimpleNamespace, paths: Paths) -> None:
     """Estimate energy per output token (or image, video) for a model on a GPU at the concurrency you run,
     from the index snapshot's efficiency curves: per measured deployment, interpolated linearly in log
     concurrency between neighbouring measured points, never extrapolated; with the range over deployments.
-    The same figures as the SQL table macro energy_at_concurrency."""
+    The same figures as the SQL table macro energy_at_concurrency. With --method fit: from each deployment's
+    logistic fit (the SQL table macro energy_from_fit), at the batch limit asked."""
     from pipeline import query
 
     result = query.estimate(paths, args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision,
-                            args.boundary, args.output_tokens)
+                            args.boundary, args.output_tokens, args.method)
     if args.carbon_intensity is not None:
         from pipeline.carbon import operational_carbon
 
@@ -526,12 +532,25 @@ def estimate_command(args: SimpleNamespace, paths: Paths) -> None:
 
         sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(result)) + b"\n")
         return
-    unit, rows, measured = result["unit"], result["deployments"], result["deployments_measured"]
     factors = result["boundary_multipliers"]
     boundary = "" if args.boundary == "gpu_only" else (
         f", {args.boundary} boundary: GPU energy × {factors['central']:.3g} (range {factors['low']:.3g} to "
         f"{factors['high']:.3g}; assumed factors from the cited sources in boundary_factors, not measured)")
-    print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at concurrency {args.concurrency:g}{boundary}:")
+    if args.method == "fit":
+        _print_fit_estimate(result, args.concurrency, boundary)
+    else:
+        _print_interpolation_estimate(result, args.concurrency, args.boundary, boundary)
+    if args.carbon_intensity is not None:
+        from pipeline.carbon import carbon_sentence
+
+        print(f"  {carbon_sentence(result['operational_carbon'], args.carbon_intensity)}")
+
+
+def _print_interpolation_estimate(result: dict, concurrency: float, boundary_name: str, boundary: str) -> None:
+    from pipeline import query
+
+    unit, rows, measured = result["unit"], result["deployments"], result["deployments_measured"]
+    print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at concurrency {concurrency:g}{boundary}:")
     if result["min_wh_per_unit"] is None:
         print(f"  outside the measured range of all {measured} deployment(s); no estimate")
     elif result["deployments_within_range"] == 1:
@@ -548,7 +567,7 @@ def estimate_command(args: SimpleNamespace, paths: Paths) -> None:
         if row["wh_per_unit"] is None:
             print(f"  - {query.deployment_label(row)}: {row['method']} ({span})")
             continue
-        spread = ("" if args.boundary == "gpu_only" else f" (boundary factors give "
+        spread = ("" if boundary_name == "gpu_only" else f" (boundary factors give "
                   f"{row['boundary_wh_per_unit_low']:.4g} to {row['boundary_wh_per_unit_high']:.4g})")
         print(f"  - {query.deployment_label(row)}: {row['wh_per_unit']:.4g}{spread}, {_repeat_interval(row)}; "
               f"{row['latency_metric']} {row['latency']:.4g}")
@@ -562,10 +581,33 @@ def estimate_command(args: SimpleNamespace, paths: Paths) -> None:
         print(f"  {line}")
     print(f"  data: {query.snapshot_label(result)}")
     print(f"  method: {result['method']}")
-    if args.carbon_intensity is not None:
-        from pipeline.carbon import carbon_sentence
 
-        print(f"  {carbon_sentence(result['operational_carbon'], args.carbon_intensity)}")
+
+def _print_fit_estimate(result: dict, batch_limit: float, boundary: str) -> None:
+    from pipeline import query
+
+    unit, rows = result["unit"], result["deployments"]
+    print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at batch limit {batch_limit:g}, from the "
+          f"logistic fits{boundary}:")
+    if result["min_wh_per_unit"] is None:
+        print(f"  no fit of the {result['deployments_measured']} deployment(s) gives a figure there; no estimate")
+    else:
+        print(f"  {result['min_wh_per_unit']:.4g} to {result['max_wh_per_unit']:.4g} {unit} over "
+              f"{result['deployments_within_range']} of {result['deployments_measured']} deployments" if
+              result["deployments_within_range"] > 1 else f"  {result['min_wh_per_unit']:.4g} {unit}")
+    for row in rows:
+        span = f"measured batch limits {row['min_batch_limit']} to {row['max_batch_limit']}, {row['n_points']} points"
+        if row["wh_per_unit"] is None:
+            print(f"  - {query.deployment_label(row)}: {row['method']} ({span})")
+            continue
+        outside = "" if row["doublings_outside"] == 0 else f", {row['doublings_outside']:.2g} doublings outside"
+        print(f"  - {query.deployment_label(row)}: {row['wh_per_unit']:.4g}; {row['method']}{outside} ({span}); "
+              f"the fit misses measured points by at most {row['in_sample_max_error']:.1%}, left-out points by "
+              f"{row['leave_one_out_median_error']:.1%} (median)")
+    for line in query.range_lines(result):
+        print(f"  {line}")
+    print(f"  data: {query.snapshot_label(result)}")
+    print(f"  method: {result['method']}")
 
 
 @cli.command("compare", short_help="how many times the energy of one model another uses, per GPU and boundary",
