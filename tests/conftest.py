@@ -2,24 +2,27 @@
 
 import fcntl
 import hashlib
+import http.server
+import json
 import os
 import re
-import json
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from pipeline.cli import main
 from pipeline.fetch import snapshot_id_of
-from pipeline.settings import GITHUB_API, GITHUB_RAW
 from pipeline.paths import Paths
+from pipeline.settings import GITHUB_API, GITHUB_RAW
 
 # No test reaches GitHub: a refresh without a source that a test forgets to point elsewhere is refused
 # at once (port 9, discard, is closed), in this process and in every make or CLI it starts.
@@ -34,6 +37,7 @@ NEWEST = UPSTREAM / "2026-02-16-7885788"
 SNAPSHOTS = sorted(path for path in UPSTREAM.iterdir() if path.is_dir()) if UPSTREAM.is_dir() else []
 # The dates the seed was built with (../shared/README.md).
 SEED_AS_OF, SEED_RETRIEVED = "2026-09-27", "2026-09-26"
+CLI = str(Path(sys.executable).with_name("energy-index"))
 
 
 def snapshot_id(folder: Path) -> str:
@@ -177,3 +181,81 @@ def write_once(build: Paths, command: str, timeout: int = 400) -> str:
         assert made.returncode == 0, made.stderr
         done.touch()
         return made.stderr
+
+
+def cli(*args: str | Path, columns: int = 100, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """`energy-index ARGS` as a process of its own, COLUMNS wide."""
+    environment = {**kwargs.pop("env", os.environ), "COLUMNS": str(columns)}
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=600, env=environment,
+                          **kwargs)
+
+
+def make(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["make", "-s", "-C", str(PROJECT), *args], capture_output=True, text=True, timeout=300)
+
+
+def make_refresh(out: Path, source: Path | str, *extra: str, umask: int | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "-s", "-C", str(PROJECT), f"SOURCE={source}", f"OUT={out}", *extra],
+        capture_output=True, text=True, timeout=300,
+        preexec_fn=(lambda: os.umask(umask)) if umask is not None else None,
+    )
+
+
+def published_snapshot(out: Path) -> str:
+    with duckdb.connect(str(out / "energy_index.duckdb"), read_only=True) as connection:
+        return connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
+
+
+def writable_copy(snapshot: Path, target: Path) -> Path:
+    shutil.copytree(snapshot, target)
+    for path in [target, *target.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return target
+
+
+class _Trickle(http.server.BaseHTTPRequestHandler):
+    mode = "trickle"
+    released = threading.Event()  # set when the test ends: the server stops sending
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.mode == "huge-length":
+            self.send_response(200)
+            self.send_header("Content-Length", str(10**12))
+            self.end_headers()
+            self.released.wait()  # the body never comes
+            return
+        self.send_response(200)
+        self.end_headers()
+        if self.mode == "trickle":
+            # One byte every 0.2 s, until the test ends (or 12 s at most).
+            for _ in range(60):
+                try:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                except OSError:
+                    return
+                if self.released.wait(0.2):
+                    return
+        else:  # endless: 256 MiB at most, past the client's cap
+            for _ in range(4096):
+                try:
+                    self.wfile.write(b"[" * 65536)
+                except OSError:
+                    return
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def trickle_server() -> Iterator[str]:
+    _Trickle.released = threading.Event()
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/data"
+    finally:
+        _Trickle.released.set()
+        httpd.shutdown()
+        httpd.server_close()

@@ -8,7 +8,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import BUILD_OUTPUTS, refresh_args, tree_digest
+from conftest import BUILD_OUTPUTS, cli, refresh_args, tree_digest
 
 from pipeline.cli import main
 from pipeline.paths import Paths
@@ -226,3 +226,15 @@ def test_a_null_where_a_value_is_required_fails_validation(good_build, run_cli, 
     path.write_text(json.dumps(document, indent=2))
     message = refresh_fails(good_build, run_cli)
     assert "validation failed" in message and field in message
+
+
+@pytest.mark.parametrize("gpu", ["../../etc", "H100/../x", ".hidden", "H100\n"])
+def test_a_gpu_name_that_is_not_a_name_is_refused_at_ingest(source_copy: Path, tmp_path: Path, gpu: str) -> None:
+    path = source_copy / "tasks" / "gpqa.json"
+    document = json.loads(path.read_text())
+    document["configurations"][0]["gpu_model"] = gpu
+    path.write_text(json.dumps(document))
+    result = cli("refresh", "--source", source_copy, "--out", tmp_path / "out")
+    assert result.returncode == 1
+    assert "gpu_model must be a GPU name" in result.stderr and repr(gpu) in result.stderr, result.stderr
+    assert not (tmp_path / "out" / "energy_index.duckdb").exists()

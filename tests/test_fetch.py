@@ -4,13 +4,27 @@ import functools
 import http.server
 import json
 import os
+import resource
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import NEWEST, read_json, refresh_args
+from conftest import (
+    NEWEST,
+    UPSTREAM,
+    _Trickle,
+    cli,
+    make_refresh,
+    published_snapshot,
+    read_json,
+    refresh_args,
+    tree_digest,
+    writable_copy,
+)
 
 from pipeline.paths import Paths
 
@@ -200,3 +214,80 @@ def test_the_archive_is_a_copy_that_an_edit_of_the_source_does_not_reach(
         handle.write(b" }")
     assert (archived / "tasks" / "gpqa.json").read_bytes() == before
     assert run_cli("ingest", "--out", out).exit_code == 0
+
+
+def test_a_folder_without_snapshot_json_is_dated_with_a_warning_or_refused_in_a_history(tmp_path: Path) -> None:
+    undated = tmp_path / "undated"
+    shutil.copytree(NEWEST, undated)
+    (undated / "snapshot.json").unlink()
+    out = tmp_path / "out"
+    alone = cli("refresh", "--source", undated, "--out", out)
+    assert alone.returncode == 0
+    assert "has no commit time (no snapshot.json)" in alone.stderr
+    assert "placed in the history by the day it was first fetched" in alone.stderr
+    assert "--commit-time" in alone.stderr and "COMMIT_TIME=" in alone.stderr
+    # Between two dated snapshots its place would be a guess: refused, naming it and what to do.
+    oldest, newest = sorted(UPSTREAM.iterdir())[0], sorted(UPSTREAM.iterdir())[-1]
+    mixed = cli("history", "--source", oldest, undated, newest, "--out", tmp_path / "mixed")
+    assert mixed.returncode == 1
+    assert "have no commit time (no snapshot.json)" in mixed.stderr and str(undated) in mixed.stderr
+    # Given a commit time, it takes its place and the warning goes.
+    dated = cli("refresh", "--source", undated, "--out", tmp_path / "dated", "--commit-time", "2025-12-20T12:00:00Z")
+    assert dated.returncode == 0 and "has no commit time" not in dated.stderr
+
+
+
+def test_an_edit_of_the_source_in_place_leaves_the_archive_as_fetched(tmp_path: Path) -> None:
+    out, source = tmp_path / "out", writable_copy(NEWEST, tmp_path / "source")
+    (source / "snapshot.json").unlink()
+    assert make_refresh(out, source).returncode == 0
+    snapshot_id = published_snapshot(out)
+    archived = tree_digest(out, f"raw/{snapshot_id}")
+    # cp -p over the source file: same inode, content changed in place.
+    edited = tmp_path / "edited.json"
+    edited.write_text((source / "index.json").read_text().replace("\n", "\n ", 1))
+    subprocess.run(["cp", "-p", str(edited), str(source / "index.json")], check=True)
+    assert tree_digest(out, f"raw/{snapshot_id}") == archived
+    assert cli("ingest", "--out", out, "--snapshot", snapshot_id).returncode == 0
+
+
+
+def test_a_trickling_server_cannot_extend_the_deadline(trickle_server: str, tmp_path: Path) -> None:
+    _Trickle.mode = "trickle"
+    started = time.monotonic()
+    result = cli("refresh", "--source", trickle_server, "--out", tmp_path / "out", "--timeout", "1.5")
+    assert result.returncode == 1
+    assert "index.json: timed out: not received within 1.5 s" in result.stderr
+    assert time.monotonic() - started < 6
+
+
+
+def test_a_whole_fetch_deadline_holds_too(trickle_server: str, tmp_path: Path) -> None:
+    _Trickle.mode = "trickle"
+    result = cli("refresh", "--source", trickle_server, "--out", tmp_path / "out", "--fetch-deadline", "1")
+    assert result.returncode == 1
+    assert "the fetch did not finish within its 1 s deadline" in result.stderr
+
+
+
+def test_an_endless_body_is_streamed_to_disk_not_held_in_memory(trickle_server: str, tmp_path: Path) -> None:
+    _Trickle.mode = "endless"
+    cap = 200 * 1024 * 1024
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    result = cli("refresh", "--source", trickle_server, "--out", tmp_path / "out", "--max-file-bytes", str(cap))
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert result.returncode == 1
+    assert f"index.json: larger than the size cap of {cap} bytes" in result.stderr
+    # The child's peak stays far below the 200 MiB it received (it would be above it if held).
+    assert peak_kib < 120 * 1024 or peak_kib == before, peak_kib
+    assert not list((tmp_path / "out" / "raw").glob(".staging-*"))
+
+
+
+def test_a_declared_length_over_the_cap_is_refused_before_reading(trickle_server: str, tmp_path: Path) -> None:
+    _Trickle.mode = "huge-length"
+    started = time.monotonic()
+    result = cli("refresh", "--source", trickle_server, "--out", tmp_path / "out")
+    assert result.returncode == 1
+    assert "(Content-Length 1000000000000)" in result.stderr
+    assert time.monotonic() - started < 4

@@ -1,7 +1,10 @@
 """The export reproduces the user's golden file byte for byte, through the CLI and through make; a
 refresh or a make with nothing changed does no work."""
 
+import hashlib
+import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -88,3 +91,32 @@ def test_make_follows_a_changed_source_file_and_not_a_touched_one(tmp_path: Path
     changed = _make(out, f"SOURCE={source_copy}")
     assert changed.returncode == 0, changed.stderr
     assert "ingest:" in changed.stderr
+
+
+# The diffusion files' provenance sentence before it was corrected, exactly as the export wrote it.
+OLD_DIFFUSION_SENTENCE = ("{count} stable configurations: the leaderboard publishes the runs that passed its stability "
+                          "filter; every run, including the unstable ones, is in the gated Hugging Face dataset "
+                          "ml-energy/benchmark-v3")
+
+
+
+def test_the_diffusion_files_change_in_their_provenance_sentence_only(newest_build: Paths) -> None:
+    from pipeline.source_card import load_source_card
+
+    before = json.loads((Path(__file__).parent / "index_sha256_before_diffusion_wording.json").read_text())
+    sentence = load_source_card().diffusion.configurations
+    assert "stability filter applies to LLM runs only" in sentence and "passed its" not in sentence
+    pattern = re.compile(re.escape(json.dumps(sentence)).replace(re.escape("{count}"), r"(\d+)"))
+    files = {p.relative_to(newest_build.index_dir).as_posix(): p for p in newest_build.index_dir.rglob("*.json")}
+    assert sorted(files) == sorted(before)
+    changed = []
+    for name, path in sorted(files.items()):
+        text = path.read_text(encoding="utf-8")
+        diffusion = name.split("/")[0] in ("text-to-image", "text-to-video")
+        assert ("passed its stability filter" in text) != diffusion, name
+        if diffusion:
+            text, count = pattern.subn(lambda m: json.dumps(OLD_DIFFUSION_SENTENCE.format(count=m.group(1))), text)
+            assert count == 1, name
+            changed.append(name)
+        assert hashlib.sha256(text.encode()).hexdigest() == before[name], f"{name} changed beyond the sentence"
+    assert len(changed) > 10

@@ -120,3 +120,10 @@ def test_a_refresh_appends_to_the_published_database_and_equals_a_full_build(
     rebuilt = everything(Paths(out))
     assert sorted(rebuilt) == sorted(appended)
     assert [name for name in appended if rebuilt[name] != appended[name]] == []
+
+
+def test_the_pair_tables_are_the_stored_tables_of_consecutive_pairs() -> None:
+    from pipeline.build import STORED
+    from pipeline.paths import PAIR_TABLES
+
+    assert sorted(table for table, (_, kind) in STORED.items() if kind == "pair") == sorted(PAIR_TABLES)

@@ -6,17 +6,16 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import pytest
-from conftest import BUILD_OUTPUTS, NEWEST, SNAPSHOTS, refresh_args, tree_digest
+from conftest import BUILD_OUTPUTS, CLI, NEWEST, SNAPSHOTS, cli, published_snapshot, refresh_args, tree_digest
 
 from pipeline.cli import main
 from pipeline.paths import Paths
 
 OLDER = next(path for path in SNAPSHOTS if path.name == "2025-12-01-f74deb8")
-CLI = str(Path(sys.executable).with_name("energy-index"))
 
 READER = """
 import sys, duckdb
@@ -27,11 +26,6 @@ for line in sys.stdin:
     ).fetchone()
     print(row[0], row[1], flush=True)
 """
-
-
-def published_snapshot(out: Path) -> str:
-    with duckdb.connect(str(out / "energy_index.duckdb"), read_only=True) as connection:
-        return connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
 
 
 def test_a_reader_holding_the_database_keeps_its_view_and_does_not_block(tmp_path: Path) -> None:
@@ -150,3 +144,46 @@ def test_killing_a_refresh_leaves_the_last_good_build(
     assert main(refresh_args(OLDER, out, "--as-index")) == 0
     assert published_snapshot(out) == OLDER.name
     assert [p.name for p in Paths(out).generations_dir.iterdir() if not p.name.isdigit()] == []
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(mount)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a small tmpfs is not permitted here: {mounted.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+
+def test_a_full_disk_is_one_clear_line_and_the_publish_survives(small_disk: Path) -> None:
+    out = small_disk / "out"
+    assert cli("refresh", "--source", NEWEST, "--out", out).returncode == 0
+    published = tree_digest(out, *BUILD_OUTPUTS)
+    filler = small_disk / "filler"
+    subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M", "count=40"], capture_output=True)
+    result = cli("refresh", "--source", NEWEST, "--out", out, "--itl-deadline-ms", "250")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("energy-index: error:")]
+    assert len(error_lines) == 1
+    assert "no space left on the device; free some space and run again" in error_lines[0]
+    assert f"the last published build in {out} is unchanged" in error_lines[0]
+    filler.unlink()
+    assert tree_digest(out, *BUILD_OUTPUTS) == published
+    assert cli("refresh", "--source", NEWEST, "--out", out, "--itl-deadline-ms", "250").returncode == 0
+
+
+
+def test_a_read_only_file_system_is_one_clear_line(small_disk: Path) -> None:
+    out = small_disk / "out"
+    assert cli("refresh", "--source", NEWEST, "--out", out).returncode == 0
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    result = cli("refresh", "--source", NEWEST, "--out", out, "--itl-deadline-ms", "250")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "read-only file system; choose an --out on a writable file system" in result.stderr
