@@ -3,6 +3,7 @@
 import fcntl
 import hashlib
 import http.server
+import io
 import json
 import os
 import re
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,12 @@ UPSTREAM = SHARED / "upstream" / "ml-energy-leaderboard"
 SEED = SHARED / "seed" / "llama-4-scout-17b-16e-instruct.json"
 NEWEST = UPSTREAM / "2026-02-16-7885788"
 SNAPSHOTS = sorted(path for path in UPSTREAM.iterdir() if path.is_dir()) if UPSTREAM.is_dir() else []
+def examples(everyday: int, full: int) -> int:
+    """How many examples a hypothesis property draws: `everyday` in `make test`, `full` with EXAMPLES=full
+    (`make test-all`)."""
+    return full if os.environ.get("EXAMPLES") == "full" else everyday
+
+
 # The dates the seed was built with (../shared/README.md).
 SEED_AS_OF, SEED_RETRIEVED = "2026-09-27", "2026-09-26"
 CLI = str(Path(sys.executable).with_name("energy-index"))
@@ -87,20 +94,30 @@ def upstream_rows(snapshot: Path, task: str) -> list[dict[str, Any]]:
     return read_json(snapshot / "tasks" / f"{task}.json")["configurations"]
 
 
-def _shared_build(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str, arguments: list[str]) -> Paths:
-    """A build made once per test session, shared by the xdist workers (the first to take the lock
-    builds it; the others wait and read it). Tests only read it, or write beside it under OUT's lock."""
+def shared_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str,
+                  make: Callable[[Path], object]) -> Path:
+    """A folder `make` fills once per test session, shared by the xdist workers (the first to take the
+    lock makes it; the others wait and read it). Tests only read it, or write beside it under a lock."""
     base = tmp_path_factory.getbasetemp()
     root = base if worker_id == "master" else base.parent  # the parent is this session's, shared by workers
-    out = root / f"shared-{name}" / "out"
+    folder = root / f"shared-{name}"
     with open(root / f"shared-{name}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        done = root / f"shared-{name}" / "done"
+        done = folder / "done"
         if not done.exists():
-            shutil.rmtree(out.parent, ignore_errors=True)
-            assert main([*arguments, "--out", str(out)]) == 0
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
             done.touch()
-    return Paths(out)
+    return folder
+
+
+def _shared_build(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str, arguments: list[str]) -> Paths:
+    """`energy-index ARGUMENTS --out OUT`, made once per test session (shared_folder)."""
+    def build(folder: Path) -> None:
+        assert main([*arguments, "--out", str(folder / "out")]) == 0
+
+    return Paths(shared_folder(tmp_path_factory, worker_id, name, build) / "out")
 
 
 @pytest.fixture(scope="session")
@@ -121,12 +138,32 @@ def source_copy(tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.fixture(scope="session")
+def snapshot_refresh(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[[Path], Paths]:
+    """`energy-index refresh --source SNAPSHOT` with the defaults into an OUT of its own, for each shared
+    snapshot asked for, made once per test session whichever worker asks first."""
+    return lambda snapshot: _shared_build(tmp_path_factory, worker_id, snapshot.name,
+                                          ["refresh", "--source", str(snapshot)])
+
+
 @pytest.fixture(scope="session", params=SNAPSHOTS, ids=lambda path: path.name)
-def snapshot_build(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Paths]:
+def snapshot_build(request: pytest.FixtureRequest, snapshot_refresh: Callable[[Path], Paths]) -> tuple[Path, Paths]:
     """A refresh of each shared snapshot, built once per test session."""
-    out = tmp_path_factory.mktemp(request.param.name) / "out"
-    assert main(refresh_args(request.param, out)) == 0
-    return request.param, Paths(out)
+    return request.param, snapshot_refresh(request.param)
+
+
+@pytest.fixture(scope="session")
+def plain_build(snapshot_refresh: Callable[[Path], Paths]) -> Paths:
+    """A refresh of the newest shared snapshot with the defaults (`energy-index refresh --source NEWEST`):
+    what a test that needs some published build starts from, as a copy (copy_build)."""
+    return snapshot_refresh(NEWEST)
+
+
+def copy_build(build: Paths, out: Path) -> Path:
+    """A writable copy of a shared build at `out` (its links to the published generation kept as links):
+    the same files a refresh into `out` would have published, without running it again."""
+    shutil.copytree(build.out, out, symlinks=True)
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -167,7 +204,7 @@ def busy_loops(load: str) -> Iterator[None]:
             loop.wait()
 
 
-def write_once(build: Paths, command: str, timeout: int = 400) -> str:
+def write_once(build: Paths, command: str) -> str:
     """`energy-index COMMAND --out` over a shared session build, run by one xdist worker only: each worker
     has its own module fixtures, and two write commands at once in one OUT would meet its lock. The
     others wait for it. Returns what the run printed on stderr (empty for the workers that waited)."""
@@ -176,15 +213,36 @@ def write_once(build: Paths, command: str, timeout: int = 400) -> str:
         done = build.out.parent / f"{command}-done"
         if done.exists():
             return ""
-        made = subprocess.run([str(Path(sys.executable).with_name("energy-index")), command, "--out", str(build.out)],
-                              capture_output=True, text=True, timeout=timeout)
+        made = cli(command, "--out", build.out)
         assert made.returncode == 0, made.stderr
         done.touch()
         return made.stderr
 
 
-def cli(*args: str | Path, columns: int = 100, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    """`energy-index ARGS` as a process of its own, COLUMNS wide."""
+def cli(*args: str | Path, columns: int = 100) -> subprocess.CompletedProcess[str]:
+    """`energy-index ARGS` run in this process, COLUMNS wide: its exit status and what it printed, as a
+    process of its own would give them (a usage error is click's SystemExit, status 2)."""
+    stdout, stderr = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True) for _ in range(2))
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(columns)
+    try:
+        with redirect_stdout(stdout), redirect_stderr(stderr):
+            try:
+                code = main([str(arg) for arg in args])
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+    finally:
+        if saved is None:
+            os.environ.pop("COLUMNS")
+        else:
+            os.environ["COLUMNS"] = saved
+    printed = [stream.buffer.getvalue().decode("utf-8") for stream in (stdout, stderr)]
+    return subprocess.CompletedProcess(["energy-index", *map(str, args)], code, *printed)
+
+
+def cli_process(*args: str | Path, columns: int = 100, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """`energy-index ARGS` as a process of its own, COLUMNS wide: for tests whose subject is the process
+    (its environment, its exit, its signals, its memory)."""
     environment = {**kwargs.pop("env", os.environ), "COLUMNS": str(columns)}
     return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=600, env=environment,
                           **kwargs)

@@ -8,7 +8,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import BUILD_OUTPUTS, cli, refresh_args, tree_digest
+from conftest import BUILD_OUTPUTS, cli, copy_build, refresh_args, tree_digest
 
 from pipeline.cli import main
 from pipeline.paths import Paths
@@ -26,9 +26,8 @@ def change_rows(source: Path, task: str, change: Callable[[list[dict[str, Any]]]
 
 
 @pytest.fixture
-def good_build(source_copy: Path, tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
-    out = tmp_path / "out"
-    assert main(refresh_args(source_copy, out)) == 0
+def good_build(source_copy: Path, plain_build: Paths, tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    out = copy_build(plain_build, tmp_path / "out")  # a published build of the snapshot source_copy copies
     # What the tests damage is then a snapshot of its own (a published one never changes), so it is
     # validated rather than refused for differing from the published 2026-02-16-7885788.
     (source_copy / "snapshot.json").unlink()

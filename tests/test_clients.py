@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from conftest import CLI, PROJECT, readme_queries
+from conftest import PROJECT, cli, readme_queries
 
 from pipeline.build import OLDEST_SUPPORTED_DUCKDB
 from pipeline.paths import Paths
@@ -129,7 +129,7 @@ def test_parquet_is_typed_and_carries_the_descriptions(newest_build: Paths) -> N
 
 
 def sql(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, "sql", "--out", str(out), *args], capture_output=True, text=True, timeout=60)
+    return cli("sql", "--out", out, *args)
 
 
 def test_sql_prints_csv_jsonl_and_a_table_and_writes_parquet(newest_build: Paths, tmp_path: Path) -> None:
@@ -178,9 +178,10 @@ def test_sql_binds_parameters(newest_build: Paths) -> None:
         ("select 1; select 2", "give exactly one statement"),
     ],
 )
-def test_sql_refuses_what_is_not_a_read_only_query(newest_build: Paths, tmp_path: Path, statement: str, words: str) -> None:
-    refused = subprocess.run([CLI, "sql", "--out", str(newest_build.out), statement],
-                             capture_output=True, text=True, timeout=60, cwd=tmp_path)
+def test_sql_refuses_what_is_not_a_read_only_query(newest_build: Paths, tmp_path: Path, statement: str, words: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    refused = cli("sql", "--out", newest_build.out, statement)
     assert refused.returncode == 1
     assert words in refused.stderr
     assert "Traceback" not in refused.stderr

@@ -18,8 +18,7 @@ from conftest import (
     UPSTREAM,
     _Trickle,
     cli,
-    make_refresh,
-    published_snapshot,
+    cli_process,
     read_json,
     refresh_args,
     tree_digest,
@@ -236,12 +235,11 @@ def test_a_folder_without_snapshot_json_is_dated_with_a_warning_or_refused_in_a_
     assert dated.returncode == 0 and "has no commit time" not in dated.stderr
 
 
-
 def test_an_edit_of_the_source_in_place_leaves_the_archive_as_fetched(tmp_path: Path) -> None:
     out, source = tmp_path / "out", writable_copy(NEWEST, tmp_path / "source")
     (source / "snapshot.json").unlink()
-    assert make_refresh(out, source).returncode == 0
-    snapshot_id = published_snapshot(out)
+    assert cli("fetch", "--source", source, "--out", out).returncode == 0
+    snapshot_id = (out / "raw" / "LATEST").read_text().strip()
     archived = tree_digest(out, f"raw/{snapshot_id}")
     # cp -p over the source file: same inode, content changed in place.
     edited = tmp_path / "edited.json"
@@ -249,7 +247,6 @@ def test_an_edit_of_the_source_in_place_leaves_the_archive_as_fetched(tmp_path: 
     subprocess.run(["cp", "-p", str(edited), str(source / "index.json")], check=True)
     assert tree_digest(out, f"raw/{snapshot_id}") == archived
     assert cli("ingest", "--out", out, "--snapshot", snapshot_id).returncode == 0
-
 
 
 def test_a_trickling_server_cannot_extend_the_deadline(trickle_server: str, tmp_path: Path) -> None:
@@ -261,7 +258,6 @@ def test_a_trickling_server_cannot_extend_the_deadline(trickle_server: str, tmp_
     assert time.monotonic() - started < 6
 
 
-
 def test_a_whole_fetch_deadline_holds_too(trickle_server: str, tmp_path: Path) -> None:
     _Trickle.mode = "trickle"
     result = cli("refresh", "--source", trickle_server, "--out", tmp_path / "out", "--fetch-deadline", "1")
@@ -269,19 +265,17 @@ def test_a_whole_fetch_deadline_holds_too(trickle_server: str, tmp_path: Path) -
     assert "the fetch did not finish within its 1 s deadline" in result.stderr
 
 
-
 def test_an_endless_body_is_streamed_to_disk_not_held_in_memory(trickle_server: str, tmp_path: Path) -> None:
     _Trickle.mode = "endless"
     cap = 200 * 1024 * 1024
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result = cli("refresh", "--source", trickle_server, "--out", tmp_path / "out", "--max-file-bytes", str(cap))
+    result = cli_process("refresh", "--source", trickle_server, "--out", tmp_path / "out", "--max-file-bytes", str(cap))
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     assert result.returncode == 1
     assert f"index.json: larger than the size cap of {cap} bytes" in result.stderr
     # The child's peak stays far below the 200 MiB it received (it would be above it if held).
     assert peak_kib < 120 * 1024 or peak_kib == before, peak_kib
     assert not list((tmp_path / "out" / "raw").glob(".staging-*"))
-
 
 
 def test_a_declared_length_over_the_cap_is_refused_before_reading(trickle_server: str, tmp_path: Path) -> None:

@@ -8,12 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BUILD_OUTPUTS, CLI, NEWEST, _Trickle, busy_loops, cli, tree_digest
+from conftest import BUILD_OUTPUTS, CLI, _Trickle, busy_loops, copy_build, tree_digest
 
 from pipeline.paths import Paths
 
 INTERRUPTED = re.compile(r"energy-index: error: interrupted[^\n]*\n")
-
 
 
 @pytest.mark.parametrize("command", [
@@ -31,13 +30,11 @@ def test_a_reader_that_stops_reading_ends_the_output_quietly(command: list[str],
     assert (process.returncode, stderr) == (0, "")
 
 
-
 def _has_mapped(pid: int, library: str) -> bool:
     try:
         return library in Path(f"/proc/{pid}/maps").read_text()
     except (FileNotFoundError, ProcessLookupError):
         return False
-
 
 
 @pytest.mark.parametrize("load", ["idle", "loaded"])
@@ -61,7 +58,6 @@ def test_ctrl_c_while_the_command_imports_is_one_line(load: str, newest_build: P
     assert stdout == ""
 
 
-
 @pytest.mark.parametrize("load", ["idle", "loaded"])
 def test_ctrl_c_right_after_the_start_never_shows_a_traceback(load: str, newest_build: Paths) -> None:
     for _ in range(3):
@@ -77,11 +73,10 @@ def test_ctrl_c_right_after_the_start_never_shows_a_traceback(load: str, newest_
         assert stdout == ""
 
 
-
 @pytest.mark.parametrize("load", ["idle", "loaded"])
-def test_ctrl_c_is_one_line_exit_1_and_the_publish_intact(trickle_server: str, tmp_path: Path, load: str) -> None:
-    out = tmp_path / "out"
-    assert cli("refresh", "--source", NEWEST, "--out", out).returncode == 0
+def test_ctrl_c_is_one_line_exit_1_and_the_publish_intact(trickle_server: str, tmp_path: Path, load: str,
+                                                          plain_build: Paths) -> None:
+    out = copy_build(plain_build, tmp_path / "out")
     published = tree_digest(out, *BUILD_OUTPUTS)
     _Trickle.mode = "trickle"
     with busy_loops(load):

@@ -1,5 +1,5 @@
 """make, the way cron runs the refresh: any path passed as a value and none of it run, exit statuses as the
-README states, files that honour the umask, and concurrent makes that never leave a stale publish behind a success."""
+README states, and concurrent makes that never leave a stale publish behind a success."""
 
 import subprocess
 from pathlib import Path
@@ -37,21 +37,6 @@ def test_make_passes_any_path_as_a_value_and_runs_none_of_it(tmp_path: Path, nam
     assert result.returncode == 0, result.stderr
     assert (out / "index" / "gpqa" / "index.json").is_file()
     assert not list(PROJECT.glob("pwned")) and not list(tmp_path.glob("pwned"))
-
-
-
-@pytest.mark.parametrize("umask", [0o022, 0o002])
-def test_published_files_honour_the_umask(tmp_path: Path, umask: int) -> None:
-    out = tmp_path / "out"
-    assert make_refresh(out, NEWEST, umask=umask).returncode == 0
-    expected = 0o666 & ~umask
-    published = [
-        out / "current" / "refresh.json", out / "raw" / "LATEST", out / "current" / "energy_index.duckdb",
-        *(out / "current" / "parquet").rglob("*.parquet"), *(out / "current" / "index").rglob("*.json"),
-        *(out / "raw").rglob("manifest.json"), *(out / "raw").rglob("tasks/*.json"),
-    ]
-    modes = {str(path.relative_to(out)): oct(path.stat().st_mode & 0o777) for path in published}
-    assert set(modes.values()) == {oct(expected)}, modes
 
 
 

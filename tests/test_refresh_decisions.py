@@ -18,7 +18,7 @@ from conftest import (
     SNAPSHOTS,
     UPSTREAM,
     cli,
-    make_refresh,
+    copy_build,
     published_snapshot,
     tree_digest,
     writable_copy,
@@ -38,16 +38,14 @@ def add_configuration_on_a_new_gpu(source: Path) -> None:
     path.write_text(json.dumps(document, indent=2))
 
 
-
-def test_a_failed_refresh_fails_again_on_retry_and_a_fetched_one_is_published(tmp_path: Path) -> None:
-    out, source = tmp_path / "out", writable_copy(NEWEST, tmp_path / "source")
-    assert make_refresh(out, source).returncode == 0
+def test_a_failed_refresh_fails_again_on_retry_and_a_fetched_one_is_published(tmp_path: Path, plain_build: Paths) -> None:
+    out, source = copy_build(plain_build, tmp_path / "out"), writable_copy(NEWEST, tmp_path / "source")
     published = tree_digest(out, *BUILD_OUTPUTS)
 
     # A broken task file behind the published snapshot's snapshot.json: refused, and again on retry.
     (source / "tasks" / "gpqa.json").write_text("{broken")
     for _ in range(2):
-        result = make_refresh(out, source)
+        result = cli("refresh", "--source", source, "--out", out)
         assert result.returncode != 0
         assert "tasks/gpqa.json" in result.stderr and "differ from snapshot 2026-02-16-7885788" in result.stderr
         assert tree_digest(out, *BUILD_OUTPUTS) == published
@@ -59,22 +57,20 @@ def test_a_failed_refresh_fails_again_on_retry_and_a_fetched_one_is_published(tm
     add_configuration_on_a_new_gpu(source)
     assert cli("fetch", "--source", source, "--out", out).returncode == 0
     assert published_snapshot(out) == NEWEST.name
-    retry = make_refresh(out, source)
+    retry = cli("refresh", "--source", source, "--out", out)
     assert retry.returncode == 0, retry.stderr
     assert "nothing to do" not in retry.stderr
     assert published_snapshot(out).startswith("local-")
-    again = make_refresh(out, source)
+    again = cli("refresh", "--source", source, "--out", out)
     assert again.returncode == 0 and "nothing to do" in again.stderr
 
 
-
-def test_changed_content_is_never_published_under_the_upstream_commit(tmp_path: Path) -> None:
-    out, source = tmp_path / "out", writable_copy(NEWEST, tmp_path / "source")
-    assert make_refresh(out, source).returncode == 0
+def test_changed_content_is_never_published_under_the_upstream_commit(tmp_path: Path, plain_build: Paths) -> None:
+    out, source = copy_build(plain_build, tmp_path / "out"), writable_copy(NEWEST, tmp_path / "source")
     raw = tree_digest(out, "raw/2026-02-16-7885788")
     parquet = tree_digest(out, "parquet")
     add_configuration_on_a_new_gpu(source)
-    result = make_refresh(out, source)
+    result = cli("refresh", "--source", source, "--out", out)
     assert result.returncode != 0
     assert "these files differ from snapshot 2026-02-16-7885788 as it was published: tasks/gpqa.json" in result.stderr
     assert "remove or edit snapshot.json" in result.stderr
@@ -82,27 +78,22 @@ def test_changed_content_is_never_published_under_the_upstream_commit(tmp_path: 
     assert tree_digest(out, "parquet") == parquet
 
 
-
-def test_cp_a_of_a_newer_snapshot_over_the_source_is_seen(tmp_path: Path) -> None:
-    out, source = tmp_path / "out", writable_copy(FEBRUARY_13, tmp_path / "source")
-    assert make_refresh(out, source).returncode == 0
+def test_cp_a_of_a_newer_snapshot_over_the_source_is_seen(tmp_path: Path, snapshot_refresh) -> None:
+    out = copy_build(snapshot_refresh(FEBRUARY_13), tmp_path / "out")
+    source = writable_copy(FEBRUARY_13, tmp_path / "source")
+    assert cli("refresh", "--source", source, "--out", out).returncode == 0
     assert published_snapshot(out) == FEBRUARY_13.name
     # cp -a keeps the newer snapshot's (old) modification times; only ctime and content change.
     for stale in source.rglob("*.json"):
         stale.unlink()
     subprocess.run(["cp", "-a", f"{NEWEST}/.", str(source)], check=True)
-    result = make_refresh(out, source)
+    result = cli("refresh", "--source", source, "--out", out)
     assert result.returncode == 0, result.stderr
     assert published_snapshot(out) == NEWEST.name
 
 
-
-
-
-
-def test_refreshing_an_older_snapshot_keeps_the_newer_index_unless_asked(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    assert cli("refresh", "--source", NEWEST, "--out", out).returncode == 0
+def test_refreshing_an_older_snapshot_keeps_the_newer_index_unless_asked(tmp_path: Path, plain_build: Paths) -> None:
+    out = copy_build(plain_build, tmp_path / "out")
     older = cli("refresh", "--source", OLDER, "--out", out)
     assert older.returncode == 0, older.stderr
     assert published_snapshot(out) == NEWEST.name
@@ -123,11 +114,9 @@ def test_refreshing_an_older_snapshot_keeps_the_newer_index_unless_asked(tmp_pat
     assert forward.returncode == 0 and published_snapshot(out) == NEWEST.name
 
 
-
-def test_a_no_op_refresh_finds_damaged_published_files_and_rebuilds_them(tmp_path: Path) -> None:
-    out = tmp_path / "out"
+def test_a_no_op_refresh_finds_damaged_published_files_and_rebuilds_them(tmp_path: Path, newest_build: Paths) -> None:
+    out = copy_build(newest_build, tmp_path / "out")  # what this refresh publishes
     args = ("refresh", "--source", NEWEST, "--out", out, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED)
-    assert cli(*args).returncode == 0
     published = tree_digest(out, "index")
     # A truncated database, and an index file altered in place to the same size.
     database = (out / "energy_index.duckdb").resolve()
@@ -156,10 +145,8 @@ def test_a_no_op_refresh_finds_damaged_published_files_and_rebuilds_them(tmp_pat
     assert "nothing to do" not in unknown.stderr and tree_digest(out, "index") == published
 
 
-
-def test_a_damaged_ingested_file_is_ingested_again_or_named_when_it_cannot_be(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    assert cli("refresh", "--source", OLDER, "--out", out).returncode == 0
+def test_a_damaged_ingested_file_is_ingested_again_or_named_when_it_cannot_be(tmp_path: Path, snapshot_refresh) -> None:
+    out = copy_build(snapshot_refresh(OLDER), tmp_path / "out")
     assert cli("refresh", "--source", NEWEST, "--out", out).returncode == 0
     damaged = Paths(out).parquet_path("models", OLDER.name).resolve()
     damaged.write_bytes(damaged.read_bytes()[:100])
@@ -182,7 +169,6 @@ def test_a_damaged_ingested_file_is_ingested_again_or_named_when_it_cannot_be(tm
     assert "nothing to do" in cli("refresh", "--source", NEWEST, "--out", out).stderr
 
 
-
 def test_an_unreadable_derived_file_is_computed_again_with_a_warning(history_build: Paths, tmp_path: Path) -> None:
     out = tmp_path / "out"
     shutil.copytree(history_build.out, out, symlinks=True)
@@ -197,7 +183,6 @@ def test_an_unreadable_derived_file_is_computed_again_with_a_warning(history_bui
             duckdb.connect(str(history_build.database), read_only=True) as original:
         query = "select * from index_changes order by all"
         assert copy.execute(query).fetchall() == original.execute(query).fetchall()
-
 
 
 def test_history_with_nothing_changed_does_no_work(history_build: Paths, tmp_path: Path) -> None:

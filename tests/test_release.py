@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from conftest import CLI, NEWEST, PROJECT, cli, write_once
+from conftest import NEWEST, PROJECT, cli, write_once
 
 from pipeline.paths import Paths
 from pipeline.release import RELEASE_TABLES
@@ -77,7 +77,7 @@ def test_a_rebuilt_release_is_byte_identical(release: Path, history_build: Paths
     # tests reading it on the other worker.
     copy = tmp_path / "out"
     shutil.copytree(history_build.out, copy, symlinks=True, ignore=shutil.ignore_patterns("raw", "release", ".lock"))
-    again = subprocess.run([CLI, "release", "--out", str(copy)], capture_output=True, text=True)
+    again = cli("release", "--out", copy)
     assert again.returncode == 0, again.stderr
     first = copy / "release" / release.name
     assert sorted(p.relative_to(first) for p in first.rglob("*")) == sorted(p.relative_to(release) for p in release.rglob("*"))
