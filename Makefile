@@ -17,6 +17,7 @@ ITL_DEADLINE_MS ?=
 HISTORY ?= ../shared/upstream/ml-energy-leaderboard
 BENCH_SCALES ?= 1,100
 BENCH_RUNS ?= 3
+BENCH_BEFORE ?=
 N ?= 200
 SCALE ?= 10
 SYNTH_SOURCE ?= ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788
@@ -34,6 +35,7 @@ export EI_ITL_DEADLINE_MS := $(value ITL_DEADLINE_MS)
 export EI_HISTORY := $(value HISTORY)
 export EI_BENCH_SCALES := $(value BENCH_SCALES)
 export EI_BENCH_RUNS := $(value BENCH_RUNS)
+export EI_BENCH_BEFORE := $(value BENCH_BEFORE)
 export EI_SCALE := $(value SCALE)
 export EI_N := $(value N)
 export EI_SYNTH_SOURCE := $(value SYNTH_SOURCE)
@@ -106,8 +108,8 @@ java: ## a Java runtime for Spark (Debian's openjdk-17-jre-headless) unless ther
 test-all: $(TEST_INSTALLED) $(ENGINES) $(SPARK) java ## the test suite with the slow tests (Spark among them) and every property's full examples (60 hostile inputs)
 	EXAMPLES=full $(VENV)/bin/python -m pytest -q -n 2 -m ''
 
-bench: $(INSTALLED) ## time the pipeline against DuckDB alone and pandas at BENCH_SCALES (1,100,1000)
-	$(VENV)/bin/python bench/run.py --scales "$$EI_BENCH_SCALES" --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench"
+bench: $(INSTALLED) ## time the pipeline against its floors at BENCH_SCALES (1,100,1000), each target met or not; the 1x refresh against BENCH_BEFORE (an energy-index of the code to compare with)
+	$(VENV)/bin/python bench/run.py --scales "$$EI_BENCH_SCALES" --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench" $${EI_BENCH_BEFORE:+--before "$$EI_BENCH_BEFORE"}
 
 bench-light: $(INSTALLED) ## time only the light commands (--version, sql, estimate, a no-op make) against the interpreter
 	$(VENV)/bin/python bench/run.py --light --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench"
@@ -137,5 +139,5 @@ help: ## this list
 	@echo 'Variables (make VAR=value), passed to the CLI, with its defaults (pipeline/settings.py):'
 	@$(VENV)/bin/python -m pipeline.settings 2>/dev/null || $(PYTHON) -m pipeline.settings
 	@echo 'Variables of this Makefile, as set now:'
-	@printf '  %-16s %s\n' OUT "$$EI_OUT" HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" \
+	@printf '  %-16s %s\n' OUT "$$EI_OUT" HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" BENCH_BEFORE "$${EI_BENCH_BEFORE:--}" \
 		N "$$EI_N" SCALE "$$EI_SCALE" SYNTH_SOURCE "$$EI_SYNTH_SOURCE" SYNTH_DIR "$$EI_SYNTH_DIR" VENV "$(VENV)"
