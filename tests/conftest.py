@@ -1,6 +1,7 @@
 """Shared fixtures: the real upstream snapshots in ../shared, and helpers to run the CLI."""
 
 import fcntl
+import functools
 import hashlib
 import http.server
 import io
@@ -272,21 +273,35 @@ def writable_copy(snapshot: Path, target: Path) -> Path:
     return target
 
 
-class _Trickle(http.server.BaseHTTPRequestHandler):
-    mode = "trickle"
-    released = threading.Event()  # set when the test ends: the server stops sending
+# The newest shared snapshot's upstream commit, under which the fault server serves it.
+SERVED_COMMIT = "7885788e837b80ad172e02e6e8c47e8d0b85520e"
 
-    def do_GET(self) -> None:  # noqa: N802
-        if self.mode == "huge-length":
+
+class FaultyHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves a folder, but for the paths given a fault: a redirect, a stall (no answer until the test
+    ends), a trickle (a byte every 0.2 s, 12 s at most), an endless body (256 MiB at most, past every
+    client cap the tests set) or a declared length of 10**12 with no body."""
+
+    redirects: dict[str, str] = {}
+    stalled: set[str] = set()
+    trickling: set[str] = set()
+    endless: set[str] = set()
+    huge_length: set[str] = set()
+    released = threading.Event()  # set when the test ends: a stalled answer is never sent before that
+
+    def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        if self.path in self.stalled:
+            self.released.wait()
+            return
+        if self.path in self.huge_length:
             self.send_response(200)
             self.send_header("Content-Length", str(10**12))
             self.end_headers()
             self.released.wait()  # the body never comes
             return
-        self.send_response(200)
-        self.end_headers()
-        if self.mode == "trickle":
-            # One byte every 0.2 s, until the test ends (or 12 s at most).
+        if self.path in self.trickling:
+            self.send_response(200)
+            self.end_headers()
             for _ in range(60):
                 try:
                     self.wfile.write(b" ")
@@ -295,25 +310,44 @@ class _Trickle(http.server.BaseHTTPRequestHandler):
                     return
                 if self.released.wait(0.2):
                     return
-        else:  # endless: 256 MiB at most, past the client's cap
+            return
+        if self.path in self.endless:
+            self.send_response(200)
+            self.end_headers()
             for _ in range(4096):
                 try:
                     self.wfile.write(b"[" * 65536)
                 except OSError:
                     return
+            return
+        if self.path in self.redirects:
+            self.send_response(302)
+            self.send_header("Location", self.redirects[self.path])
+            self.end_headers()
+            return
+        super().do_GET()
 
     def log_message(self, *args: object) -> None:
         pass
 
 
 @pytest.fixture
-def trickle_server() -> Iterator[str]:
-    _Trickle.released = threading.Event()
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The one test server, on 127.0.0.1: serves tmp_path/www, where the shared newest snapshot is linked
+    in at <SERVED_COMMIT>/public/data, with the faults a test gives FaultyHandler's paths."""
+    www = tmp_path / "www"
+    (www / SERVED_COMMIT / "public").mkdir(parents=True)
+    os.symlink(NEWEST, www / SERVED_COMMIT / "public" / "data")
+    FaultyHandler.redirects = {}
+    FaultyHandler.stalled, FaultyHandler.trickling, FaultyHandler.endless, FaultyHandler.huge_length = (
+        set(), set(), set(), set())
+    FaultyHandler.released = threading.Event()
+    handler = functools.partial(FaultyHandler, directory=str(www))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/data"
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", www
     finally:
-        _Trickle.released.set()
+        FaultyHandler.released.set()
         httpd.shutdown()
         httpd.server_close()

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BUILD_OUTPUTS, CLI, _Trickle, busy_loops, copy_build, tree_digest
+from conftest import BUILD_OUTPUTS, CLI, SERVED_COMMIT, FaultyHandler, busy_loops, copy_build, tree_digest
 
 from pipeline.paths import Paths
 
@@ -74,13 +74,14 @@ def test_ctrl_c_right_after_the_start_never_shows_a_traceback(load: str, newest_
 
 
 @pytest.mark.parametrize("load", ["idle", "loaded"])
-def test_ctrl_c_is_one_line_exit_1_and_the_publish_intact(trickle_server: str, tmp_path: Path, load: str,
-                                                          plain_build: Paths) -> None:
+def test_ctrl_c_is_one_line_exit_1_and_the_publish_intact(server, tmp_path: Path, load: str, plain_build: Paths) -> None:
     out = copy_build(plain_build, tmp_path / "out")
+    base, _ = server
+    url = f"{base}/{SERVED_COMMIT}/public/data"
     published = tree_digest(out, *BUILD_OUTPUTS)
-    _Trickle.mode = "trickle"
+    FaultyHandler.trickling.add(f"/{SERVED_COMMIT}/public/data/index.json")
     with busy_loops(load):
-        process = subprocess.Popen([CLI, "refresh", "--source", trickle_server, "--out", str(out)],
+        process = subprocess.Popen([CLI, "refresh", "--source", url, "--out", str(out)],
                                    stderr=subprocess.PIPE, text=True)
         # Ready when the fetch says it is reading the (trickling) source: the refresh is under way.
         first = process.stderr.readline()
