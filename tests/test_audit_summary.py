@@ -28,7 +28,6 @@ def test_the_audit_summary_says_what_each_number_is_and_covers_every_snapshot_af
     assert rows.returncode == 0 and rows.stdout.startswith('"snapshot_id"') and len(rows.stdout.splitlines()) == 24
 
 
-
 def test_the_audit_summarys_command_runs_as_printed(newest_build: Paths) -> None:
     without_venv = {**os.environ, "PATH": "/usr/bin:/bin"}
     summary = subprocess.run(

@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from conftest import CLI, NEWEST, PROJECT, UPSTREAM, cli, make
+from conftest import CLI, NEWEST, PROJECT, UPSTREAM, cli, cli_process, make
 
 from pipeline.paths import Paths
 
@@ -24,7 +24,6 @@ def test_dates_are_checked_before_any_work_and_named_as_given(tmp_path: Path, da
     assert through_make.returncode == 2 and "is not a calendar date" in through_make.stderr
 
 
-
 def test_every_dead_end_names_what_a_newcomer_runs(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     for command in (["export"], ["build"], ["ingest"], ["diff", "a", "b"], ["snapshots"], ["report"]):
@@ -40,7 +39,6 @@ def test_every_dead_end_names_what_a_newcomer_runs(tmp_path: Path) -> None:
     assert not (empty / "raw").exists()
     offline = cli("refresh", "--source", "http://127.0.0.1:9/data", "--out", empty, "--timeout", "2")
     assert offline.returncode == 1 and "make SOURCE=<folder>" in offline.stderr
-
 
 
 def test_help_version_did_you_mean_and_snapshots(history_build: Paths) -> None:
@@ -68,7 +66,6 @@ def test_help_version_did_you_mean_and_snapshots(history_build: Paths) -> None:
     assert "(default)" in make_help and "SOURCE" in make_help and "ITL_DEADLINE_MS  500" in make_help
 
 
-
 def test_output_fits_100_columns_and_each_command_ends_with_a_summary(tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = cli("refresh", "--source", NEWEST, "--out", out)
@@ -83,22 +80,20 @@ def test_output_fits_100_columns_and_each_command_ends_with_a_summary(tmp_path: 
     assert "about 3 minutes" in make("-n", "test").stdout
 
 
-
 def test_hints_print_the_command_as_it_runs_here_and_honour_out(tmp_path: Path) -> None:
     empty = tmp_path / "empty dir"
     without_venv = {**os.environ, "PATH": "/usr/bin:/bin"}
-    result = cli("snapshots", "--out", empty, cwd=PROJECT, env=without_venv)
+    result = cli_process("snapshots", "--out", empty, cwd=PROJECT, env=without_venv)
     assert result.returncode == 1
     quoted = shlex.quote(str(empty))
     assert (f"run 'make OUT={quoted}' (or '.venv/bin/energy-index refresh --source FOLDER_OR_URL --out {quoted}')"
             in result.stderr), result.stderr
     with_venv = {**os.environ, "PATH": f"{Path(CLI).parent}:/usr/bin:/bin"}
-    on_path = cli("snapshots", "--out", empty, cwd=PROJECT, env=with_venv)
+    on_path = cli_process("snapshots", "--out", empty, cwd=PROJECT, env=with_venv)
     assert f"(or 'energy-index refresh --source FOLDER_OR_URL --out {quoted}')" in on_path.stderr
-    default = cli("snapshots", cwd=tmp_path, env=without_venv)
+    default = cli_process("snapshots", cwd=tmp_path, env=without_venv)
     assert f"run 'make' (or '{CLI} refresh --source FOLDER_OR_URL')" in default.stderr
     assert not empty.exists() and not (tmp_path / "build").exists()
-
 
 
 def test_did_you_mean_for_snapshot_ids_and_source_folders(newest_build: Paths, tmp_path: Path) -> None:
@@ -109,7 +104,6 @@ def test_did_you_mean_for_snapshot_ids_and_source_folders(newest_build: Paths, t
     assert source.returncode == 2
     assert f"no such folder; did you mean '{NEWEST}'?" in source.stderr
     assert not (tmp_path / "out").exists()
-
 
 
 def test_a_mistyped_out_leaves_no_folder_behind(tmp_path: Path) -> None:

@@ -30,14 +30,12 @@ def test_diff_leads_with_a_summary_rounds_like_the_index_and_says_it_swapped(his
     assert narrow.returncode == 0
 
 
-
 def test_diff_fits_a_terminal_width(history_build: Paths) -> None:
     from pipeline.diff import format_text, snapshot_diff
 
     text = format_text(snapshot_diff(history_build, "2025-11-30-9fa07d1", "2026-02-16-7885788"), 20, width=120)
     assert max(len(line) for line in text.splitlines()) <= 120
     assert "0.1634 → 0.0939" in text, "figures are never cut"
-
 
 
 def test_diff_at_80_columns_never_cuts_two_identifiers_to_one_text(history_build: Paths) -> None:

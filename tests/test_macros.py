@@ -14,7 +14,6 @@ from pipeline.paths import Paths
 ENGINES = re.search(r"^ENGINE_VERSIONS := (.+)$", (PROJECT / "Makefile").read_text(), re.MULTILINE).group(1).split()
 
 
-
 MACRO_CHECK = r"""
 import json, sys
 import duckdb
@@ -29,9 +28,7 @@ print(json.dumps({"version": duckdb.__version__, "outcome": outcome}))
 """
 
 
-
 NEWEST_ID = NEWEST.name
-
 
 
 MACRO_CALLS = {
@@ -50,7 +47,6 @@ MACRO_CALLS = {
 }
 
 
-
 EXPECTED = {
     "index_diff, unknown older": {"error": f"Invalid Input Error: unknown snapshot '2026-02-16'; the nearest: {NEWEST_ID}"},
     "index_diff, both unknown": {"error": f"Invalid Input Error: unknown snapshot 'a'; the nearest: {NEWEST_ID}"},
@@ -66,7 +62,6 @@ EXPECTED = {
     "best_configurations_in, every snapshot": {"rows": 113},
     "index_diff, one snapshot against itself": {"rows": 0},
 }
-
 
 
 @pytest.mark.parametrize("version", [*ENGINES, "project"])

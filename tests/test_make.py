@@ -10,7 +10,6 @@ from conftest import NEWEST, PROJECT, SNAPSHOTS, cli, make_refresh, published_sn
 FEBRUARY_13 = next(path for path in SNAPSHOTS if path.name == "2026-02-13-82e15a4")
 
 
-
 def test_concurrent_makes_never_leave_a_stale_publish_behind_a_success(tmp_path: Path) -> None:
     out = tmp_path / "out"
     runs = [
@@ -28,7 +27,6 @@ def test_concurrent_makes_never_leave_a_stale_publish_behind_a_success(tmp_path:
     assert not {".parameters", ".refreshed", ".refreshed.started"} & {p.name for p in out.iterdir()}
 
 
-
 @pytest.mark.parametrize("name", ["it's here $HOME b;c", "q'; touch pwned; echo '$(touch pwned)`touch pwned`"])
 def test_make_passes_any_path_as_a_value_and_runs_none_of_it(tmp_path: Path, name: str) -> None:
     source = writable_copy(NEWEST, tmp_path / name)
@@ -37,7 +35,6 @@ def test_make_passes_any_path_as_a_value_and_runs_none_of_it(tmp_path: Path, nam
     assert result.returncode == 0, result.stderr
     assert (out / "index" / "gpqa" / "index.json").is_file()
     assert not list(PROJECT.glob("pwned")) and not list(tmp_path.glob("pwned"))
-
 
 
 def test_exit_statuses_as_the_readme_states(tmp_path: Path) -> None:

@@ -154,7 +154,6 @@ def test_the_release_carries_the_boundaries_with_each_factors_source(release: Pa
 DOCS = PROJECT / "docs" / "release.md"
 
 
-
 def release_of(build: Paths, out: Path) -> Path:
     """A release of `build`'s database, written in an OUT of its own (hard links to the build's files),
     so that the shared build is only read and its lock never taken."""
@@ -167,12 +166,10 @@ def release_of(build: Paths, out: Path) -> Path:
     return out / "release" / NEWEST.name
 
 
-
 @pytest.fixture(scope="module")
 def releases(newest_build: Paths, history_build: Paths, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("releases")
     return release_of(newest_build, root / "one"), release_of(history_build, root / "eleven")
-
 
 
 def test_a_release_has_the_same_bytes_whatever_else_the_database_holds(releases: tuple[Path, Path]) -> None:
@@ -189,7 +186,6 @@ def test_a_release_has_the_same_bytes_whatever_else_the_database_holds(releases:
     assert sums(one) == sums(eleven) and len(sums(one)) == len(files) - 2
 
 
-
 def test_the_ecologits_refit_gives_the_same_floats_run_after_run(history_build: Paths) -> None:
     with duckdb.connect(str(history_build.database), read_only=True) as connection:
         connection.execute("set threads = 4")
@@ -197,7 +193,6 @@ def test_the_ecologits_refit_gives_the_same_floats_run_after_run(history_build: 
             tuple(connection.execute("select * from ecologits_refit order by all").fetchall()) for _ in range(20)
         }
     assert len(results) == 1 and len(next(iter(results))) > 50
-
 
 
 def test_release_files_are_named_after_the_views_they_hold(releases: tuple[Path, Path], newest_build: Paths) -> None:
@@ -213,7 +208,6 @@ def test_release_files_are_named_after_the_views_they_hold(releases: tuple[Path,
         kind = "view" if stem in views else "reference table" if stem in tables else None
         assert kind and resource["description"].startswith(f"The {kind} {stem} "), stem
     assert "configurations" in stems and "diffusion_configurations_current" in stems
-
 
 
 def test_the_documented_typed_reads_give_every_release_csv_column_its_declared_type(releases: tuple[Path, Path]) -> None:
@@ -247,7 +241,6 @@ def test_the_documented_typed_reads_give_every_release_csv_column_its_declared_t
             if str(by_pandas.dtypes[name]) not in pandas_types[declared]:
                 wrong.append(f"pandas {resource['path']}:{name} {declared} -> {by_pandas.dtypes[name]}")
     assert wrong == []
-
 
 
 def test_the_release_citation_names_every_author_of_the_paper(releases: tuple[Path, Path]) -> None:

@@ -19,12 +19,10 @@ from pipeline.paths import Paths
 NEWEST_ID = NEWEST.name
 
 
-
 def test_the_sql_command_shows_the_identifier_error_as_one_line(newest_build: Paths) -> None:
     result = cli("sql", "--out", newest_build.out, f"select * from index_diff('2026-02-16', '{NEWEST_ID}')")
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr == f"energy-index: error: unknown snapshot '2026-02-16'; the nearest: {NEWEST_ID}\n"
-
 
 
 def test_sql_piped_into_head(newest_build: Paths) -> None:
@@ -32,7 +30,6 @@ def test_sql_piped_into_head(newest_build: Paths) -> None:
             "'select * from range(1000000)' | head -1"
     result = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=120)
     assert (result.returncode, result.stdout, result.stderr) == (0, '"range"\n', "")
-
 
 
 @pytest.mark.parametrize("query", ["select 1 as one;", "select 1 as one ; -- the end", "select 1 as one /* ; */;"])
@@ -46,7 +43,6 @@ def test_a_query_ending_in_a_semicolon_reads_the_same_into_a_pipe_or_a_file(
     assert target.read_text() == "one\n1\n"
 
 
-
 def test_a_query_past_its_time_limit_is_interrupted_with_one_line(newest_build: Paths) -> None:
     started = time.monotonic()
     result = cli("sql", "--out", newest_build.out, "--timeout", "1", "select count(*) from range(1000000000000)")
@@ -56,13 +52,11 @@ def test_a_query_past_its_time_limit_is_interrupted_with_one_line(newest_build: 
     assert time.monotonic() - started < 60
 
 
-
 def test_a_query_past_its_memory_limit_is_stopped_with_one_line(newest_build: Paths) -> None:
     result = cli("sql", "--out", newest_build.out, "--memory-limit", "100MB", "select list(range) from range(300000000)")
     assert result.returncode == 1
     assert result.stderr == ("energy-index: error: the query needs more memory than its limit of 100MB; "
                              "--memory-limit SIZE (e.g. 8GB) allows more\n")
-
 
 
 def test_the_default_bounds_and_the_spill_folder_outside_out(newest_build: Paths) -> None:
@@ -75,7 +69,6 @@ def test_the_default_bounds_and_the_spill_folder_outside_out(newest_build: Paths
     assert spill.strip('"') and not spill.strip('"').startswith(out), spill
     assert memory == spill_cap and memory.strip('"').startswith("3.7 GiB"), memory  # 4GB
     assert tree_digest(newest_build.out, "current") == before
-
 
 
 def test_output_inside_out_is_refused_and_elsewhere_written_whole(newest_build: Paths, tmp_path: Path) -> None:
@@ -93,7 +86,6 @@ def test_output_inside_out_is_refused_and_elsewhere_written_whole(newest_build: 
     assert target.read_text() == "one\n1\n" and [p.name for p in tmp_path.iterdir()] == ["result.csv"]
 
 
-
 def test_duckdbs_hints_are_kept_on_the_one_line(newest_build: Paths) -> None:
     table = cli("sql", "--out", newest_build.out, "select * from best_configuration")
     assert table.returncode == 1
@@ -102,7 +94,6 @@ def test_duckdbs_hints_are_kept_on_the_one_line(newest_build: Paths) -> None:
     column = cli("sql", "--out", newest_build.out, "select modl_id from best_configurations")
     assert column.returncode == 1 and len(column.stderr.splitlines()) == 1
     assert 'not found in FROM clause! Candidate bindings: "model_id"' in column.stderr
-
 
 
 def on_a_terminal(columns: int, *args: str | Path) -> tuple[int, str]:
@@ -126,7 +117,6 @@ def on_a_terminal(columns: int, *args: str | Path) -> tuple[int, str]:
     return process.wait(timeout=60), output.decode().replace("\r\n", "\n")
 
 
-
 def test_a_wide_result_fits_the_terminal_with_rounded_numbers_and_a_pipe_gets_full_precision(
     newest_build: Paths,
 ) -> None:
@@ -142,7 +132,6 @@ def test_a_wide_result_fits_the_terminal_with_rounded_numbers_and_a_pipe_gets_fu
     code, text = on_a_terminal(80, "sql", "--out", newest_build.out,
                                "select wh_per_unit from best_configurations order by row_id limit 1")
     assert code == 0 and f"{float(full):.4g}" in text and full not in text
-
 
 
 def test_sql_without_a_query_says_what_to_give(newest_build: Paths) -> None:
