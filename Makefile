@@ -92,9 +92,11 @@ history: $(INSTALLED) ## ingest every snapshot under HISTORY into one database (
 	.engines/duckdb-$*/bin/python -m pip install --quiet --disable-pip-version-check 'duckdb==$*' pytz
 	touch $@
 
+# --dist worksteal: a worker that runs out of tests takes over some of the other's, so that the run does
+# not end on one core.
 test: $(TEST_INSTALLED) $(ENGINES) ## the test suite on both cores (slow tests excluded; about 3 minutes)
 	@echo "make test: about 3 minutes on 2 idle cores; each dot is a passed test"
-	$(VENV)/bin/python -m pytest -q -n 2
+	$(VENV)/bin/python -m pytest -q -n 2 --dist worksteal
 
 $(SPARK):
 	test -x .engines/pyspark-$(SPARK_VERSION)/bin/python || $(PYTHON) -m venv .engines/pyspark-$(SPARK_VERSION)
@@ -106,7 +108,7 @@ java: ## a Java runtime for Spark (Debian's openjdk-17-jre-headless) unless ther
 		|| echo "make java: no Java runtime and none could be installed; the Spark test will be skipped" >&2
 
 test-all: $(TEST_INSTALLED) $(ENGINES) $(SPARK) java ## the test suite with the slow tests (Spark among them) and every property's full examples (60 hostile inputs)
-	EXAMPLES=full $(VENV)/bin/python -m pytest -q -n 2 -m ''
+	EXAMPLES=full $(VENV)/bin/python -m pytest -q -n 2 --dist worksteal -m ''
 
 bench: $(INSTALLED) ## time the pipeline against its floors at BENCH_SCALES (1,100,1000), each target met or not; the 1x refresh against BENCH_BEFORE (an energy-index of the code to compare with)
 	$(VENV)/bin/python bench/run.py --scales "$$EI_BENCH_SCALES" --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench" $${EI_BENCH_BEFORE:+--before "$$EI_BENCH_BEFORE"}

@@ -167,6 +167,15 @@ def copy_build(build: Paths, out: Path) -> Path:
     return out
 
 
+@pytest.fixture(scope="session", autouse=True)
+def history_started_beside_the_first_build(request: pytest.FixtureRequest, worker_id: str) -> None:
+    """The second xdist worker starts with the eleven-snapshot history when the selected tests read it,
+    while the first makes the newest snapshot's build its first tests need: neither waits for the other
+    to make both."""
+    if worker_id == "gw1" and any("history_build" in item.fixturenames for item in request.session.items):
+        request.getfixturevalue("history_build")
+
+
 @pytest.fixture(scope="session")
 def history_build(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Paths:
     """All eleven shared snapshots in one database, the index on the newest, with the seed's dates."""
