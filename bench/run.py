@@ -254,9 +254,9 @@ def _report_floors(measured: dict[str, Any]) -> None:
 def _report(scale: int, runs: int, measured: dict[str, Any]) -> None:
     floor = measured["floor"]["seconds"]
     print(f"scale {scale}x (medians of {runs})")
-    print(f"  {'measurement':<18}{'seconds':>9}{'x floor':>9}{'peak RSS MB':>13}")
+    print(f"  {'measurement':<22}{'seconds':>9}{'x floor':>9}{'peak RSS MB':>13}")
     for name, figures in measured.items():
-        print(f"  {name:<18}{figures['seconds']:>9.2f}{figures['seconds'] / floor:>9.2f}{figures['peak_rss_mb']:>13.0f}")
+        print(f"  {name:<22}{figures['seconds']:>9.2f}{figures['seconds'] / floor:>9.2f}{figures['peak_rss_mb']:>13.0f}")
     refresh = measured["full_refresh"]
     shares = ", ".join(f"{step} {refresh[step]:.2f} s" for step in STEPS if step in refresh)
     print(f"  refresh steps: {shares}")
