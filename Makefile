@@ -129,7 +129,7 @@ release: $(INSTALLED) ## write OUT/release/<snapshot-id>/: data, Frictionless an
 	@"$(CLI)" release --out "$$EI_OUT"
 
 docs: $(TEST_INSTALLED) ## regenerate the docs' generated sections with cog (from the code, and the build in OUT)
-	$(VENV)/bin/cog -r -D out="$$EI_OUT" docs/cli.md docs/querying.md docs/index-files.md docs/data-dictionary.md
+	$(VENV)/bin/cog -r -D out="$$EI_OUT" docs/cli.md docs/querying.md docs/index-files.md docs/data-dictionary.md docs/fits.md
 
 clean: ## remove OUT (not the virtual environment)
 	rm -rf -- "$$EI_OUT"

@@ -1,6 +1,8 @@
 """Build: load the Parquet tables into a DuckDB database with the views in sql/, published by rename."""
 
 import functools
+import importlib
+import importlib.util
 import os
 import re
 import shutil
@@ -21,7 +23,8 @@ from pipeline.files import atomic_path, read_toml, write_bytes_atomic
 from pipeline.fingerprint import data_sha256, files_sha256
 from pipeline.progress import progress
 from pipeline.paths import (
-    AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest, hive_key,
+    AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, INDEX_V2, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest,
+    hive_key,
 )
 from pipeline.source_card import load_source_card
 from schemas import REFERENCE_TABLES, TABLE_NAMES, arrow_schema, ddl, described, dictionary
@@ -190,12 +193,14 @@ class LatencyTiers(msgspec.Struct, forbid_unknown_fields=True):
     diffusion: dict[str, dict[str, Annotated[list[Positive], msgspec.Meta(min_length=1)]]] = {}
 
 
-class BoundaryFactor(msgspec.Struct, forbid_unknown_fields=True):
+class BoundaryFactor(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """A [[factor]] of boundary_factors.toml, its fields in the boundary_factors table's column order."""
+    id: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
     boundary: Literal["server", "facility"]
-    factor_low: Factor
-    factor_central: Factor
-    factor_high: Factor
+    factor_low: Factor | None = None
+    factor_central: Factor | None = None
+    factor_high: Factor | None = None
+    host_watts_per_gpu: Annotated[float, msgspec.Meta(gt=0)] | None = None
     central: bool
     covers: Text
     derivation: Text
@@ -207,6 +212,43 @@ class BoundaryFactor(msgspec.Struct, forbid_unknown_fields=True):
 
 class BoundaryFactors(msgspec.Struct, forbid_unknown_fields=True):
     factor: Annotated[list[BoundaryFactor], msgspec.Meta(min_length=1)]
+
+
+class ValidityCode(msgspec.Struct, forbid_unknown_fields=True):
+    """A [[validity]] of index_v2.toml, its fields in the validity_codes table's column order."""
+    code: Annotated[str, msgspec.Meta(pattern=r"^[a-z]+(_[a-z]+)*$")]
+    applies_to: Literal["all", "token"]
+    threshold: float
+    test: Text
+    why: Text
+
+
+class EnergyClass(msgspec.Struct, forbid_unknown_fields=True):
+    letter: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]$")]
+    below: Annotated[float, msgspec.Meta(gt=0)] | None = None
+
+
+class IndexV2(msgspec.Struct, forbid_unknown_fields=True):
+    validity: Annotated[list[ValidityCode], msgspec.Meta(min_length=1)]
+    energy_class: Annotated[list[EnergyClass], msgspec.Meta(min_length=1)]
+
+
+def load_index_v2(path: Path = INDEX_V2) -> tuple[list[tuple], list[tuple]]:
+    """The validity_codes rows (with their position) and the energy_classes rows (letter, lower bound,
+    upper bound) of an index_v2.toml: codes distinct; letters in order with rising bounds, only the last
+    unbounded."""
+    declared = read_toml(path, IndexV2)
+    codes = [code.code for code in declared.validity]
+    problems = [f"code {code}: declared more than once" for code in sorted({c for c in codes if codes.count(c) > 1})]
+    bounds = [entry.below for entry in declared.energy_class]
+    if None in bounds[:-1] or bounds[-1] is not None or bounds[:-1] != sorted(set(bounds[:-1])):
+        problems.append("energy_class: upper bounds must rise, and only the last class has none")
+    if problems:
+        raise PipelineError(f"{path}: index version 2 declarations are not valid", problems)
+    validity = [(position, *msgspec.structs.astuple(code)) for position, code in enumerate(declared.validity, 1)]
+    classes = [(entry.letter, 0.0 if number == 0 else bounds[number - 1], entry.below)
+               for number, entry in enumerate(declared.energy_class)]
+    return validity, classes
 
 
 class EcologitsCoefficients(msgspec.Struct, forbid_unknown_fields=True):
@@ -250,11 +292,25 @@ def load_latency_tiers(path: Path, metrics: dict[str, list[str]]) -> list[tuple[
 
 def load_boundary_factors(path: Path = BOUNDARY_FACTORS) -> list[dict[str, object]]:
     """The [[factor]] rows of a boundary_factors.toml, checked strictly: every key present and no other,
-    each of its type, factors of at least 1 with low <= central <= high, and one central row per boundary."""
+    each of its type, distinct ids, either the three factors (of at least 1, low <= central <= high) or
+    host_watts_per_gpu (the factor then derived per GPU by the view boundary_factors_by_gpu), and one
+    central row per boundary."""
     rows = [msgspec.structs.asdict(factor) for factor in read_toml(path, BoundaryFactors).factor]
-    problems = [f"$.factor[{number}]: factors must satisfy 1 <= factor_low <= factor_central <= factor_high"
-                for number, row in enumerate(rows)
-                if not row["factor_low"] <= row["factor_central"] <= row["factor_high"]]
+    problems = []
+    for number, row in enumerate(rows):
+        factors = [row["factor_low"], row["factor_central"], row["factor_high"]]
+        if row["host_watts_per_gpu"] is not None:
+            if factors != [None, None, None]:
+                problems.append(f"$.factor[{number}]: host_watts_per_gpu derives the factors per GPU; "
+                                "give no factor_low, factor_central or factor_high beside it")
+        elif None in factors:
+            problems.append(f"$.factor[{number}]: needs factor_low, factor_central and factor_high "
+                            "(or host_watts_per_gpu)")
+        elif not factors[0] <= factors[1] <= factors[2]:
+            problems.append(f"$.factor[{number}]: factors must satisfy "
+                            "1 <= factor_low <= factor_central <= factor_high")
+    ids = [row["id"] for row in rows]
+    problems += [f"id {name}: used by more than one factor" for name in sorted({i for i in ids if ids.count(i) > 1})]
     for boundary in ("server", "facility"):
         central = sum(row["boundary"] == boundary and row["central"] for row in rows)
         if central != 1:
@@ -286,6 +342,7 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, parameters: tup
         "audit_rules": load_audit_rules(),
         "latency_ceilings": sorted(ceilings.items()),
     }
+    rows["validity_codes"], rows["energy_classes"] = load_index_v2()
     tables = {table: _arrow_rows(table, rows[table]) for table in REFERENCE_TABLES}
     failures, _ = table_failures(tables)
     raise_failures(failures)
@@ -310,6 +367,9 @@ def create_views(connection: duckdb.DuckDBPyConnection, store: Callable[[str], N
         if name in STORED:
             if store is not None:
                 store(name)
+            elif name in FITTED:
+                fitted = _fitted(name, connection.sql(f"select * from {STORED[name][0]}(null)").to_arrow_table())
+                connection.execute(f"create or replace table {name} as select * from fitted")
             elif STORED[name][1] == "snapshot":
                 connection.execute(f"create or replace view {name} as select * from {STORED[name][0]}(null)")
             continue
@@ -388,7 +448,11 @@ STORED = {
     "best_configuration_history": ("best_configurations_in", "snapshot"),
     "configuration_changes": ("configuration_diff", "pair"),
     "index_changes": ("index_diff", "pair"),
+    "efficiency_curve_fits": ("efficiency_curve_points_in", "snapshot"),
 }
+# Stored tables whose rows Python computes from their macro's rows: fitting is not SQL's job. The module
+# is part of what a stored unit is computed from, and is imported (with scipy) only when a unit is stale.
+FITTED = {"efficiency_curve_fits": "pipeline.fits"}
 # What a stored unit's rows depend on besides the build parameters and the SQL.
 STORED_INPUT_TABLES = ("token_configurations", "diffusion_configurations")
 
@@ -405,6 +469,11 @@ def _stored_inputs(target: Path, notices: list[str]) -> bytes | None:
         return None
 
 
+def _fitted(table: str, rows: pyarrow.Table) -> pyarrow.Table:
+    """A fitted stored table's rows from its macro's rows (FITTED)."""
+    return importlib.import_module(FITTED[table]).fit_curves(rows)
+
+
 def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, notices: list[str]) -> None:
     """Compute the stored rows of every unit (snapshot or consecutive pair) whose file is missing,
     stale or unreadable, drop those no longer wanted, and load them all as the table."""
@@ -413,7 +482,8 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
     call = f"{macro}({', '.join('?' * arity)})"
     parameters = connection.execute(
         "select itl_deadline_ms, change_relative_tolerance from build_parameters").fetchone()
-    context = files_sha256([*view_files().values(), SOURCE_CARD], SQL_DIR.parent, repr(parameters))
+    code = [Path(importlib.util.find_spec(FITTED[table]).origin)] if table in FITTED else []
+    context = files_sha256([*view_files().values(), SOURCE_CARD, *code], SQL_DIR.parent, repr(parameters))
     history = connection.execute(
         "select previous_snapshot_id, snapshot_id from snapshot_history order by position").fetchall()
     units = [pair[-arity:] for pair in history if None not in pair[-arity:]]
@@ -428,6 +498,8 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
     with progress(len(stale), f"build: {table}", unit="snapshot") as bar:
         for unit, inputs in stale.items():
             rows = connection.sql(f"select * from {call} order by all", params=list(unit)).to_arrow_table()
+            if table in FITTED:
+                rows = _fitted(table, rows)
             with atomic_path(paths.parquet_path(table, unit[-1])) as tmp:
                 pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
             bar.update(1)
@@ -438,6 +510,10 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
         if folder.name not in wanted:
             shutil.rmtree(folder)
     files = [str(path) for path in paths.parquet_files(table).values()]
+    if not files and table in FITTED:
+        empty = _fitted(table, connection.sql(f"select * from {call} limit 0", params=[""] * arity).to_arrow_table())
+        connection.execute(f"create or replace table {table} as select * from empty")
+        return
     source = "read_parquet(?, hive_partitioning = false)" if files else f"{call} limit 0"
     connection.execute(f"create or replace table {table} as select * from {source}", [files] if files else [""] * arity)
 
@@ -456,6 +532,8 @@ def declared_keys() -> dict[str, Key]:
 
 def _column_source(table: str, column: str) -> str:
     """Where a column comes from: an upstream JSON key, the pipeline, or the view that computes it."""
+    if table in FITTED:
+        return f"{FITTED[table].replace('.', '/')}.py over {sql_path(STORED[table][0])}"
     if table in STORED:
         return sql_path(STORED[table][0])
     if table in view_files():

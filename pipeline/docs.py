@@ -81,9 +81,32 @@ def render_index_fields() -> str:
     lines = ["", "| row | keys in order (decimals; 0: an integer; none: as published or computed) |",
              "| --- | --- |"]
     for name in dictionary.entries().exports:
-        keys = [f"`{f['key']}`" + (f" ({f['decimals']})" if f["decimals"] is not None else "")
+        keys = [f"`{f['key']}`" + (" (as the Wh figure)" if f["decimals"] == dictionary.ENERGY_DECIMALS else
+                                   f" ({f['decimals']})" if f["decimals"] is not None else "")
                 for f in dictionary.export_fields(name)]
         lines.append(f"| {name.replace('_', ' ')} | {', '.join(keys)} |")
+    return "\n".join([*lines, ""]) + "\n"
+
+
+def render_index_v2() -> str:
+    """Version 2's additions field by field (key, meaning, unit, decimals), then its validity codes with
+    their tests, thresholds and reasons, and the energy class scale (pipeline/index_v2.toml)."""
+    from pipeline.build import load_index_v2
+
+    lines = ["", "| key | what it holds | unit | decimals |", "| --- | --- | --- | --- |"]
+    for field in dictionary.export_fields("index_v2"):
+        facts = dictionary.column("index_rows_v2", field["column"])
+        decimals = ("as the row's Wh figure" if field["decimals"] == dictionary.ENERGY_DECIMALS
+                    else "none" if field["decimals"] is None else str(field["decimals"]))
+        lines.append(f"| `{field['key']}` | {_cell(facts.description)} | {_cell(facts.unit)} | {decimals} |")
+    validity, classes = load_index_v2()
+    lines += ["", "Validity codes, in the order a row lists them:", "",
+              "| code | rows | threshold | test | why it matters |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| `{code}` | {applies_to} | {threshold:g} | {_cell(test)} | {_cell(why)} |"
+              for _, code, applies_to, threshold, test, why in validity]
+    lines += ["", "Energy classes (token tasks; Wh per million output tokens at the gpu_only boundary):", "",
+              "| class | from (inclusive) | below |", "| --- | --- | --- |"]
+    lines += [f"| {letter} | {low:,g} | {'' if high is None else f'{high:,g}'} |" for letter, low, high in classes]
     return "\n".join([*lines, ""]) + "\n"
 
 
@@ -98,6 +121,47 @@ def render_cli() -> str:
     for name, command in cli.commands.items():
         context = command.make_context(name, [], parent=group, resilient_parsing=True)
         lines += ["", f"## `{PROG} {name}`", "", "```", command.get_help(context), "```"]
+    return "\n".join([*lines, ""]) + "\n"
+
+
+def render_fit_errors(out: str | Path) -> str:
+    """How well each way of reading between measured points predicts a point left out, on the index
+    snapshot of the build in `out`: the logistic fits' leave-one-out errors (efficiency_curve_fits) beside
+    the interpolation's, for energy per output, over deployments with at least five points."""
+    import numpy as np
+
+    database = Paths(Path(out)).database
+    if not database.is_file():
+        raise PipelineError(f"{database}: no database to document; run 'make' first")
+    deployment = ("task, model_id, gpu, num_gpus, tensor_parallel, data_parallel, expert_parallel, ulysses_degree, "
+                  "ring_degree, precision, width, height, num_frames, fps, inference_steps")
+    with connect(str(database), read_only=True) as connection:
+        snapshot = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
+        fits = connection.execute(
+            f"select family, {deployment}, leave_one_out_median_error, in_sample_max_error, is_fit_for_use"
+            " from efficiency_curve_fits where snapshot_id = ? and quantity = 'energy' and L is not null", [snapshot]
+        ).fetchall()
+        points = connection.execute(
+            f"select {deployment}, list(log2(batch_limit) order by batch_limit), list(wh_per_unit order by batch_limit)"
+            f" from efficiency_curve_points_in(?) group by all", [snapshot]).fetchall()
+    # The interpolation's error at each interior point: linear in log batch between its two neighbours.
+    interpolated = {}
+    for *key, x, y in points:
+        x, y = np.array(x), np.array(y)
+        predicted = y[:-2] + (y[2:] - y[:-2]) * (x[1:-1] - x[:-2]) / (x[2:] - x[:-2])
+        interpolated[tuple(key)] = float(np.median(np.abs(predicted - y[1:-1]) / np.abs(y[1:-1]))) if len(y) > 2 else None
+    lines = [f"On snapshot {snapshot}, energy per output, deployments with at least five measured points; each "
+             "deployment's median relative error at its interior points, each predicted without it:", "",
+             "| family | deployments | fit for use | logistic fit: median (p90) | interpolation: median (p90) "
+             "| a fit's largest miss of a measured point |", "| --- | --- | --- | --- | --- | --- |"]
+    for family in ("token", "diffusion"):
+        rows = [row for row in fits if row[0] == family]
+        logistic = [row[-3] for row in rows]
+        interpolation = [interpolated[tuple(row[1:-3])] for row in rows]
+        lines.append(f"| {family} | {len(rows)} | {sum(row[-1] for row in rows)} | "
+                     f"{np.median(logistic):.1%} ({np.percentile(logistic, 90):.1%}) | "
+                     f"{np.median(interpolation):.1%} ({np.percentile(interpolation, 90):.1%}) | "
+                     f"{max(row[-2] for row in rows):.0%} |")
     return "\n".join([*lines, ""]) + "\n"
 
 

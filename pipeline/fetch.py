@@ -1,256 +1,31 @@
-"""Fetch: copy one upstream snapshot (a local public/data folder or an http(s) URL of one) into
-OUT/raw/<snapshot-id>/ with a manifest of what was fetched, from where, and when. The archive belongs
-to OUT: its files are copies, never links, and a published snapshot's files never change; content that
-differs from what was published under the same id is refused, naming the files."""
+"""Fetching a local snapshot folder (the upstream's public/data layout, with snapshot.json beside it when
+its commit is known) into the raw archive (pipeline/archive.py). Fetching by URL and from the upstream's
+commits is pipeline/upstream.py."""
 
-import contextlib
-import functools
 import hashlib
-import io
 import os
-import re
-import shutil
-import threading
 import time
-import urllib.parse
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
-import msgspec
-
-from pipeline import jsontext
-from pipeline.errors import NEXT_STEP, PipelineError, command_name
-from pipeline.files import read_typed, replace_directory, staged_directory, write_bytes_atomic, write_json_atomic
-from pipeline.fingerprint import data_sha256, file_sha256, git_blob_sha1
+from pipeline.archive import (
+    COMMIT_FACTS, RACY_WINDOW_NS, FetchResult, FileEntry, checked_time, held_already, read_stat_cache, snapshot_id_of,
+    stat_key, store, with_commit_time, write_stat_cache,
+)
+from pipeline.errors import PipelineError, command_name
+from pipeline.files import read_typed
 from pipeline.paths import Paths
-from pipeline.progress import each
-from pipeline.settings import COMMIT_PATTERN, DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_TIMEOUT_S
+from pipeline.settings import COMMIT_PATTERN, DEFAULT_MAX_FILE_BYTES
 
-MANIFEST = "manifest.json"
-# Written beside the shared snapshots (not by the upstream): the facts of the commit a folder holds.
-COMMIT_FACTS = "snapshot.json"
 _CommitFacts = TypedDict("_CommitFacts", {key: str | None for key in (
     "repository", "commit", "commit_time", "commit_subject", "tasks_last_commit_date")}, total=False)
-PINNED_COMMIT_PATTERN = re.compile(r"/([0-9a-f]{40})/")
-MAX_REDIRECTS = 5
-LOCAL_HINT = "offline? a local copy works too: make SOURCE=<folder>"
-# Per local source folder and file: size, mtime and ctime in ns, inode and sha256, as git's index keeps
-# them. When every file's entry matches, none is read; otherwise (cp -a, rsync -a, an edit in place, a
-# git checkout: each gives a new ctime or inode) all are copied and hashed. An entry touched within
-# RACY_WINDOW_NS of writing the cache could change again within the same timestamp tick: it is left out
-# (git's rule).
-STAT_CACHE = ".stat-cache.json"
-_StatCache = dict[str, dict[str, tuple[int, int, int, int, str]]]
-RACY_WINDOW_NS = 2_000_000_000
-# What a fetch by URL reads of index.json and the task files: the files they imply.
-_Index = msgspec.defstruct("_Index", [("tasks", list[str])])
-_TaskFile = msgspec.defstruct("_TaskFile", [("configurations", list[msgspec.defstruct("_Row", [("model_id", str)])])])
 
 
-class FileEntry(TypedDict):
-    path: str
-    sha256: str
-    size: int
-
-
-class Manifest(TypedDict):
-    snapshot_id: str
-    source: str
-    retrieved: str
-    upstream: dict[str, str]  # the commit facts, where known
-    files: list[FileEntry]
-
-
-@dataclass(frozen=True)
-class FetchResult:
-    snapshot_id: str
-    directory: Path
-    file_count: int
-    total_bytes: int
-    changed: bool
-    content_sha256: str  # content_digest: what the snapshot is, whatever its id
-    notices: tuple[str, ...] = ()
-
-
-def _result(target: Path, upstream: Mapping[str, str], files: list[FileEntry], changed: bool,
-            notices: tuple[str, ...] = ()) -> FetchResult:
-    return FetchResult(target.name, target, len(files), sum(entry["size"] for entry in files), changed,
-                       content_digest(upstream, files), notices)
-
-
-@functools.cache
-def _dictionary_pattern(table: str, column: str) -> re.Pattern[str]:
-    """A column's alphabet as the dictionary declares it (task names and snapshot ids become paths)."""
-    from schemas import dictionary
-
-    return re.compile(dictionary.table_columns(table)[column]["matches"])
-
-
-def __getattr__(name: str) -> Any:
-    if name == "TASK_NAME_PATTERN":  # read from the dictionary when asked for, not by every fetch
-        return _dictionary_pattern("tasks", "task")
-    raise AttributeError(name)
-
-
-def content_digest(upstream: Mapping[str, str], files: list[FileEntry]) -> str:
-    """sha256 of the upstream facts and files as json.dumps(sort_keys=True) writes them (non-ASCII as
-    \\u escapes): the form the ids of snapshots without a commit have always been made from."""
-    return data_sha256(jsontext.dumps({"upstream": upstream, "files": files}, indent=None, sort_keys=True))
-
-
-class HttpReader:
-    """The requests of one fetch over urllib3's pool (one connection reused for every file). Each has
-    a deadline (`timeout_s`) within the fetch's (`fetch_deadline_s`): urllib3's timeouts bound each
-    socket wait and, at the deadline, the response is shut down, so a server that trickles bytes holds
-    the fetch (and OUT's lock) past neither. Redirects only to http(s) on the same host; bodies are
-    streamed and capped at `max_file_bytes`."""
-
-    def __init__(self, timeout_s: float, max_file_bytes: int, fetch_deadline_s: float,
-                 offline_hint: str = LOCAL_HINT) -> None:
-        import urllib3
-
-        self.timeout_s, self.max_file_bytes, self.fetch_deadline_s = timeout_s, max_file_bytes, fetch_deadline_s
-        self.offline_hint = offline_hint  # where to go on when the network is not there
-        self.restart_deadline()
-        self.pool = urllib3.PoolManager(retries=False)  # a failure said at once; redirects checked here
-
-    def restart_deadline(self) -> None:
-        """Start a new fetch's deadline (one per snapshot when many are fetched in a row)."""
-        self.fetch_deadline = time.monotonic() + self.fetch_deadline_s
-
-    def _timed_out(self, url: str) -> PipelineError:
-        if time.monotonic() >= self.fetch_deadline - 0.05:
-            return PipelineError(f"{url}: the fetch did not finish within its {self.fetch_deadline_s:g} s deadline")
-        return PipelineError(f"{url}: timed out: not received within {self.timeout_s:g} s")
-
-    def get(self, url: str, headers: Mapping[str, str] | None = None,
-            target: Path | None = None) -> tuple[int, Mapping[str, str], bytes]:
-        """GET `url`: status, headers and body; with `target`, a 200 body is written to that file instead."""
-        import urllib3
-
-        deadline, asked = min(time.monotonic() + self.timeout_s, self.fetch_deadline), url
-        try:
-            for _ in range(MAX_REDIRECTS + 1):
-                if (left := deadline - time.monotonic()) <= 0:
-                    raise self._timed_out(asked)
-                response = self.pool.request("GET", url, headers={"User-Agent": "energy-index", **(headers or {})},
-                                             timeout=urllib3.Timeout(connect=left, read=left),
-                                             preload_content=False, redirect=False)
-                if response.status not in response.REDIRECT_STATUSES:
-                    break
-                response.close()
-                moved = urllib.parse.urljoin(url, response.headers.get("Location", ""))
-                new, old = urllib.parse.urlsplit(moved), urllib.parse.urlsplit(url)
-                if new.scheme not in ("http", "https") or new.hostname != old.hostname:
-                    raise PipelineError(f"{asked}: refused redirect to {moved} (only http(s) on the same host)")
-                url = moved
-            else:
-                raise PipelineError(f"{asked}: more than {MAX_REDIRECTS} redirects")
-            try:
-                body = self._read(asked, response, deadline, target if response.status == 200 else None)
-            except BaseException:
-                response.close()  # a body left half read: the connection serves no other request
-                raise
-            response.release_conn()
-            return response.status, response.headers, body
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise self._failure(asked, error, deadline) from None
-
-    def _failure(self, url: str, error: Exception, deadline: float) -> PipelineError:
-        from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, TimeoutError as ReadTimeout
-
-        if isinstance(error, NewConnectionError):  # refused, no route, unknown host (a ConnectTimeoutError too)
-            reason = str(error).rpartition(": ")[2]
-        elif isinstance(error, ConnectTimeoutError):
-            reason = f"no connection within {self.timeout_s:g} s"
-        elif isinstance(error, (ReadTimeout, TimeoutError)) or time.monotonic() >= deadline:
-            return self._timed_out(url)
-        else:
-            reason = getattr(error, "reason", None) or str(error)
-        return PipelineError(f"{url}: {reason} ({self.offline_hint})")
-
-    def _read(self, url: str, response: Any, deadline: float, target: Path | None) -> bytes:
-        declared = response.headers.get("Content-Length", "")
-        if declared.isdigit() and int(declared) > self.max_file_bytes:
-            raise PipelineError(f"{url}: larger than the size cap of {self.max_file_bytes} bytes (Content-Length "
-                                f"{declared}); raise --max-file-bytes if that is expected")
-        cut = threading.Event()
-
-        def cut_off() -> None:  # a read waiting on the socket returns at once
-            cut.set()
-            with contextlib.suppress(OSError, ValueError, RuntimeError):
-                response.shutdown()
-
-        timer = threading.Timer(max(0.0, deadline - time.monotonic()), cut_off)
-        timer.start()
-        size = 0
-        try:
-            if target is not None:
-                target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "wb") if target is not None else io.BytesIO() as handle:
-                while chunk := response.read1(1 << 16):  # one socket read at most
-                    if (size := size + handle.write(chunk)) > self.max_file_bytes:
-                        raise PipelineError(f"{url}: larger than the size cap of {self.max_file_bytes} bytes")
-                body = b"" if target is not None else handle.getvalue()
-        except Exception:
-            if not cut.is_set():
-                raise
-        finally:
-            timer.cancel()
-            timer.join()
-        if cut.is_set():  # the read failed or ended early because the deadline cut it off
-            raise self._timed_out(url)
-        return body
-
-
-def _fetch_url(source: str, staging: Path, reader: HttpReader, commit_time: str | None,
-               commit_facts: dict[str, str] | None,
-               listing: Mapping[str, tuple[int, str]] | None) -> tuple[dict[str, str], list[FileEntry]]:
-    """The upstream facts (`commit_facts`, for the commit the URL is pinned to) and the files downloaded:
-    those `listing` names (name -> size and git hash, as a commit's tree lists every file of the folder),
-    each checked; without one, index.json, its tasks' files and the model files those imply."""
-    from http.client import responses  # imported with urllib3, not by every fetch
-
-    from schemas.rules import MODEL_ID_PATTERN
-
-    if urllib.parse.urlsplit(source).scheme not in ("http", "https"):
-        raise PipelineError(f"{source}: only http:// and https:// URLs can be fetched")
-    pinned = PINNED_COMMIT_PATTERN.search(urllib.parse.urlsplit(source).path + "/")
-    upstream = {"commit": pinned.group(1)} if pinned else {}
-    if commit_facts is not None:
-        if upstream.get("commit", commit_facts["commit"]) != commit_facts["commit"]:
-            raise PipelineError(f"{source}: not the URL of commit {commit_facts['commit']}")
-        upstream = dict(commit_facts)
-    upstream = _with_commit_time(upstream, commit_time, source)
-
-    def download(name: str) -> FileEntry:
-        url = f"{source.rstrip('/')}/{urllib.parse.quote(name)}"
-        if (status := reader.get(url, target=staging / name)[0]) != 200:
-            raise PipelineError(f"{url}: HTTP {status} {responses.get(status, '')}")
-        return {"path": name, "sha256": file_sha256(staging / name), "size": (staging / name).stat().st_size}
-
-    if listing is not None:
-        files = [download(name) for name in each(sorted(listing), "fetch", "file")]
-        for entry in files:
-            size, blob = listing[entry["path"]]
-            if entry["size"] != size or git_blob_sha1(staging / entry["path"]) != blob:
-                raise PipelineError(f"{source}/{entry['path']}: not the file the commit's tree lists ({size} bytes, "
-                                    f"git hash {blob[:12]}); received {entry['size']} bytes that differ; run again")
-        return upstream, files
-    files = [download("index.json")]
-    tasks = read_typed(staging / "index.json", _Index, "index.json").tasks
-    if not all(_dictionary_pattern("tasks", "task").match(task) for task in tasks):
-        raise PipelineError("index.json: field 'tasks' must be a list of task names (lower-case, digits, '-')")
-    for task in each(tasks, "fetch", "task"):
-        files.append(download(name := f"tasks/{task}.json"))
-        for model_id in sorted({row.model_id for row in read_typed(staging / name, _TaskFile, name).configurations}):
-            if not re.fullmatch(MODEL_ID_PATTERN, model_id):
-                raise PipelineError(f"{name}: model_id {model_id!r} would not give a safe file name")
-            files.append(download(f"models/{model_id.replace('/', '__')}__{task}.json"))
-    return upstream, sorted(files, key=lambda entry: entry["path"])
+def fetch_folder(source: str, paths: Paths, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+                 commit_time: str | None = None) -> FetchResult:
+    """Bring the local snapshot folder `source` into OUT/raw/<snapshot-id>/."""
+    return store(source, paths, lambda staging: (
+        *_fetch_local(source, paths, staging, commit_time, max_file_bytes), str(Path(source).resolve())))
 
 
 def _local_files(source: str) -> tuple[Path, list[str]]:
@@ -277,30 +52,21 @@ def _local_files(source: str) -> tuple[Path, list[str]]:
     return root, sorted(names)
 
 
-def _stat_key(stat: os.stat_result, path: Path, max_file_bytes: int) -> tuple[int, int, int, int]:
-    if stat.st_size > max_file_bytes:
-        raise PipelineError(f"{path}: larger than the size cap of {max_file_bytes} bytes")
-    return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
-
-
 def _fetch_local(source: str, paths: Paths, staging: Path, commit_time: str | None,
                  max_file_bytes: int) -> tuple[dict[str, str], list[FileEntry]]:
     """The upstream facts and the files' manifest entries. When the stat cache vouches for every file and
     the archive holds them, nothing is read; otherwise all are copied into `staging` and hashed (the id may
     depend on their content)."""
     root, names = _local_files(source)
-    upstream, origin = _with_commit_time(_local_commit_facts(root), commit_time, source), str(root.resolve())
-    try:
-        cache = read_typed(paths.raw_dir / STAT_CACHE, _StatCache)
-    except (OSError, PipelineError):
-        cache = {}
+    upstream, origin = with_commit_time(_local_commit_facts(root), commit_time, source), str(root.resolve())
+    cache = read_stat_cache(paths)
     cached = cache.get(origin, {})
-    if all(cached.get(name, ())[:4] == _stat_key((root / name).stat(), root / name, max_file_bytes) for name in names):
+    if all(cached.get(name, ())[:4] == stat_key((root / name).stat(), root / name, max_file_bytes) for name in names):
         files: list[FileEntry] = [{"path": name, "sha256": cached[name][4], "size": cached[name][0]} for name in names]
-        if _held_already(paths, snapshot_id_of(upstream, files), upstream, files):
+        if held_already(paths, snapshot_id_of(upstream, files), upstream, files):
             return upstream, files
     files, cache[origin] = _copy_local(root, names, staging, max_file_bytes)
-    write_json_atomic(paths.raw_dir / STAT_CACHE, cache)
+    write_stat_cache(paths, cache)
     return upstream, files
 
 
@@ -316,11 +82,11 @@ def _copy_local(root: Path, names: list[str], staging: Path,
     for name in names:
         digest, size, path = hashlib.sha256(), 0, root / name
         with open(path, "rb") as source, open(staging / name, "xb") as copy:
-            before = _stat_key(os.fstat(source.fileno()), path, max_file_bytes)
+            before = stat_key(os.fstat(source.fileno()), path, max_file_bytes)
             while chunk := source.read(1 << 20):
                 digest.update(chunk)
                 size += copy.write(chunk)
-            if _stat_key(os.fstat(source.fileno()), path, max_file_bytes) != before:
+            if stat_key(os.fstat(source.fileno()), path, max_file_bytes) != before:
                 changing.append(name)
         files.append({"path": name, "sha256": digest.hexdigest(), "size": size})
         if max(before[1:3]) < racy_after:
@@ -340,168 +106,3 @@ def _local_commit_facts(root: Path) -> dict[str, str]:
     if "commit_time" in facts:
         checked_time(facts["commit_time"], f"{path}: commit_time")
     return facts
-
-
-def checked_time(text: str, what: str) -> str:
-    """`text` if it is an ISO 8601 time (a date, T, a time of day); else an error naming `what`."""
-    with contextlib.suppress(ValueError):
-        if re.match(r"^\d{4}-\d{2}-\d{2}T", text) and commit_moment(text):
-            return text
-    raise PipelineError(f"{what} {text!r} is not an ISO 8601 time")
-
-
-def commit_moment(commit_time: str) -> datetime:
-    """An ISO 8601 commit time as an aware UTC time (one without an offset is taken as UTC)."""
-    moment = datetime.fromisoformat(commit_time)
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
-
-
-def snapshot_id_of(upstream: Mapping[str, str], files: list[FileEntry]) -> str:
-    """The UTC date of the commit and its short hash: the same id for a commit whether its facts come
-    from GitHub's API (times in UTC) or a folder's snapshot.json (times in the committer's zone)."""
-    if (commit := upstream.get("commit")) and upstream.get("commit_time"):
-        return f"{commit_moment(upstream['commit_time']).date().isoformat()}-{commit[:7]}"
-    return commit[:7] if commit else f"local-{content_digest(upstream, files)[:12]}"
-
-
-def check_snapshot_id(snapshot_id: str) -> str:
-    if not _dictionary_pattern("snapshots", "snapshot_id").match(snapshot_id):
-        raise PipelineError(f"snapshot id {snapshot_id!r} is not a snapshot id (letters, digits, '.', '_', '-')")
-    return snapshot_id
-
-
-def read_manifest(snapshot_dir: Path) -> Manifest:
-    if not (snapshot_dir / MANIFEST).is_file():
-        raise PipelineError(f"snapshot {snapshot_dir.name} has not been fetched; {NEXT_STEP}")
-    return read_typed(snapshot_dir / MANIFEST, Manifest)
-
-
-def latest_snapshot_id(paths: Paths) -> str:
-    if not paths.latest_snapshot_pointer.is_file():
-        raise PipelineError(f"no snapshot has been fetched yet; {NEXT_STEP}")
-    return check_snapshot_id(paths.latest_snapshot_pointer.read_text(encoding="utf-8").strip())
-
-
-def _point_latest_at(paths: Paths, snapshot_id: str) -> None:
-    write_bytes_atomic(paths.latest_snapshot_pointer, f"{snapshot_id}\n".encode())
-
-
-def _held_already(paths: Paths, snapshot_id: str, upstream: dict[str, str], files: list[FileEntry]) -> bool:
-    """True if OUT/raw already holds exactly this snapshot. Different content under the id of a
-    published snapshot is refused; under an unpublished one (a failed earlier fetch) it is replaced."""
-    if not (paths.raw_snapshot(snapshot_id) / MANIFEST).is_file():
-        return False
-    previous = read_manifest(paths.raw_snapshot(snapshot_id))
-    if previous["files"] == files and previous["upstream"] == upstream:
-        return True
-    published = Paths(paths.out)
-    if snapshot_id in published.parquet_files("snapshots") or (
-            published.parquet_dir / "snapshots" / f"{snapshot_id}.parquet").is_file():  # before the hive layout
-        before, now = ({entry["path"]: entry for entry in listed} for listed in (previous["files"], files))
-        differing = [COMMIT_FACTS] if previous["upstream"] != upstream else []
-        differing += sorted(path for path in before.keys() | now.keys() if before.get(path) != now.get(path))
-        shown = ", ".join(differing[:10]) + (f" and {len(differing) - 10} more" if len(differing) > 10 else "")
-        raise PipelineError(
-            f"these files differ from snapshot {snapshot_id} as it was published: {shown}. A published snapshot "
-            f"never changes: to ingest changed data, give it its own identity (remove or edit {COMMIT_FACTS})")
-    return False
-
-
-def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-          max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, fetch_deadline_s: float = DEFAULT_FETCH_DEADLINE_S,
-          commit_time: str | None = None, reader: HttpReader | None = None,
-          commit_facts: dict[str, str] | None = None, listing: Mapping[str, tuple[int, str]] | None = None,
-          ) -> FetchResult:
-    """Bring `source` into OUT/raw/<snapshot-id>/. For a URL, `reader` carries deadlines already running
-    (the upstream's API was asked first), `commit_facts` are the upstream facts of the commit the URL is
-    pinned to and `listing` its files as the commit's tree lists them."""
-    staging = paths.raw_dir / f".staging-{os.getpid()}"
-    for leftover in paths.raw_dir.glob(".staging-*"):  # left by a run that was stopped (we hold OUT's lock)
-        shutil.rmtree(leftover, ignore_errors=True)
-    try:
-        if "://" in source:
-            reader, origin = reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s), source
-            upstream, files = _fetch_url(source, staging, reader, commit_time, commit_facts, listing)
-        else:
-            upstream, files = _fetch_local(source, paths, staging, commit_time, max_file_bytes)
-            origin = str(Path(source).resolve())
-        target = paths.raw_snapshot(snapshot_id := snapshot_id_of(upstream, files))
-        if changed := not _held_already(paths, snapshot_id, upstream, files):
-            write_json_atomic(staging / MANIFEST, Manifest(
-                snapshot_id=snapshot_id, source=origin, retrieved=datetime.now(timezone.utc).date().isoformat(),
-                upstream=upstream, files=files))
-            replace_directory(staging, target)
-        _point_latest_at(paths, snapshot_id)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    notices = () if upstream.get("commit_time") else (
-        f"{source} has no commit time (no snapshot.json): it is snapshot {snapshot_id}, placed in the history by "
-        f"the day it was first fetched, {read_manifest(target)['retrieved']}. To place it by its upstream commit, "
-        "give --commit-time (make COMMIT_TIME=2026-02-16T09:48:29Z) or a snapshot.json with commit_time beside its "
-        "files",)
-    return _result(target, upstream, files, changed, notices)
-
-
-def _with_commit_time(upstream: dict[str, str], commit_time: str | None, source: str) -> dict[str, str]:
-    """The upstream facts with a commit time given on the command line, which must not contradict them."""
-    if commit_time is None:
-        return upstream
-    if upstream.get("commit_time") not in (None, commit_time):
-        raise PipelineError(f"{source}: --commit-time {commit_time} contradicts its snapshot.json "
-                            f"({upstream['commit_time']})")
-    return {**upstream, "commit_time": checked_time(commit_time, "--commit-time")}
-
-
-def held_snapshot(paths: Paths, snapshot_id: str) -> FetchResult:
-    """A snapshot OUT/raw already holds, as a fetch that changed nothing (LATEST now names it)."""
-    manifest = read_manifest(target := paths.raw_snapshot(check_snapshot_id(snapshot_id)))
-    _point_latest_at(paths, snapshot_id)
-    return _result(target, manifest["upstream"], manifest["files"], False)
-
-
-def _held_manifests(paths: Paths) -> dict[Path, Manifest]:
-    return {path.parent: read_typed(path, Manifest) for path in sorted(paths.raw_dir.glob(f"[!.]*/{MANIFEST}"))}
-
-
-def held_snapshot_ids(paths: Paths) -> dict[str, str]:
-    """The snapshots OUT/raw holds with a known commit: full commit hash -> snapshot id."""
-    return {manifest["upstream"]["commit"]: folder.name for folder, manifest in _held_manifests(paths).items()
-            if manifest["upstream"].get("commit")}
-
-
-def move_to_current_ids(paths: Paths) -> dict[str, str]:
-    """Give every fetched snapshot the id snapshot_id_of forms today (ids were once formed from the
-    committer's local date, not the UTC date): OUT/raw/<old> becomes OUT/raw/<new>, its files hard
-    links, its manifest naming the new id. Returns old -> new. A stop halfway leaves both folders and
-    the next run finishes the move."""
-    moved = {}
-    for old, manifest in _held_manifests(paths).items():
-        if (new_id := snapshot_id_of(manifest["upstream"], manifest["files"])) == old.name:
-            continue
-        if not (paths.raw_snapshot(check_snapshot_id(new_id)) / MANIFEST).is_file():
-            with staged_directory(paths.raw_snapshot(new_id)) as staging:
-                shutil.copytree(old, staging, copy_function=os.link, dirs_exist_ok=True)
-                # Replaced by rename, so the manifest linked from the old folder is not written through.
-                write_json_atomic(staging / MANIFEST, {**manifest, "snapshot_id": new_id})
-        shutil.rmtree(old)
-        moved[old.name] = new_id
-    pointer = paths.latest_snapshot_pointer
-    if pointer.is_file() and (named := pointer.read_text(encoding="utf-8").strip()) in moved:
-        _point_latest_at(paths, moved[named])
-    return moved
-
-
-def stale_published_ids(paths: Paths) -> dict[str, str]:
-    """Snapshots of the published build under an id other than the one snapshot_id_of forms from
-    their commit facts: old id -> current id."""
-    # After move_to_current_ids every fetched snapshot's folder has its current id: only a published
-    # snapshot with no folder of its name can have an id of an earlier rule.
-    held = {folder.name for folder in paths.raw_dir.iterdir()} if paths.raw_dir.is_dir() else set()
-    if not (files := [str(path) for s, path in Paths(paths.out).parquet_files("snapshots").items() if s not in held]):
-        return {}
-    import pyarrow.parquet as pq
-
-    rows = pq.read_table(files, columns=["snapshot_id", "commit", "commit_time"], partitioning=None).to_pylist()
-    current = {row["snapshot_id"]: snapshot_id_of({**row, "commit_time": row["commit_time"].isoformat()}, [])
-               for row in rows if row["commit"] and row["commit_time"]}
-    return {old: new for old, new in current.items() if old != new}

@@ -177,76 +177,138 @@ def _quoted(path: Path) -> str:
 # energy_at_concurrency's rows in its order, every energy figure (the estimate, its repeat interval and the
 # measured points') at the boundary's central factor, the estimate at its low and high factor beside it. A
 # wider boundary multiplies the factors of those inside it: facility is the server factor × the facility factor.
+# One question's deployments at a boundary: the GPU's own boundary factors multiply every figure (the
+# central one, and its low and high ends beside the figure). {rows} is the method's table macro; {scaled}
+# lists its figures besides wh_per_unit.
 ESTIMATE = """
 with
 deployments as (
     select *, row_number() over () as position
-    from energy_at_concurrency($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)
+    from {rows}($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)
 ),
 multipliers as (
     select
         coalesce(product(factor_low), 1) as low,
         coalesce(product(factor_central), 1) as central,
-        coalesce(product(factor_high), 1) as high
+        coalesce(product(factor_high), 1) as high,
+        count(*) as factor_count
     from boundary_factor_ranges
-    where list_contains($boundaries, boundary)
+    -- each GPU's own factors (boundary_factors_by_gpu): the macro has refused any GPU the index does not name
+    where list_contains($boundaries, boundary) and gpu = $gpu
 )
 select
-    d.* exclude (position) replace (
-        wh_per_unit * central as wh_per_unit, wh_per_unit_low * central as wh_per_unit_low,
-        wh_per_unit_high * central as wh_per_unit_high, lower_wh_per_unit * central as lower_wh_per_unit,
-        upper_wh_per_unit * central as upper_wh_per_unit),
+    d.* exclude (position) replace (wh_per_unit * central as wh_per_unit{scaled}),
     wh_per_unit * low as boundary_wh_per_unit_low, wh_per_unit * high as boundary_wh_per_unit_high,
-    {'low': low, 'central': central, 'high': high} as boundary_multipliers
+    {{'low': low, 'central': central, 'high': high}} as boundary_multipliers, factor_count
 from deployments as d, multipliers
 order by position
 """
 DEPLOYMENT_FIELDS = ("num_gpus", "tensor_parallel", "data_parallel", "expert_parallel", "ulysses_degree",
                      "ring_degree", "precision", "width", "height", "num_frames", "fps", "inference_steps")
-METHOD = ("linear in log concurrency between the two neighbouring measured points, each configuration one point "
-          "with its repeats averaged (token tasks: the measured average running batch; diffusion: the batch size); "
-          "never extrapolated. The interval interpolates the points' lowest and highest repeats: it covers the "
-          "repeat spread only (docs/uncertainty.md)")
+# method -> (its table macro, the figures besides wh_per_unit that a boundary scales, what it does).
+METHODS = {
+    "interpolation": ("energy_at_concurrency", ("wh_per_unit_low", "wh_per_unit_high", "lower_wh_per_unit",
+                                                "upper_wh_per_unit"),
+                      "linear in log concurrency between the two neighbouring measured points, each configuration "
+                      "one point with its repeats averaged (token tasks: the measured average running batch; "
+                      "diffusion: the batch size); never extrapolated. The interval interpolates the points' lowest "
+                      "and highest repeats: it covers the repeat spread only (docs/uncertainty.md)"),
+    "fit": ("energy_from_fit", (), "the deployment's logistic fit y = b0 + L * sigmoid(k * (log2(batch limit) - x0)), "
+            "as the leaderboard's data toolkit fits it (efficiency_curve_fits), at the batch limit asked (token tasks: "
+            "max_num_seqs; diffusion: the batch size); extrapolated by at most one doubling of the batch limit; no "
+            "figure where the fit is not fit for use (docs/fits.md)"),
+}
 
 
 def estimate(
     paths: Paths, task: str, model: str, gpu: str, concurrency: float, gpus: int | None, precision: str | None,
-    boundary: str = "gpu_only",
+    boundary: str = "gpu_only", output_tokens: int | None = None, method: str = "interpolation",
 ) -> dict[str, Any]:
-    """The energy_at_concurrency macro's rows for one question at a boundary (ESTIMATE), and their range, as
-    one document; the task, model and GPU may be written loosely (resolve_question)."""
+    """The method's macro's rows (METHODS: energy_at_concurrency, or energy_from_fit) for one question at a
+    boundary (ESTIMATE), and their range, as one document naming the snapshot and upstream commit it was
+    read from; the task, model and GPU may be written loosely (resolve_question). `output_tokens` (token
+    tasks) adds Wh per response of that length."""
+    macro, scaled, described = METHODS[method]
+    query = ESTIMATE.format(rows=macro, scaled="".join(f", {name} * central as {name}" for name in scaled))
     with session(paths) as (connection, _):
+        (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
+                                  " join index_snapshot using (snapshot_id)", {})
         asked = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency}
         narrowed = {"gpus": gpus, "precision": precision, "boundaries": BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]}
         deployments: list[dict[str, Any]] = []
         # Names as the index snapshot spells them need no resolving (the macro refuses any other): reading
         # every measured name is left to loosely written ones.
         with suppress(duckdb.InvalidInputException):
-            deployments = fetch_dicts(connection, ESTIMATE, asked | narrowed)
+            deployments = fetch_dicts(connection, query, asked | narrowed)
         if not deployments:
             # The same names as configuration_points', without grouping every configuration first.
             measured = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from unified_configurations "
                                    "where in_index_snapshot", {})
             task, model, gpu = resolve_question(measured, task, model, gpu)
             asked |= {"task": task, "model": model, "gpu": gpu}
-            deployments = fetch_dicts(connection, ESTIMATE, asked | narrowed)
+            deployments = fetch_dicts(connection, query, asked | narrowed)
         if not deployments:
-            every = fetch_dicts(connection, "select * from energy_at_concurrency($task, $model, $gpu, $concurrency)",
-                                asked)
+            every = fetch_dicts(connection, f"select * from {macro}($task, $model, $gpu, $concurrency)", asked)
             wanted = " and ".join(part for part in (f"{gpus} GPU(s)" if gpus else "", precision or "") if part)
             raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} has {wanted}; measured: "
                                 + "; ".join(deployment_label(row) for row in every))
     # The boundary's multipliers, the same on every row, belong to the document, not to a deployment.
     multipliers = [row.pop("boundary_multipliers") for row in deployments][0]
-    estimated = [row["wh_per_unit"] for row in deployments if row["wh_per_unit"] is not None]
-    return {
-        "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,
-        "unit": f"Wh per {deployments[0]['unit_label']}", "boundary": boundary, "boundary_multipliers": multipliers,
-        "method": METHOD, "deployments_measured": len(deployments), "deployments_within_range": len(estimated),
-        "min_wh_per_unit": min(estimated) if estimated else None,
-        "max_wh_per_unit": max(estimated) if estimated else None,
-        "deployments": deployments,
+    if [row.pop("factor_count") for row in deployments][0] < len(narrowed["boundaries"]):
+        raise PipelineError(f"no {boundary} boundary factors for GPU {gpu}: "
+                            "gpu_ratings has no rated board power for it")
+    estimated = [row for row in deployments if row["wh_per_unit"] is not None]
+    unit_label = deployments[0]["unit_label"]
+    if output_tokens is not None and unit_label != TOKEN_UNIT_LABEL:
+        raise PipelineError(f"--output-tokens applies to token tasks; {task} gives Wh per {unit_label}")
+    # The chosen boundary's range: the lowest repeat at the low factor to the highest repeat at the high
+    # factor, over the deployments whose measured range covers the concurrency (a fit has no repeats: its
+    # figure at each factor).
+    scale = {level: multipliers[level] / multipliers["central"] for level in ("low", "high")}
+    boundary_range = None if not estimated else {
+        "boundary": boundary,
+        "low": min(row.get("wh_per_unit_low", row["wh_per_unit"]) for row in estimated) * scale["low"],
+        "high": max(row.get("wh_per_unit_high", row["wh_per_unit"]) for row in estimated) * scale["high"],
     }
+    document = {
+        "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,
+        "snapshot_id": snapshot["snapshot_id"], "commit": snapshot["commit"],
+        "unit": f"Wh per {unit_label}", "boundary": boundary, "boundary_multipliers": multipliers,
+        "range": boundary_range,
+        "method": described, "deployments_measured": len(deployments), "deployments_within_range": len(estimated),
+        "min_wh_per_unit": min(row["wh_per_unit"] for row in estimated) if estimated else None,
+        "max_wh_per_unit": max(row["wh_per_unit"] for row in estimated) if estimated else None,
+    }
+    if output_tokens is not None:
+        per_token = output_tokens / 1e6  # Wh per million output tokens to Wh per response
+        document["per_response"] = None if not estimated else {
+            "output_tokens": output_tokens, "unit": "Wh per response",
+            "min_wh": document["min_wh_per_unit"] * per_token, "max_wh": document["max_wh_per_unit"] * per_token,
+            "low": boundary_range["low"] * per_token, "high": boundary_range["high"] * per_token}
+    return {**document, "deployments": deployments}
+
+
+TOKEN_UNIT_LABEL = "million output tokens"
+
+
+def snapshot_label(result: dict[str, Any]) -> str:
+    """Which data an estimate was read from, as its text output names it."""
+    commit = f"upstream commit {result['commit']}" if result["commit"] else "upstream commit unknown"
+    return f"snapshot {result['snapshot_id']} ({commit})"
+
+
+def range_lines(result: dict[str, Any]) -> list[str]:
+    """The estimate's range at its boundary and, when asked, Wh per response, as text lines."""
+    lines = []
+    if result["range"] is not None:
+        lines.append(f"range at the {result['boundary']} boundary: {result['range']['low']:.4g} to "
+                     f"{result['range']['high']:.4g} {result['unit']} (lowest repeat at the low factor to highest "
+                     "repeat at the high factor)")
+    if response := result.get("per_response"):
+        lines.append(f"per response of {response['output_tokens']} output tokens: {response['min_wh']:.4g}"
+                     + (f" to {response['max_wh']:.4g}" if response["max_wh"] != response["min_wh"] else "")
+                     + f" Wh (range {response['low']:.4g} to {response['high']:.4g} Wh)")
+    return lines
 
 
 def deployment_label(row: dict[str, Any]) -> str:
@@ -289,3 +351,57 @@ def _one(kind: str, value: str, known: list[str], exactly: Callable[[str], bool]
     raise PipelineError(f"unknown {kind} {value!r}; " + (f"nearest: {', '.join(close)}" if close else
                         f"none of the {len(known)} the index snapshot measured is near it (see: energy-index sql "
                         '"select distinct task, model_id, gpu from configuration_points")'))
+
+
+def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None = None,
+            boundary: str | None = None) -> dict[str, Any]:
+    """"A uses k× B" for two models on one task, per GPU both were measured on and boundary (the view
+    model_comparisons), with the interval of k from both figures' repeat ranges, as one document naming
+    the snapshot. Models by model_id or slug in any case; a GPU in any case."""
+    with session(paths) as (connection, _):
+        (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
+                                  " join index_snapshot using (snapshot_id)", {})
+        indexed = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from index_rows_v2", {})
+        tasks = sorted({row["task"] for row in indexed})
+        task = _one("task", task, tasks, lambda name: name == task, lambda name: name.casefold() == task.casefold())
+        in_task = [row for row in indexed if row["task"] == task]
+        slugs = {row["model_id"]: row["slug"] for row in in_task}
+        names = [_one("model", model, sorted(slugs), lambda name, m=model: name == m,
+                      lambda name, m=model: m.casefold() in (name.casefold(), slugs[name].casefold()))
+                 for model in (model_a, model_b)]
+        if names[0] == names[1]:
+            raise PipelineError(f"compare: give two different models, not {names[0]} twice")
+        if gpu is not None:
+            gpu = _one("GPU", gpu, sorted({row["gpu"] for row in in_task}), lambda name: name == gpu,
+                       lambda name: name.casefold() == gpu.casefold())
+        rows = fetch_dicts(connection, """
+            select gpu, boundary, unit_label, wh_per_unit_a, wh_per_unit_b, energy_ratio, energy_ratio_low,
+                   energy_ratio_high, n_repeats_a, n_repeats_b
+            from model_comparisons
+            where task = $task and model_a = $a and model_b = $b and ($gpu is null or gpu = $gpu)
+                and ($boundary is null or boundary = $boundary)
+            order by gpu, boundary_position""",
+                           {"task": task, "a": names[0], "b": names[1], "gpu": gpu, "boundary": boundary})
+    if not rows:
+        gpus = {name: sorted(row["gpu"] for row in in_task if row["model_id"] == name) for name in names}
+        raise PipelineError(f"compare: {names[0]} and {names[1]} share no GPU{' ' + gpu if gpu else ''} in the "
+                            f"{task} index; " + "; ".join(f"{name}: {', '.join(gpus[name])}" for name in names))
+    return {"task": task, "model_a": names[0], "model_b": names[1], "snapshot_id": snapshot["snapshot_id"],
+            "commit": snapshot["commit"], "unit": f"Wh per {rows[0]['unit_label']}",
+            "method": "k = model_a's index figure / model_b's (the lowest-energy configuration within the latency "
+                      "limit on each GPU); interval: model_a's lowest repeat / model_b's highest to model_a's highest "
+                      "/ model_b's lowest (a figure measured once is its own range). Boundary factors are the GPU's "
+                      "for both, so k is the same at every boundary (view model_comparisons).",
+            "comparisons": [{key: value for key, value in row.items() if key != "unit_label"} for row in rows]}
+
+
+def comparison_lines(result: dict[str, Any]) -> list[str]:
+    """A compare document as text lines: one per GPU and boundary."""
+    lines = [f"{result['model_a']} vs {result['model_b']}, {result['task']} ({result['unit']}); data: "
+             f"{snapshot_label(result)}:"]
+    for row in result["comparisons"]:
+        interval = ("measured once each, no interval" if row["energy_ratio_low"] == row["energy_ratio_high"]
+                    else f"interval {row['energy_ratio_low']:.3g} to {row['energy_ratio_high']:.3g}")
+        lines.append(f"  {row['gpu']}, {row['boundary']}: A uses {row['energy_ratio']:.3g}× B ({interval}); "
+                     f"A {row['wh_per_unit_a']:.4g}, B {row['wh_per_unit_b']:.4g}")
+    return lines

@@ -22,7 +22,7 @@ import duckdb
 import pytest
 
 from pipeline.cli import main
-from pipeline.fetch import snapshot_id_of
+from pipeline.archive import snapshot_id_of
 from pipeline.paths import Paths
 from pipeline.settings import GITHUB_API, GITHUB_RAW
 
