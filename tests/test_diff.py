@@ -1,90 +1,57 @@
-"""diff over the eleven shared snapshots: each moved index row names the upstream commits that moved it
-(checked against the database's own history of each row), and a bare commit hash stands for a snapshot id."""
+"""energy-index diff: a summary first, figures rounded as the index rounds them, and a text that fits the terminal."""
 
-import subprocess
-import sys
-from datetime import datetime
-from pathlib import Path
+import json
+import re
 
-import duckdb
-import msgspec
-import pytest
+from conftest import cli
 
-from conftest import SNAPSHOTS, read_json, snapshot_id
-
-from pipeline.errors import PipelineError, snapshot_id_for
 from pipeline.paths import Paths
 
-CLI = str(Path(sys.executable).with_name("energy-index"))
+
+def test_diff_leads_with_a_summary_rounds_like_the_index_and_says_it_swapped(history_build: Paths) -> None:
+    out = history_build.out
+    result = cli("diff", "2026-02-16-7885788", "2025-11-30-9fa07d1", "--out", out, "--limit", "5")
+    assert result.returncode == 0
+    assert "2026-02-16-7885788 is newer than 2025-11-30-9fa07d1 in commit order; comparing" in result.stderr
+    text = result.stdout
+    assert text.startswith("2025-11-30-9fa07d1 → 2026-02-16-7885788")
+    assert text.index("Summary") < text.index("Index rows, largest move first") < text.index("Fields changed")
+    assert "index rows changed: 11 (10 best configuration changed, 1 added)" in text
+    assert "-42.5 %  0.1634 → 0.0939  Wh per image" in text  # 4 decimals per image, as the index files
+    assert "None" not in text and "#None" not in text
+    assert "ulysses" not in text, "one identity format: the row_id's"
+    moves = [line.split()[0] for line in text.splitlines() if line.strip().endswith(("u1r1", "/128"))]
+    assert moves
+    narrow = cli("diff", "2025-11-30-9fa07d1", "2026-02-16-7885788", "--out", out)
+    document = json.loads(cli("diff", "2025-11-30-9fa07d1", "2026-02-16-7885788", "--out", out,
+                              "--format", "json").stdout)
+    assert list(document)[:5] == ["older_snapshot_id", "newer_snapshot_id", "swapped", "relative_tolerance", "summary"]
+    assert document["summary"]["index_rows_changed"] == len(document["index_changes"]) == 11
+    assert narrow.returncode == 0
 
 
-def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=300)
+def test_diff_fits_a_terminal_width(history_build: Paths) -> None:
+    from pipeline.diff import format_text, snapshot_diff
+
+    text = format_text(snapshot_diff(history_build, "2025-11-30-9fa07d1", "2026-02-16-7885788"), 20, width=120)
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert "0.1634 → 0.0939" in text, "figures are never cut"
 
 
-def test_diff_takes_bare_commit_hashes_and_names_the_commit_behind_each_moved_row(history_build: Paths) -> None:
-    result = cli("diff", "--out", history_build.out, "9fa07d1", "7885788", "--format", "json")
-    assert result.returncode == 0, result.stderr
-    diff = msgspec.json.decode(result.stdout)
-    oldest, newest = snapshot_id(SNAPSHOTS[0]), snapshot_id(SNAPSHOTS[-1])
-    assert (diff["older_snapshot_id"], diff["newer_snapshot_id"]) == (oldest, newest)
-    subjects = {snapshot_id(folder): read_json(folder / "snapshot.json") for folder in SNAPSHOTS}
-    in_commit_order = sorted(SNAPSHOTS, key=lambda folder: datetime.fromisoformat(
-        subjects[snapshot_id(folder)]["commit_time"]))
-    assert [c["snapshot_id"] for c in diff["commits"]] == [snapshot_id(folder) for folder in in_commit_order[1:]]
-    for commit in diff["commits"]:
-        upstream = subjects[commit["snapshot_id"]]
-        assert (commit["commit"], commit["commit_subject"]) == (upstream["commit"], upstream["commit_subject"])
+def test_diff_at_80_columns_never_cuts_two_identifiers_to_one_text(history_build: Paths) -> None:
+    from pipeline.diff import format_text, snapshot_diff
 
-    # Each row's history, snapshot by snapshot, from the database: a commit is named for a row exactly
-    # when the row's configuration or figure differs from the snapshot before.
-    order = [c["snapshot_id"] for c in diff["commits"]]
-    with duckdb.connect(str(history_build.database), read_only=True) as connection:
-        history = {}
-        for task, model, gpu, snapshot, row_id, figure in connection.execute(
-                "select task, model_id, gpu, snapshot_id, row_id || '#' || repeat, wh_per_unit "
-                "from best_configuration_history").fetchall():
-            history.setdefault((task, model, gpu), {})[snapshot] = (row_id, figure)
-    assert diff["index_changes"]
-    for row in diff["index_changes"]:
-        states = history[row["task"], row["model_id"], row["gpu"]]
-        moved = [snapshot for before, snapshot in zip([oldest, *order], order)
-                 if states.get(before, (None, None))[0] != states.get(snapshot, (None, None))[0]
-                 or abs((states.get(before, (0, 0))[1] or 0) - (states.get(snapshot, (0, 0))[1] or 0))
-                 > 1e-9 * max(states.get(before, (0, 0))[1] or 0, states.get(snapshot, (0, 0))[1] or 0)]
-        assert [move["snapshot_id"] for move in row["moved_by"]] == moved, row
-        assert moved
-
-    # The text names the commit on each row and lists the commits with their subjects.
-    text = cli("diff", "--out", history_build.out, "9fa07d1", "7885788")
-    assert text.returncode == 0, text.stderr
-    lines = text.stdout.splitlines()
-    header = next(line for line in lines if line.lstrip().startswith("move"))
-    assert header.rstrip().endswith("moved by")
-    moved_by = {move["commit"][:7] for row in diff["index_changes"] for move in row["moved_by"]}
-    listing = lines[lines.index("Upstream commits behind these moves, in commit order"):]
-    for commit in diff["commits"]:
-        if commit["commit"][:7] in moved_by:
-            assert any(line.split()[:2] == [commit["commit"][:7], commit["snapshot_id"]]
-                       and line.rstrip().endswith(commit["commit_subject"]) for line in listing), commit
-
-
-def test_a_full_hash_the_snapshot_id_and_newest_first_agree(history_build: Paths) -> None:
-    full = read_json(SNAPSHOTS[0] / "snapshot.json")["commit"]
-    by_id = cli("diff", "--out", history_build.out, snapshot_id(SNAPSHOTS[0]), snapshot_id(SNAPSHOTS[-1]),
-                "--format", "json")
-    by_hash = cli("diff", "--out", history_build.out, full, "7885788", "--format", "json")
-    assert by_id.returncode == by_hash.returncode == 0 and by_id.stdout == by_hash.stdout
-    swapped = cli("diff", "--out", history_build.out, "7885788", "9fa07d1", "--format", "json")
-    assert swapped.returncode == 0 and "is newer than" in swapped.stderr
-    assert msgspec.json.decode(swapped.stdout)["older_snapshot_id"] == snapshot_id(SNAPSHOTS[0])
-
-
-def test_an_unknown_or_ambiguous_hash_is_an_error_naming_it(history_build: Paths) -> None:
-    unknown = cli("diff", "--out", history_build.out, "abcdef1", "7885788")
-    assert unknown.returncode == 1 and "snapshot abcdef1 is not in" in unknown.stderr
-    ids = [snapshot_id(folder) for folder in SNAPSHOTS]
-    assert snapshot_id_for("0ea5", ids) == snapshot_id_for("0EA52B6", ids) == "2026-02-13-0ea52b6"
-    assert snapshot_id_for("2026-02-13", ids) == "2026-02-13"  # not a hash: left for the caller to name
-    with pytest.raises(PipelineError, match="commit 0578 is ambiguous: snapshots a-0578467, b-0578999"):
-        snapshot_id_for("0578", ["a-0578467", "b-0578999"])
+    diff = snapshot_diff(history_build, "2025-11-30-9fa07d1", "2026-02-16-7885788")
+    text = format_text(diff, 20, width=80)
+    sections = text.split("\n\n")
+    index = next(s for s in sections if s.startswith("Index rows")).splitlines()[3:]
+    added = next(s for s in sections if s.startswith("Configurations added")).splitlines()[3:]
+    shown_models = [re.split(r"\s{2,}", line.strip())[5] for line in index]
+    models = [row["model_id"] for row in diff["index_changes"][:len(index)]]
+    assert len(set(shown_models)) == len(set(models)) == len(set(zip(shown_models, models))) == 11
+    shown = [tuple(re.split(r"\s{2,}", line.strip())[2:4]) for line in added]
+    changes = [c for c in diff["configuration_changes"] if c["change"] in ("added", "removed")][:len(added)]
+    full = [(c["model_id"], c["configuration"], c["repeat"]) for c in changes]
+    assert len(set(shown)) == len(set(full)) == len(set(zip(shown, full))) == 20
+    fields = next(s for s in sections if s.startswith("Fields changed")).splitlines()[1:]
+    assert max(len(line) for line in added + fields) <= 80
