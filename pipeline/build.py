@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from pipeline import __version__
 from pipeline.database import connect
-from pipeline.errors import NEXT_STEP, PipelineError
+from pipeline.errors import NEXT_STEP, PipelineError, snapshot_id_for
 from pipeline.files import atomic_path, read_toml, write_bytes_atomic
 from pipeline.fingerprint import data_sha256, files_sha256
 from pipeline.progress import progress
@@ -633,6 +633,7 @@ def build(
         with connect(str(staging), config=storage) as connection:
             _load_tables(connection, paths, loaded)
             ingested = connection.execute("select list(snapshot_id order by snapshot_id) from snapshots").fetchone()[0]
+            snapshot_id = snapshot_id and snapshot_id_for(snapshot_id, ingested)
             if snapshot_id is not None and snapshot_id not in ingested:
                 raise PipelineError(f"snapshot {snapshot_id} is not in the Parquet tables; "
                                     f"ingested: {', '.join(ingested)}")
