@@ -22,11 +22,14 @@ from pipeline.source_card import load_source_card
 from schemas import dictionary
 
 Row = dict[str, Any]
-V2_FIELDS = [(field["key"], field["column"], field["decimals"]) for field in dictionary.export_fields("index_v2")]
+V2_FIELDS = [(field["key"], field["column"], field["decimals"], field["joined"])
+             for field in dictionary.export_fields("index_v2")]
 V2_FOLDER = "v2"
 
 
-def _rounded(value: Any, digits: int | None) -> Any:
+def _rounded(value: Any, digits: int | None, joined: bool = False) -> Any:
+    if joined:  # the view's text of items joined by ', ' (none: empty) as the file's list
+        return value.split(", ") if value else []
     if digits is None or value is None or isinstance(value, (str, bool, list)):
         return value
     return round(value) if digits == 0 else round(value, digits)
@@ -54,9 +57,9 @@ def _null_when_empty(node: Any) -> Any:
 
 def row_additions(energy_decimals: int) -> Callable[[Row], Row]:
     """An index_rows_v2 row to what version 2 adds to its version 1 row, rounded and nested."""
-    plan = [(key, column, energy_decimals if digits == dictionary.ENERGY_DECIMALS else digits)
-            for key, column, digits in V2_FIELDS]
-    return lambda row: _nested([(key, _rounded(row[column], digits)) for key, column, digits in plan])
+    plan = [(key, column, energy_decimals if digits == dictionary.ENERGY_DECIMALS else digits, joined)
+            for key, column, digits, joined in V2_FIELDS]
+    return lambda row: _nested([(key, _rounded(row[column], digits, joined)) for key, column, digits, joined in plan])
 
 
 @dataclass(frozen=True)

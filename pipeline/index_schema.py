@@ -61,7 +61,9 @@ def _row_properties(connection: duckdb.DuckDBPyConnection, kind: str, unit: str 
             continue
         facts = dictionary.column(_VIEWS[kind], field["column"])
         text = facts.description + (f" Unit: {facts.unit}." if facts.unit else "")
-        flat[key] = _value_schema(types[field["column"]], field["decimals"], text, key not in NOT_NULL)
+        # a joined text column (its items joined by ', ') is written as a list of them
+        column_type = types[field["column"]] + "[]" if field["joined"] else types[field["column"]]
+        flat[key] = _value_schema(column_type, field["decimals"], text, key not in NOT_NULL)
     nested: dict[str, Any] = {}
     for key, schema in flat.items():
         *parents, last = key.split(".")

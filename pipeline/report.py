@@ -124,7 +124,7 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
                    coalesce(b.max_num_seqs, b.batch_size) as batch_limit, b.{metric} as latency, b.wh_per_unit,
                    'models/' || b.slug || '.html' as href, u.n_repeats, u.wh_repeat_min, u.wh_repeat_max,
                    u.runner_up_row_id, u.runner_up_wh_per_unit, u.choice_basis,
-                   v.range_low, v.range_high, array_to_string(v.validity, ', ') as validity, v.energy_class
+                   v.range_low, v.range_high, v.validity_codes as validity, v.energy_class
             from best_configurations as b
             left join index_uncertainty as u on u.task = b.task and u.model_id = b.model_id and u.gpu = b.gpu
             left join index_rows_v2 as v on v.task = b.task and v.model_id = b.model_id and v.gpu = b.gpu

@@ -68,6 +68,8 @@ class ExportField(msgspec.Struct, forbid_unknown_fields=True):
     # rounded as the task's own Wh figure (its configuration field's decimals: 2 per million tokens, 4 per
     # image or video) rather than by the column's decimals: for columns in Wh per unit of either family
     energy: bool = False
+    # the column holds a list's items joined by ', ' (a text every BI tool types); the file holds the list
+    joined: bool = False
 
 
 class Export(msgspec.Struct, forbid_unknown_fields=True):
@@ -157,6 +159,6 @@ ENERGY_DECIMALS = "energy"
 def export_fields(name: str) -> list[dict]:
     """One kind of exported row's fields in file order: key, view column and the decimals the index files
     round it to (Python's round(); 0 gives an integer) or None ([exports.NAME])."""
-    return [{"key": f.key, "column": f.column,
+    return [{"key": f.key, "column": f.column, "joined": f.joined,
              "decimals": ENERGY_DECIMALS if f.energy else entries().fields[f.column].decimals}
             for f in entries().exports[name].fields]

@@ -10,9 +10,9 @@ import duckdb
 from pipeline import __version__
 from pipeline.paths import Paths
 
-# index_uncertainty's columns and index_boundaries' figures pivoted, with the snapshot's dates and the
-# model's name and size: what index_history must hold for the index snapshot, computed from the views
-# a build with that snapshot as its index gives.
+# index_uncertainty's columns and index_boundaries' figures pivoted, with the snapshot's dates, the
+# model's name and size and index_rows_v2's energy class: what index_history must hold for the index
+# snapshot, computed from the views a build with that snapshot as its index gives.
 EXPECTED = """
 select
     u.snapshot_id, h.position, s.last_updated, s.retrieved, s.commit, s.commit_time,
@@ -20,13 +20,14 @@ select
     u.gpu, u.row_id, u.repeat, u.unit_label, u.wh_per_unit, u.n_repeats, u.wh_repeat_min, u.wh_repeat_max,
     u.runner_up_row_id, u.runner_up_wh_per_unit, u.margin_wh_per_unit, u.margin_relative, u.choice_basis,
     server.wh_per_unit_low, server.wh_per_unit_central, server.wh_per_unit_high,
-    facility.wh_per_unit_low, facility.wh_per_unit_central, facility.wh_per_unit_high
+    facility.wh_per_unit_low, facility.wh_per_unit_central, facility.wh_per_unit_high, v.energy_class
 from index_uncertainty as u
 join snapshots as s using (snapshot_id)
 join snapshot_history as h using (snapshot_id)
 left join models as m using (snapshot_id, model_id)
 join index_boundaries as server on server.boundary = 'server' and (server.task, server.model_id, server.gpu) = (u.task, u.model_id, u.gpu)
 join index_boundaries as facility on facility.boundary = 'facility' and (facility.task, facility.model_id, facility.gpu) = (u.task, u.model_id, u.gpu)
+join index_rows_v2 as v on (v.task, v.model_id, v.gpu) = (u.task, u.model_id, u.gpu)
 """
 HISTORY = """
 select
@@ -35,7 +36,7 @@ select
     gpu, row_id, repeat, unit_label, wh_per_unit, n_repeats, wh_repeat_min, wh_repeat_max,
     runner_up_row_id, runner_up_wh_per_unit, margin_wh_per_unit, margin_relative, choice_basis,
     server_wh_per_unit_low, server_wh_per_unit_central, server_wh_per_unit_high,
-    facility_wh_per_unit_low, facility_wh_per_unit_central, facility_wh_per_unit_high
+    facility_wh_per_unit_low, facility_wh_per_unit_central, facility_wh_per_unit_high, energy_class
 from index_history
 where snapshot_id = ?
 """
@@ -55,6 +56,8 @@ def test_index_history_is_the_uncertainty_and_boundaries_of_each_snapshot_as_the
             expected = sorted(connection.execute(EXPECTED).fetchall(), key=repr)
             got = sorted(connection.execute(HISTORY, [snapshot]).fetchall(), key=repr)
             assert got == expected and got, snapshot
+            # a class for every token row, none for a diffusion row
+            assert all((row[6] == "token") == (row[-1] is not None) for row in got), snapshot
             seen += len(got)
         assert seen == rows
 
@@ -79,17 +82,13 @@ def test_data_version_is_one_row_naming_the_index_snapshot_and_the_code(history_
     assert rows[0][0] == newest
 
 
-# A list column SQLAlchemy types as NULL, in a view made for the index files' version 2: to be flattened.
-KNOWN_NESTED = {("index_rows_v2", "validity", "VARCHAR[]")}
-
-
 def test_no_table_or_view_has_a_column_sqlalchemy_cannot_type(history_build: Paths) -> None:
     with duckdb.connect(str(history_build.database), read_only=True) as connection:
         nested = connection.execute(
             "select table_name, column_name, data_type from duckdb_columns() where schema_name = 'main'"
             " and not internal and (data_type like '%STRUCT%' or data_type like '%[]' or data_type like 'MAP%'"
             " or data_type like 'UNION%')").fetchall()
-    assert set(nested) == KNOWN_NESTED
+    assert nested == []
 
 
 def test_every_table_macro_column_is_described_in_the_data_dictionary(history_build: Paths) -> None:

@@ -1,7 +1,8 @@
 -- index_history: every snapshot's index figures in one tidy table for dashboards: per snapshot, task,
 -- model and GPU, the index figure (best_configuration_history) with its unit, the spread of its repeats,
 -- the runner-up's margin, the figure at the server and facility boundaries (low, central, high), the
--- snapshot's dates and commit, and the model's display name and parameter counts.
+-- energy class (index_energy_classes: token tasks; null for diffusion), the snapshot's dates and commit,
+-- and the model's display name and parameter counts.
 -- grain: one row per snapshot × task × model × GPU that has a configuration within the limit
 -- key: snapshot_id, task, model_id, gpu
 -- For the index snapshot its rows are index_uncertainty's and index_boundaries' (pivoted to columns).
@@ -45,7 +46,8 @@ select
         else 'lowest energy'
     end as choice_basis,
     d.server_wh_per_unit_low, d.server_wh_per_unit_central, d.server_wh_per_unit_high,
-    d.facility_wh_per_unit_low, d.facility_wh_per_unit_central, d.facility_wh_per_unit_high
+    d.facility_wh_per_unit_low, d.facility_wh_per_unit_central, d.facility_wh_per_unit_high,
+    e.energy_class
 from best_configuration_history as b
 join snapshot_history as s on s.snapshot_id = b.snapshot_id
 left join models as m on m.snapshot_id = b.snapshot_id and m.model_id = b.model_id
@@ -53,4 +55,6 @@ left join repeats as p on p.snapshot_id = b.snapshot_id and p.task = b.task and 
 left join index_runner_ups as r
     on r.snapshot_id = b.snapshot_id and r.task = b.task and r.model_id = b.model_id and r.gpu = b.gpu
 left join boundaries as d
-    on d.snapshot_id = b.snapshot_id and d.task = b.task and d.model_id = b.model_id and d.gpu = b.gpu;
+    on d.snapshot_id = b.snapshot_id and d.task = b.task and d.model_id = b.model_id and d.gpu = b.gpu
+left join index_energy_classes as e
+    on e.snapshot_id = b.snapshot_id and e.task = b.task and e.model_id = b.model_id and e.gpu = b.gpu;

@@ -1,8 +1,8 @@
 -- index_rows_v2: what the index files' version 2 adds to each index row (best_configurations): the
 -- range from the configuration's repeats (null when measured once), the runner-up and its relative
 -- margin, the figure at the three boundaries with the factors used and the boundary_factors rows that
--- set them (each as derived for the row's GPU), the validity codes (index_validity), the stability and
--- latency-tail ratios they test, the energy class (energy_classes: token tasks, on the unrounded Wh per
+-- set them (each as derived for the row's GPU), the validity codes (index_validity, joined by ', '),
+-- the stability and latency-tail ratios they test, the energy class (energy_classes: token tasks, on the unrounded Wh per
 -- million output tokens at the gpu_only boundary; null for diffusion tasks, whose unit has no tokens)
 -- and Wh per response at the measured mean output length (token tasks; diffusion: one image or video a
 -- response), with its range.
@@ -24,8 +24,10 @@ bounds as (
     group by task, model_id, gpu
 ),
 
+-- The codes as one text, joined by ', ' (a list column reaches SQLAlchemy and BI tools untyped); the
+-- export writes them as the files' JSON list ([exports.index_v2]).
 codes as (
-    select task, model_id, gpu, list(code order by position) as validity
+    select task, model_id, gpu, string_agg(code, ', ' order by position) as validity_codes
     from index_validity
     group by task, model_id, gpu
 ),
@@ -59,7 +61,7 @@ select
     f.factor_low as facility_factor_low, f.factor_central as facility_factor_central,
     f.factor_high as facility_factor_high, f.low_source as facility_low_source,
     f.central_source as facility_central_source, f.high_source as facility_high_source,
-    coalesce(k.validity, []) as validity,
+    coalesce(k.validity_codes, '') as validity_codes,
     r.stability_ratio, r.latency_tail_ratio,
     e.energy_class,
     case when r.family <> 'token'
@@ -76,6 +78,5 @@ left join bounds as b on b.task = r.task and b.model_id = r.model_id and b.gpu =
 left join boundary_factor_ranges as s on s.boundary = 'server' and s.gpu = r.gpu
 left join boundary_factor_ranges as f on f.boundary = 'facility' and f.gpu = r.gpu
 left join codes as k on k.task = r.task and k.model_id = r.model_id and k.gpu = r.gpu
-left join energy_classes as e
-    on r.family = 'token' and r.wh_per_unit >= e.lower_bound
-    and (e.upper_bound is null or r.wh_per_unit < e.upper_bound);
+left join index_energy_classes as e
+    on e.snapshot_id = r.snapshot_id and e.task = r.task and e.model_id = r.model_id and e.gpu = r.gpu;
