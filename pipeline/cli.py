@@ -570,7 +570,7 @@ def _print_interpolation_estimate(result: dict, concurrency: float, boundary_nam
         spread = ("" if boundary_name == "gpu_only" else f" (boundary factors give "
                   f"{row['boundary_wh_per_unit_low']:.4g} to {row['boundary_wh_per_unit_high']:.4g})")
         print(f"  - {query.deployment_label(row)}: {row['wh_per_unit']:.4g}{spread}, {_repeat_interval(row)}; "
-              f"{row['latency_metric']} {row['latency']:.4g}")
+              f"{row['latency_metric']} {row['latency_s'] if row['latency_ms'] is None else row['latency_ms']:.4g}")
         lower = f"concurrency {row['lower_x']:.4g} -> {_point(row['lower_wh_per_unit'], row['lower_n_repeats'])}"
         if row["method"] == "measured":
             print(f"    measured point: {lower}")

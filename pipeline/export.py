@@ -30,13 +30,17 @@ Fields = list[tuple[str, str, int | None]]
 Row = dict[str, Any]
 
 
-def _export_fields(name: str) -> Fields:
-    """(key, view column, decimals) of one kind of exported row, from the field dictionary's [exports]."""
-    return [(field["key"], field["column"], field.get("decimals")) for field in dictionary.export_fields(name)]
+def _export_fields(name: str, family: str | None = None) -> Fields:
+    """(key, view column, decimals) of one kind of exported row, from the field dictionary's [exports]; a
+    key whose column differs by family (of_family) takes `family`'s."""
+    return [(field["key"], field["of_family"].get(family, field["column"]) if family else field["column"],
+             field.get("decimals")) for field in dictionary.export_fields(name)]
 
 
 MODEL_FIELDS = _export_fields("model")
 TIER_FIELDS = _export_fields("tier")
+# a tier's latency limit is latency_limit_ms for a token task, latency_limit_s for a diffusion task
+TIER_FIELDS_BY_FAMILY = {family: _export_fields("tier", family) for family in ("token", "diffusion")}
 # Frames and frame rate describe videos only; image files leave them out.
 VIDEO_ONLY_KEYS = frozenset({"num_frames", "fps"})
 
@@ -99,7 +103,8 @@ class TaskPlan:
     tier_format: Callable[[Row], Row]
 
     def tier(self, row: Row) -> Row:
-        return {**self.tier_format(row), "latency_limit": _number(row["latency_limit"])}
+        tier = self.tier_format(row)
+        return {**tier, "latency_limit": _number(tier["latency_limit"])}
 
 
 def task_header(card: SourceCard, task: dict[str, Any], snapshot: dict[str, Any], as_of: str, retrieved: str
@@ -148,7 +153,7 @@ def task_plans(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any], 
     for task in tasks:
         unit, header = task["unit_label"], task_header(card, task, snapshot, as_of, retrieved)
         tier_fields = [(key, column, energy_decimals(unit) if key == "wh_per_unit" else digits)
-                       for key, column, digits in TIER_FIELDS]
+                       for key, column, digits in TIER_FIELDS_BY_FAMILY[task["family"]]]
         plans.append(TaskPlan(
             task["task"], task["family"], unit, header, jsontext.as_json_dumps_writes(header) == header,
             task["configuration_count"], _row_format(FAMILIES[task["family"]].fields, unit),
@@ -230,13 +235,15 @@ def _write_tiers(connection: duckdb.DuckDBPyConnection, snapshot_id: str, plans:
                  ) -> None:
     """Every task's tiers.json (its tier-best rows), streamed in task order, one task's rows held at a time."""
     tiers = "tiered_best_configurations as c"
-    check = _float_check(connection, ", ".join(sorted({f"c.{c}" for _, c, _ in TIER_FIELDS})), tiers)
+    columns = {f"c.{c}" for fields in TIER_FIELDS_BY_FAMILY.values() for _, c, _ in fields}
+    check = _float_check(connection, ", ".join(sorted(columns)), tiers)
     large = sum(plan.configuration_count for plan in plans) >= LARGE_INDEX_CONFIGURATIONS
     for group in [[plan] for plan in plans] if large else [plans]:
         tasks = [plan.task for plan in group]
         tiered = stream_dicts(connection, f"""
             select *, {check} from {tiers} where snapshot_id = $id and list_contains($tasks, task)
-            order by task, slug, gpu, latency_metric, latency_limit""", {"id": snapshot_id, "tasks": tasks})
+            order by task, slug, gpu, latency_metric, latency_limit_ms, latency_limit_s""",
+            {"id": snapshot_id, "tasks": tasks})
         for plan, rows in zip(group, _rows_by_task(tiered, tasks)):
             _write(staging, f"{plan.task}/tiers.json", plan, {**plan.header, "rows": [plan.tier(r) for r in rows]},
                    rows)

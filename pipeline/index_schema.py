@@ -54,15 +54,18 @@ def _row_properties(connection: duckdb.DuckDBPyConnection, kind: str, unit: str 
                     left_out: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The properties of one kind of exported row, nested where a key is dotted (version 2's additions)."""
     types = _column_types(connection, _VIEWS[kind])
+    family = "diffusion" if unit else "token"
     flat: dict[str, Any] = {}
     for field in dictionary.export_fields(kind):
         key = field["key"].format(unit=unit) if unit else field["key"]
         if key in left_out:
             continue
+        # described by its own entry; typed by the view column the family's rows take it from
+        typed_by = field["of_family"].get(family, field["column"])
         facts = dictionary.column(_VIEWS[kind], field["column"])
         text = facts.description + (f" Unit: {facts.unit}." if facts.unit else "")
         # a joined text column (its items joined by ', ') is written as a list of them
-        column_type = types[field["column"]] + "[]" if field["joined"] else types[field["column"]]
+        column_type = types[typed_by] + "[]" if field["joined"] else types[typed_by]
         flat[key] = _value_schema(column_type, field["decimals"], text, key not in NOT_NULL)
     nested: dict[str, Any] = {}
     for key, schema in flat.items():

@@ -109,13 +109,17 @@ class Task:
         return {**latency, **dict.fromkeys(ENERGY_COLUMNS, energy_decimals(self.unit_label))}
 
     def rounded(self, row: dict[str, Any]) -> dict[str, Any]:
-        digits = {**self.decimals, "latency": self.decimals[row.get("latency_metric", self.metric.latency_metric)]}
+        digits = {**self.decimals, "latency": self.decimals[row.get("latency_metric", self.metric.latency_metric)],
+                  "latency_ms": self.decimals["median_itl_ms"], "latency_s": self.decimals["batch_latency_s"]}
         return {key: round(value, digits[key]) if key in digits and isinstance(value, float) else value
                 for key, value in row.items()}
 
 
 def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list[dict[str, Any]]]:
-    """Every row the task's charts and tables show, from the views, rounded as the index files round them."""
+    """Every row the task's charts and tables show, from the views, rounded as the index files round them.
+    A task's rows are of one family, so a latency (the views' latency_ms or latency_s) and a tier's limit
+    (latency_limit_ms or latency_limit_s) are one column each here, latency and latency_limit, in the unit
+    its metric's title names."""
     metric = task.metric.latency_metric
     metrics = ", ".join(m.latency_metric for m in task.metrics)
     queries = {
@@ -131,10 +135,10 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
             where b.task = $task order by b.wh_per_unit, lower(b.model_id), b.model_id, b.gpu""",
         "frontier": f"""
             select f.model_id, f.slug, f.gpu, f.row_id, f.num_gpus, c.batch_limit, f.n_repeats, f.latency_metric,
-                   f.latency, f.wh_per_unit, f.scope
+                   coalesce(f.latency_ms, f.latency_s) as latency, f.wh_per_unit, f.scope
             from energy_latency_frontier as f join configuration_points as c using (snapshot_id, task, row_id)
             where f.task = $task and (f.scope = 'model' or f.latency_metric = '{metric}')
-            order by lower(f.model_id), f.latency_metric, if(f.scope = 'model', '', f.gpu), f.latency""",
+            order by lower(f.model_id), f.latency_metric, if(f.scope = 'model', '', f.gpu), latency""",
         "points": f"""
             select model_id, gpu, row_id, num_gpus, batch_limit, n_repeats, wh_per_unit, latency_metric, latency
             from (unpivot (select model_id, gpu, row_id, num_gpus, batch_limit, n_repeats, wh_per_unit, {metrics}
@@ -142,9 +146,10 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
                   on {metrics} into name latency_metric value latency)
             join latency_metrics using (latency_metric) order by model_id, gpu, row_id, metric_order""",
         "latency_cost": f"""
-            select c.*, m.short_title as metric_label, 'models/' || c.slug || '.html' as href
+            select c.*, coalesce(c.latency_limit_ms, c.latency_limit_s) as latency_limit,
+                   m.short_title as metric_label, 'models/' || c.slug || '.html' as href
             from latency_tier_costs as c join latency_metrics as m using (latency_metric)
-            where c.task = $task order by lower(c.model_id), c.model_id, c.gpu, m.metric_order, c.latency_limit""",
+            where c.task = $task order by lower(c.model_id), c.model_id, c.gpu, m.metric_order, latency_limit""",
         "curves": f"""
             select model_id, slug, gpu, row_id, num_gpus, {DEPLOYMENT} as deployment, batch_limit, n_repeats,
                    {metric} as latency, wh_per_unit, wh_per_unit_min, wh_per_unit_max,

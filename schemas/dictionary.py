@@ -70,6 +70,9 @@ class ExportField(msgspec.Struct, forbid_unknown_fields=True):
     energy: bool = False
     # the column holds a list's items joined by ', ' (a text every BI tool types); the file holds the list
     joined: bool = False
+    # the view column each family's rows take the key from, where it differs by family (a latency in ms for
+    # token tasks, in s for diffusion); `column` then names the entry that describes the file's key
+    of_family: dict[str, str] = {}
 
 
 class Export(msgspec.Struct, forbid_unknown_fields=True):
@@ -159,6 +162,6 @@ ENERGY_DECIMALS = "energy"
 def export_fields(name: str) -> list[dict]:
     """One kind of exported row's fields in file order: key, view column and the decimals the index files
     round it to (Python's round(); 0 gives an integer) or None ([exports.NAME])."""
-    return [{"key": f.key, "column": f.column, "joined": f.joined,
+    return [{"key": f.key, "column": f.column, "joined": f.joined, "of_family": f.of_family,
              "decimals": ENERGY_DECIMALS if f.energy else entries().fields[f.column].decimals}
             for f in entries().exports[name].fields]

@@ -16,8 +16,8 @@ CLI = str(Path(sys.executable).with_name("energy-index"))
 
 def tiers(connection: duckdb.DuckDBPyConnection, metric: str = "median_itl_ms") -> list[tuple]:
     return fetch(connection, f"""
-        select latency_limit, row_id, repeat from tiered_best_configurations
-        where latency_metric = '{metric}' order by latency_limit""")
+        select latency_limit_ms, row_id, repeat from tiered_best_configurations
+        where latency_metric = '{metric}' order by latency_limit_ms""")
 
 
 def test_tiers_pick_the_cheapest_within_each_limit_with_the_index_tie_rules() -> None:
@@ -56,7 +56,7 @@ def test_a_tier_with_nothing_within_it_has_no_row() -> None:
 
 def estimate(connection: duckdb.DuckDBPyConnection, concurrency: float) -> list[tuple]:
     return fetch(connection, f"""
-        select method, lower_x, upper_x, round(wh_per_unit, 9), round(latency, 9)
+        select method, lower_x, upper_x, round(wh_per_unit, 9), round(latency_ms, 9)
         from energy_at_concurrency('lm-arena-chat', 'Org/Model-A', 'H100', {concurrency})""")
 
 
@@ -109,7 +109,7 @@ def test_gpu_comparisons_pair_the_tier_bests_of_two_gpus() -> None:
     ])
     rows = fetch(connection, """
         select baseline_gpu, gpu, round(energy_ratio, 9), round(wh_saved_per_unit * 3600 / 1e6, 9)
-        from gpu_comparisons where latency_metric = 'median_itl_ms' and latency_limit = 50 order by all""")
+        from gpu_comparisons where latency_metric = 'median_itl_ms' and latency_limit_ms = 50 order by all""")
     assert rows == [("B200", "H100", round(1 / 0.6, 9), -0.4), ("H100", "B200", 0.6, 0.4)]
 
 
@@ -117,15 +117,15 @@ def test_at_the_default_tiers_the_tiers_reproduce_the_index(newest_build: Paths)
     with duckdb.connect(str(newest_build.database), read_only=True) as connection:
         default_tiers = """
             select task, model_id, gpu, row_id, repeat from tiered_best_configurations
-            where (latency_metric = 'median_itl_ms' and latency_limit = 500)
-               or (task = 'text-to-image' and latency_limit = 30) or (task = 'text-to-video' and latency_limit = 300)
+            where (latency_metric = 'median_itl_ms' and latency_limit_ms = 500)
+               or (task = 'text-to-image' and latency_limit_s = 30) or (task = 'text-to-video' and latency_limit_s = 300)
             order by all"""
         index = "select task, model_id, gpu, row_id, repeat from best_configurations order by all"
         assert connection.execute(default_tiers).fetchall() == connection.execute(index).fetchall()
         moved = connection.execute("""
             select count(*) from tiered_best_configurations as a
             join tiered_best_configurations as b using (task, model_id, gpu, latency_metric)
-            where a.latency_metric = 'median_itl_ms' and a.latency_limit = 500 and b.latency_limit = 50
+            where a.latency_metric = 'median_itl_ms' and a.latency_limit_ms = 500 and b.latency_limit_ms = 50
               and (a.row_id != b.row_id or a.repeat != b.repeat)""").fetchone()[0]
     assert moved > 0, "at 50 ms median ITL some index rows move to another configuration"
 
@@ -167,7 +167,8 @@ def test_every_latency_metric_reads_its_own_column(newest_build: Paths) -> None:
         metrics = [metric for (metric,) in connection.execute("select latency_metric from latency_metrics").fetchall()]
         for metric in metrics:
             mismatched, present = connection.execute(f"""
-                select count(*) filter (where latency is distinct from {metric}), count(latency)
+                select count(*) filter (where coalesce(latency_ms, latency_s) is distinct from {metric}),
+                    count(coalesce(latency_ms, latency_s))
                 from configuration_latencies where latency_metric = '{metric}'""").fetchone()
             assert (mismatched, present > 0) == (0, True), metric
     assert metrics

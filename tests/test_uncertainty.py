@@ -39,7 +39,7 @@ def test_repeats_are_one_point_with_their_mean_and_spread() -> None:
     ]
     # One frontier point per configuration, at the repeats' mean energy and mean latency.
     assert fetch(connection, """
-        select row_id, n_repeats, round(wh_per_unit, 9), round(wh_per_unit_min, 9), round(wh_per_unit_max, 9), latency
+        select row_id, n_repeats, round(wh_per_unit, 9), round(wh_per_unit_min, 9), round(wh_per_unit_max, 9), latency_ms
         from energy_latency_frontier where scope = 'model' and latency_metric = 'median_itl_ms' order by row_id""") == [
         ("model-a/H100/1/16", 1, 0.9, 0.9, 0.9, 30.0),
         ("model-a/H100/1/8", 2, 1.2, 1.0, 1.4, 22.0),

@@ -1,6 +1,7 @@
 -- configuration_latencies: every configuration of every snapshot (unified_configurations) once per
 -- latency metric of its family (latency_metrics), with that metric's value: what the latency tiers,
--- the frontier and the EcoLogits refit limit or chart.
+-- the frontier and the EcoLogits refit limit or chart. The value is latency_ms for an ITL metric (token
+-- tasks) and latency_s for batch latency (diffusion), the other null: one unit a column.
 -- grain: one row per snapshot × task file entry × latency metric
 -- key: snapshot_id, task, row_id, repeat, latency_metric
 create or replace view configuration_latencies as
@@ -12,7 +13,7 @@ select
         when 'median_itl_ms' then c.median_itl_ms
         when 'p90_itl_ms' then c.p90_itl_ms
         when 'p99_itl_ms' then c.p99_itl_ms
-        when 'batch_latency_s' then c.batch_latency_s
-    end as latency
+    end as latency_ms,
+    case m.latency_metric when 'batch_latency_s' then c.batch_latency_s end as latency_s
 from unified_configurations as c
 join latency_metrics as m on m.family = c.family;

@@ -8,7 +8,8 @@
 -- avg_batch_size, as measured, not max_num_seqs) and the batch size for diffusion. Each configuration
 -- is one point (configuration_points): its repeats' mean energy at their mean concurrency, so the
 -- answer cannot jump between repeats whose batches differ by a hair. Between two neighbouring points
--- the energy per output and the latency are interpolated linearly in log concurrency; the interval
+-- the energy per output and the latency (latency_ms: median ITL of a token task; latency_s: batch
+-- latency of a diffusion task; the other null) are interpolated linearly in log concurrency; the interval
 -- (wh_per_unit_low, wh_per_unit_high) interpolates the two points' lowest and highest repeats the same
 -- way, so it holds every line through one repeat of each. Outside the measured range nothing is
 -- extrapolated: the row says 'below measured range' or 'above measured range' and gives no figure.
@@ -82,7 +83,10 @@ select
     lower_wh_per_unit + (upper_wh_per_unit - lower_wh_per_unit) * weight as wh_per_unit,
     lower_low + (upper_low - lower_low) * weight as wh_per_unit_low,
     lower_high + (upper_high - lower_high) * weight as wh_per_unit_high,
-    lower_latency + (upper_latency - lower_latency) * weight as latency,
+    case deployment.latency_metric when 'median_itl_ms'
+        then lower_latency + (upper_latency - lower_latency) * weight end as latency_ms,
+    case deployment.latency_metric when 'batch_latency_s'
+        then lower_latency + (upper_latency - lower_latency) * weight end as latency_s,
     lower_wh_per_unit, upper_wh_per_unit, lower_n_repeats, upper_n_repeats
 from weighted
 order by deployment.num_gpus, deployment.tensor_parallel, deployment.data_parallel, deployment.expert_parallel,

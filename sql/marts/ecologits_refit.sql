@@ -1,6 +1,7 @@
 -- ecologits_refit: EcoLogits' GPU-energy fit (energy per output token against active parameters, at
 -- its fixed concurrency of 64) refitted on the index snapshot, per task, GPU and latency tier, beside
--- what EcoLogits' published coefficients (ecologits_coefficients) predict for the same models.
+-- what EcoLogits' published coefficients (ecologits_coefficients) predict for the same models. Token
+-- tasks only, so latency_limit (an ITL metric's limit) is in ms.
 -- grain: one row per token task × GPU × latency metric × limit with at least three models measured at 64
 -- key: task, gpu, latency_metric, latency_limit
 -- The points: per model, the lowest-energy configuration at max_num_seqs 64 (EcoLogits' batch size)
@@ -22,7 +23,7 @@ candidates as (
     join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id
     join latency_tiers as t on t.family = c.family and t.latency_metric = c.latency_metric
     -- a scalar subquery, not a cross join: DuckDB 1.5 fails on the latter ("expression type mismatch").
-    where c.in_index_snapshot and c.family = 'token' and c.latency <= t.latency_limit
+    where c.in_index_snapshot and c.family = 'token' and c.latency_ms <= t.latency_limit
         and c.batch_limit = (select batch_size from ecologits_coefficients)
 ),
 

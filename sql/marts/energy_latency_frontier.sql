@@ -7,6 +7,7 @@
 -- repeat cannot put a configuration on the frontier; the repeats' spread is carried beside the mean. A
 -- configuration is dominated when another of the same group has energy and latency each no higher
 -- and one of them lower; equal points both stay. gpu_scope is the GPU for scope model_gpu, 'all' for model.
+-- The latency is latency_ms for an ITL metric (token tasks), latency_s for batch latency (diffusion).
 create or replace view energy_latency_frontier as
 
 with
@@ -14,7 +15,7 @@ metric_points as (
     select
         snapshot_id, task, model_id, slug, gpu, num_gpus, row_id, count(*) as n_repeats, family, unit_label,
         avg(wh_per_unit) as wh_per_unit, min(wh_per_unit) as wh_per_unit_min, max(wh_per_unit) as wh_per_unit_max,
-        latency_metric, avg(latency) as latency
+        latency_metric, avg(latency_ms) as latency_ms, avg(latency_s) as latency_s
     from configuration_latencies
     where in_index_snapshot
     group by snapshot_id, task, model_id, slug, gpu, num_gpus, row_id, family, unit_label, latency_metric
@@ -32,6 +33,7 @@ where not exists (
     select 1 from scoped as o
     where o.scope = p.scope and o.task = p.task and o.model_id = p.model_id and o.gpu_scope = p.gpu_scope
         and o.latency_metric = p.latency_metric
-        and o.wh_per_unit <= p.wh_per_unit and o.latency <= p.latency
-        and (o.wh_per_unit < p.wh_per_unit or o.latency < p.latency)
+        -- within one latency metric both points hold latency_ms (an ITL metric) or both latency_s
+        and o.wh_per_unit <= p.wh_per_unit and (o.latency_ms <= p.latency_ms or o.latency_s <= p.latency_s)
+        and (o.wh_per_unit < p.wh_per_unit or o.latency_ms < p.latency_ms or o.latency_s < p.latency_s)
 );
