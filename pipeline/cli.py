@@ -6,7 +6,6 @@ import errno
 import functools
 import math
 import os
-import re
 import signal
 import sys
 import time
@@ -73,8 +72,12 @@ def commit_hash(text: str) -> str:
 
 
 def memory_size(text: str) -> str:
-    if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", text.strip(), re.IGNORECASE):
+    if (size := settings.size_bytes(text)) is None:
         raise ValueError(f"{text!r} is not a size, e.g. 500MB or 8GB")
+    low, high = settings.SQL_MEMORY_RANGE
+    if not low <= size <= high:
+        raise ValueError(f"{text!r} is outside the sizes a query can run within ({low // 1000 ** 2}MB to "
+                         f"{high // 1024 ** 6}EiB)")
     return text.strip()
 
 
