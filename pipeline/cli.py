@@ -241,6 +241,14 @@ def _exclusive_lock(paths: Paths) -> Iterator[None]:
                 shutil.rmtree(made)  # nothing in it but the lock and empty folders
 
 
+def _checked(paths: Paths, full: bool = False) -> Paths:
+    """`paths`, once the published files are checked against what was published (publish.check_published)."""
+    from pipeline.publish import check_published
+
+    check_published(paths, full=full)
+    return paths
+
+
 # ---- the steps ----
 
 def _seconds(started: float) -> str:
@@ -631,7 +639,7 @@ def snapshots(args: SimpleNamespace, paths: Paths) -> None:
     from pipeline.database import fetch_dicts
     from pipeline.query import session
 
-    with session(paths) as (connection, _):
+    with session(_checked(paths)) as (connection, _):
         rows = fetch_dicts(connection, """
             select s.position, s.snapshot_id, coalesce(s.commit[:7], '—') as commit,
                    strftime(s.ordered_at, '%Y-%m-%d') as dated,
@@ -665,7 +673,7 @@ def diff(args: SimpleNamespace, paths: Paths) -> None:
     and removed, and every changed field (numbers compared with a relative tolerance of 1e-9)."""
     from pipeline.diff import format_json, format_text, snapshot_diff
 
-    found = snapshot_diff(paths, args.old, args.new)
+    found = snapshot_diff(_checked(paths), args.old, args.new)
     if found["swapped"]:
         say(f"diff: {args.old} is newer than {args.new} in commit order; comparing {args.new} -> {args.old}")
     if args.format == "json":
@@ -713,7 +721,7 @@ def sql(args: SimpleNamespace, paths: Paths) -> None:
         query = args.query if args.file is None else args.file.read_text(encoding="utf-8")
     except OSError as error:
         raise PipelineError(f"{args.file}: {error.strerror}") from None
-    count = run_sql(paths, query, dict(args.param), args.format, args.output, args.timeout, args.memory_limit)
+    count = run_sql(_checked(paths), query, dict(args.param), args.format, args.output, args.timeout, args.memory_limit)
     if args.output is not None:
         say(f"sql: {count} row(s) -> {args.output}")
 
@@ -749,7 +757,7 @@ def estimate(args: SimpleNamespace, paths: Paths) -> None:
     The same figures as the SQL table macro energy_at_concurrency."""
     from pipeline import query
 
-    result = query.estimate(paths, args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision,
+    result = query.estimate(_checked(paths), args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision,
                             args.boundary)
     if args.format == "json":
         import msgspec
@@ -814,7 +822,7 @@ def report(args: SimpleNamespace, paths: Paths) -> None:
     from pipeline.report import write_report
 
     started = time.perf_counter()
-    page, charts = write_report(paths)
+    page, charts = write_report(_checked(paths, full=True))
     say(f"report: {charts} charts -> {page} (and one PNG per chart beside it) ({_seconds(started)})")
 
 
@@ -829,7 +837,7 @@ def release(args: SimpleNamespace, paths: Paths) -> None:
     from pipeline.release import write_release
 
     started = time.perf_counter()
-    say(f"release: {write_release(paths)} ({_seconds(started)})")
+    say(f"release: {write_release(_checked(paths, full=True))} ({_seconds(started)})")
 
 
 @cli.command("spark-sql", short_help="write the Spark SQL of every view over the published Parquet",
@@ -849,7 +857,7 @@ def spark_sql(args: SimpleNamespace, paths: Paths) -> None:
     from pipeline.files import write_bytes_atomic
     from pipeline.spark import spark_sql as translate
 
-    script = translate(paths, args.parquet_root)
+    script = translate(_checked(paths), args.parquet_root)
     if args.output is None:
         sys.stdout.write(script)
     else:
