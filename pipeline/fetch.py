@@ -36,6 +36,10 @@ _CommitFacts = TypedDict("_CommitFacts", {key: str | None for key in (
     "repository", "commit", "commit_time", "commit_subject", "tasks_last_commit_date")}, total=False)
 PINNED_COMMIT_PATTERN = re.compile(r"/([0-9a-f]{40})/")
 MAX_REDIRECTS = 5
+# A compressed body may expand at most this many times its received size: JSON compresses some 5 to 30
+# times, a compression bomb some 1,000 times. It is refused as it expands, before its bytes reach the disk
+# and a parse of them the memory (urllib3 decompresses each read into at most the bytes asked for).
+MAX_EXPANSION = 200
 LOCAL_HINT = "offline? a local copy works too: make SOURCE=<folder>"
 # Per local source folder and file: size, mtime and ctime in ns, inode and sha256, as git's index keeps
 # them. When every file's entry matches, none is read; otherwise (cp -a, rsync -a, an edit in place, a
@@ -191,9 +195,14 @@ class HttpReader:
             if target is not None:
                 target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "wb") if target is not None else io.BytesIO() as handle:
+                compressed = response.headers.get("Content-Encoding", "identity").strip().lower() != "identity"
                 while chunk := response.read1(1 << 16):  # one socket read at most
                     if (size := size + handle.write(chunk)) > self.max_file_bytes:
                         raise PipelineError(f"{url}: larger than the size cap of {self.max_file_bytes} bytes")
+                    if compressed and size > MAX_EXPANSION * max(response.tell(), 1 << 16):
+                        raise PipelineError(f"{url}: its compressed body expands more than {MAX_EXPANSION} times "
+                                            f"({response.tell():,} bytes received gave {size:,}); refused as a "
+                                            "compression bomb")
                 body = b"" if target is not None else handle.getvalue()
         except Exception:
             if not cut.is_set():
