@@ -13,7 +13,7 @@ import shutil
 import threading
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -248,6 +248,12 @@ def _fetch_url(source: str, staging: Path, reader: HttpReader, commit_time: str 
             if entry["size"] != size or git_blob_sha1(staging / entry["path"]) != blob:
                 raise PipelineError(f"{source}/{entry['path']}: not the file the commit's tree lists ({size} bytes, "
                                     f"git hash {blob[:12]}); received {entry['size']} bytes that differ; run again")
+        # The tree is the snapshot as committed: a file its own index.json names and the tree lacks makes it
+        # incomplete, refused before anything is kept (a missing model file would drop its rows silently).
+        if missing := [name for name in named_files(staging) if name not in listing]:
+            raise PipelineError(
+                f"{source}: the commit's tree lacks {missing[0]}{f' and {len(missing) - 1} more' if missing[1:] else ''}"
+                ", which its own index.json names; an incomplete snapshot is refused (nothing was kept)")
         return upstream, files
     files = [download("index.json")]
     tasks = read_typed(staging / "index.json", _Index, "index.json").tasks
@@ -260,6 +266,24 @@ def _fetch_url(source: str, staging: Path, reader: HttpReader, commit_time: str 
                 raise PipelineError(f"{name}: model_id {model_id!r} would not give a safe file name")
             files.append(download(f"models/{model_id.replace('/', '__')}__{task}.json"))
     return upstream, sorted(files, key=lambda entry: entry["path"])
+
+
+def named_files(folder: Path) -> Iterator[str]:
+    """The files a snapshot folder's index.json names: each task's file (tasks/<task>.json) and each of
+    its models' file (models/<model>__<task>.json, from the rows of the task file, when it is there)."""
+    from schemas.rules import MODEL_ID_PATTERN
+
+    tasks = read_typed(folder / "index.json", _Index, "index.json").tasks
+    if not all(_dictionary_pattern("tasks", "task").match(task) for task in tasks):
+        raise PipelineError("index.json: field 'tasks' must be a list of task names (lower-case, digits, '-')")
+    for task in tasks:
+        yield (name := f"tasks/{task}.json")
+        if not (folder / name).is_file():
+            continue
+        for model_id in sorted({row.model_id for row in read_typed(folder / name, _TaskFile, name).configurations}):
+            if not re.fullmatch(MODEL_ID_PATTERN, model_id):
+                raise PipelineError(f"{name}: model_id {model_id!r} would not give a safe file name")
+            yield f"models/{model_id.replace('/', '__')}__{task}.json"
 
 
 def _local_files(source: str) -> tuple[Path, list[str]]:

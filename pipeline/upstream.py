@@ -130,18 +130,25 @@ class GitHub:
         return commits[0]
 
     def history(self, since: str | None = None) -> list[Commit]:
-        """Every commit that touched public/data (from `since`, a date, on), oldest first, following
-        the listing's pages."""
+        """Every commit that touched public/data (from `since`, a date, on), oldest first: the first page
+        pins the newest commit, and the pages after it list from that commit. A listing of the branch
+        moves when a commit is pushed or dropped between two pages (the next page then repeats or skips
+        one); the listing from a commit never does."""
         query: dict[str, str | int] = {"per_page": PAGE_SIZE, **({"since": f"{since}T00:00:00Z"} if since else {})}
         url: str | None = self.listing_url(**query)
         commits: dict[str, Commit] = {}
-        api = urllib.parse.urlsplit(self.api)
+        api, pin = urllib.parse.urlsplit(self.api), None
         while url:
             page, headers = self._page(url)
+            pin = pin or (page[0].sha if page else None)
             commits.update((commit.sha, commit) for commit in page or [])
             url = match.group(1) if (match := NEXT_LINK.search(headers.get("Link", ""))) else None
             if url and urllib.parse.urlsplit(url)[:2] != api[:2]:
                 raise PipelineError(f"{self.api}: refused a next page on another host or scheme: {url}")
+            if url and pin:
+                parts = urllib.parse.urlsplit(url)
+                pinned = {**urllib.parse.parse_qs(parts.query), "sha": [pin]}
+                url = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(pinned, doseq=True)))
         return sorted(commits.values(), key=lambda commit: commit_moment(commit.time))
 
     def facts(self, commit: Commit) -> dict[str, str]:

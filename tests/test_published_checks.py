@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.paths import Paths
-from tests.conftest import NEWEST, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, refresh_args
+from conftest import NEWEST, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, refresh_args
 
 CLI = str(Path(sys.executable).with_name("energy-index"))
 # One published file of each kind: an index figure file, a model file, an ingested table, the database.
