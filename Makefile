@@ -124,8 +124,8 @@ report: $(INSTALLED) ## write OUT/report/index.html (tables and charts, self-con
 release: $(INSTALLED) ## write OUT/release/<snapshot-id>/: data, Frictionless and Croissant metadata, citation, checksums
 	@"$(CLI)" release --out "$$EI_OUT"
 
-docs: $(INSTALLED) ## regenerate docs/cli.md and docs/data-dictionary.md (from the code and the build in OUT)
-	$(VENV)/bin/python -m pipeline.docs --out "$$EI_OUT"
+docs: $(TEST_INSTALLED) ## regenerate the docs' generated sections with cog (from the code, and the build in OUT)
+	$(VENV)/bin/cog -r -D out="$$EI_OUT" docs/cli.md docs/querying.md docs/index-files.md docs/data-dictionary.md
 
 clean: ## remove OUT (not the virtual environment)
 	rm -rf -- "$$EI_OUT"

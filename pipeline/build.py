@@ -24,7 +24,7 @@ from pipeline.paths import (
     AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest, hive_key,
 )
 from pipeline.source_card import load_source_card
-from schemas import TABLE_NAMES, described, dictionary
+from schemas import REFERENCE_TABLES, TABLE_NAMES, arrow_schema, ddl, described, dictionary
 from schemas.rules import RATED_BOARD_POWER_W
 
 # Two snapshots' floats that differ by less than this, relative to the larger, are the same value: the
@@ -129,21 +129,28 @@ def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths, loaded: di
             if new_files:
                 connection.execute(f"insert into {table} by name {read}", {"files": new_files})
     code = code_digest()
-    _create_table(connection, "build_inputs", "table_name varchar, snapshot_id varchar, signature varchar,"
-                  " code varchar", [(*key, signature, code) for key, signature in sorted(files.items())])
+    _create_table(connection, "build_inputs", [(*key, signature, code) for key, signature in sorted(files.items())])
 
 
-def _create_table(connection: duckdb.DuckDBPyConnection, table: str, columns: str, rows: list[tuple]) -> None:
-    """Create `table` with `columns` (DDL) and insert Python rows."""
-    connection.execute(f"create or replace table {table} ({columns})")
+def _arrow_rows(table: str, rows: list[tuple]) -> pyarrow.Table:
+    """Python rows, each with every column of a declared table in order, as an Arrow table of its schema."""
+    schema = arrow_schema(table)
+    columns = list(zip(*rows)) or [()] * len(schema)
+    return pyarrow.Table.from_arrays([pyarrow.array(values, field.type) for values, field in zip(columns, schema)],
+                                     schema=schema)
+
+
+def _create_table(connection: duckdb.DuckDBPyConnection, table: str, rows: list[tuple] | pyarrow.Table) -> None:
+    """Create a declared table (its DDL from the field dictionary) and insert its rows, through one Arrow
+    table: executemany inserts row by row (0.4 s for 500 rows here)."""
+    connection.execute(f"create or replace table {table} ({ddl(table)})")
     _insert_rows(connection, table, rows)
 
 
-def _insert_rows(connection: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
-    """Insert Python rows, each with every column in order, through one Arrow table: executemany inserts
-    row by row (0.4 s for 500 rows here)."""
-    if rows:
-        connection.from_arrow(pyarrow.table({str(i): values for i, values in enumerate(zip(*rows))})).insert_into(table)
+def _insert_rows(connection: duckdb.DuckDBPyConnection, table: str, rows: list[tuple] | pyarrow.Table) -> None:
+    arrow = rows if isinstance(rows, pyarrow.Table) else _arrow_rows(table, rows)
+    if arrow.num_rows:
+        connection.from_arrow(arrow).insert_into(table)
 
 
 def _reusable_database(paths: Paths, staging: Path) -> dict[tuple[str, str], str]:
@@ -257,33 +264,21 @@ def load_boundary_factors(path: Path = BOUNDARY_FACTORS) -> list[dict[str, objec
     return rows
 
 
-# The tables the build makes from its parameters and declarations rather than from a snapshot, with their
-# columns (build_parameters': in build()). Each is also published as OUT/parquet/<table>/data.parquet so
-# that the views can be run over the Parquet alone (Spark: pipeline/spark.py).
-REFERENCE_COLUMNS = {
-    "latency_tiers": "family varchar not null, task varchar, latency_metric varchar not null,"
-    " latency_limit double not null",
-    "ecologits_coefficients": "version varchar, source varchar, alpha double, beta double, gamma double,"
-    " batch_size bigint, quantization_bits bigint, gpu_memory_gb double, memory_overhead double",
-    "gpu_ratings": "gpu varchar primary key, rated_board_power_w double not null",
-    "audit_rules": "rule varchar primary key, table_name varchar not null, severity varchar not null,"
-    " tolerance double not null, direction varchar not null, measure varchar not null, why varchar not null",
-    "latency_ceilings": "task varchar primary key, batch_latency_ceiling_s double not null",
-    "boundary_factors": "boundary varchar not null, factor_low double not null, factor_central double not null,"
-    " factor_high double not null, central boolean not null, covers varchar not null, derivation varchar not null,"
-    " source varchar not null, url varchar not null, year integer not null, quoted_figure varchar not null",
-}
-REFERENCE_TABLES = ("build_parameters", *REFERENCE_COLUMNS)
+def load_reference_tables(connection: duckdb.DuckDBPyConnection, parameters: tuple,
+                          latency_tiers: Path = LATENCY_TIERS) -> None:
+    """The tables the build makes from its parameters and declarations rather than from a snapshot
+    (schemas.REFERENCE_TABLES, declared in the field dictionary): the build parameters, GPU ratings, latency
+    ceilings and tiers, audit rules, EcoLogits' coefficients, boundary factors. Each is validated as an
+    ingested table is (its pandera schema); build() then publishes each as OUT/parquet/<table>/data.parquet
+    so that the views can be run over the Parquet alone (Spark: pipeline/spark.py)."""
+    from pipeline.validate import raise_failures, table_failures
 
-
-def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: Path = LATENCY_TIERS) -> None:
-    """Facts declared in code that the views need: GPU ratings, latency ceilings and tiers, audit rules,
-    boundary factors."""
     connection.execute(sql_object("latency_metrics").statement)
     metrics = dict(connection.execute("select family, list(latency_metric order by metric_order)"
                                       " from latency_metrics group by family").fetchall())
     ceilings = load_source_card().diffusion.default_batch_latency_ceiling_s
     rows = {
+        "build_parameters": [parameters],
         "latency_tiers": load_latency_tiers(latency_tiers, metrics),
         "ecologits_coefficients": [msgspec.structs.astuple(read_toml(ECOLOGITS, EcologitsCoefficients))],
         "boundary_factors": [tuple(row.values()) for row in load_boundary_factors()],
@@ -291,8 +286,11 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, latency_tiers: 
         "audit_rules": load_audit_rules(),
         "latency_ceilings": sorted(ceilings.items()),
     }
-    for table, columns in REFERENCE_COLUMNS.items():
-        _create_table(connection, table, columns, rows[table])
+    tables = {table: _arrow_rows(table, rows[table]) for table in REFERENCE_TABLES}
+    failures, _ = table_failures(tables)
+    raise_failures(failures)
+    for table, arrow in tables.items():
+        _create_table(connection, table, arrow)
 
 
 def _publish_reference_tables(connection: duckdb.DuckDBPyConnection, paths: Paths) -> None:
@@ -321,25 +319,65 @@ def create_views(connection: duckdb.DuckDBPyConnection, store: Callable[[str], N
             raise PipelineError(f"{sql_path(name)}: {error}") from None
 
 
+# A view's or table macro's key in its header: the columns that tell its rows apart, one line, and those
+# of them that may be null (a row without that part, as SQL's UNIQUE allows), e.g. "-- key: task, row_id".
+KEY_LINE = re.compile(r"^-- key: (.*)$", re.MULTILINE)
+NULL_IN_KEY_LINE = re.compile(r"^-- null in key: (.*)$", re.MULTILINE)
+COLUMN_LIST = re.compile(r"\w+(?:, \w+)*")
+
+
+@dataclass(frozen=True)
+class Key:
+    columns: tuple[str, ...]
+    nullable: tuple[str, ...] = ()  # the key columns that may be null
+
+
+def _header(name: str) -> str:
+    return view_files()[name].read_text(encoding="utf-8").split("\ncreate ")[0]
+
+
+@functools.cache
+def view_key(name: str) -> Key | None:
+    """A view's or table macro's key, from its header's `-- key:` line (and `-- null in key:`); None for a
+    scalar macro, which returns a value. A view or table macro without one fails the build."""
+    header = _header(name)
+    found = {label: pattern.findall(header) for label, pattern in (("key", KEY_LINE), ("null in key", NULL_IN_KEY_LINE))}
+    if sql_object(name).kind == "macro":
+        if found["key"] or found["null in key"]:
+            raise PipelineError(f"{sql_path(name)}: a scalar macro returns a value; its header declares no key")
+        return None
+    lists = {label: [COLUMN_LIST.fullmatch(text) for text in texts] for label, texts in found.items()}
+    if len(found["key"]) != 1 or len(found["null in key"]) > 1 or not all(map(all, lists.values())):
+        raise PipelineError(f"{sql_path(name)}: its header needs one '-- key: column, column, ...' line (and at"
+                            " most one '-- null in key: column, ...' line naming some of them)")
+    columns = tuple(found["key"][0].split(", "))
+    nullable = tuple(found["null in key"][0].split(", ")) if found["null in key"] else ()
+    if not set(nullable) <= set(columns):
+        raise PipelineError(f"{sql_path(name)}: '-- null in key:' names columns not in its key: "
+                            f"{', '.join(sorted(set(nullable) - set(columns)))}")
+    return Key(columns, nullable)
+
+
 def view_description(name: str) -> str:
     """A sql/ object's description from its header: what it holds (the first comment lines), its grain
-    and its key (a label's indented comment lines continue it; a scalar macro's grain is a value)."""
-    header = view_files()[name].read_text(encoding="utf-8").split("\ncreate ")[0].splitlines()
-    scalar = {"grain": ["(a value)"], "key": ["—"]} if sql_object(name).kind == "macro" else {}
+    (a label's indented comment lines continue it; a scalar macro's grain is a value) and its key."""
+    scalar = {"grain": ["(a value)"]} if sql_object(name).kind == "macro" else {}
     fields: dict[str, list[str]] = {"what": [], **scalar}
     current = "what"
-    for line in header:
+    for line in _header(name).splitlines():
         text = line.removeprefix("--").strip()
         label, _, rest = text.partition(":")
-        if label in ("grain", "key"):
+        if label == "grain":
             current = label
             fields[current] = [rest.strip()]
-        elif current == "what" or line.startswith("--  "):
+        elif current == "what" or (current == "grain" and line.startswith("--  ")):
             fields[current].append(text)
         else:
             break
     what = " ".join(fields["what"]).split(":", 1)[1].strip()
-    return f"{what[0].upper()}{what[1:]} Grain: {' '.join(fields['grain'])}. Key: {' '.join(fields['key'])}."
+    key = view_key(name)
+    key_text = "—" if key is None else f"({', '.join(key.columns)})"
+    return f"{what[0].upper()}{what[1:]} Grain: {' '.join(fields['grain'])}. Key: {key_text}."
 
 
 # Tables stored beside the ingested ones, one Parquet file per snapshot (or per consecutive pair,
@@ -406,6 +444,18 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
     connection.execute(f"create or replace table {table} as select * from {source}", [files] if files else [""] * arity)
 
 
+def declared_keys() -> dict[str, Key]:
+    """Every declared key, by object: each keyed table's in the field dictionary (the columns that may be
+    null: those it declares nullable; a stored table's, those its macro's header names) and each view's
+    and table macro's in its header."""
+    keys = {}
+    for table, entry in dictionary.entries().tables.items():  # an empty key: at most one row
+        nullable = (view_key(STORED[table][0]).nullable if entry.kind == "stored" else
+                    tuple(name for name in entry.key if entry.columns[name].may_be_null()))
+        keys[table] = Key(tuple(entry.key), nullable)
+    return keys | {name: key for name in view_files() if (key := view_key(name)) is not None}
+
+
 def _column_source(table: str, column: str) -> str:
     """Where a column comes from: an upstream JSON key, the pipeline, or the view that computes it."""
     if table in STORED:
@@ -423,9 +473,7 @@ def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
     """Comment every table, view and column from the field dictionary and fill data_dictionary.
     A column with no dictionary entry fails the build: nothing reaches a reader undocumented."""
     # Created empty first, so that it lists itself.
-    _create_table(connection, "data_dictionary", "object_name varchar, kind varchar, object_description varchar,"
-                  " column_name varchar, position bigint, data_type varchar, unit varchar, description varchar,"
-                  " source varchar", [])
+    _create_table(connection, "data_dictionary", [])
     objects = dict(connection.execute(
         "select table_name, 'table' from duckdb_tables() where schema_name = 'main' and not internal"
         " union all select view_name, 'view' from duckdb_views() where schema_name = 'main' and not internal"
@@ -477,10 +525,8 @@ def build(
             if snapshot_id is not None and snapshot_id not in ingested:
                 raise PipelineError(f"snapshot {snapshot_id} is not in the Parquet tables; "
                                     f"ingested: {', '.join(ingested)}")
-            parameters = [(snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE)]
-            _create_table(connection, "build_parameters",
-                          "snapshot_id varchar, itl_deadline_ms double, change_relative_tolerance double", parameters)
-            load_reference_tables(connection, latency_tiers)
+            parameters = (snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE)
+            load_reference_tables(connection, parameters, latency_tiers)
             _publish_reference_tables(connection, paths)
             create_views(connection, lambda table: _store(connection, paths, table, notices))
             describe_objects(connection)

@@ -36,7 +36,7 @@ def _format_failures(table_name: str, frame: pd.DataFrame, error: pa.errors.Sche
     lines, shared = [], Counter()
     for (check, index), group in error.failure_cases.groupby(["check", "index"], sort=False, dropna=False):
         row = frame.loc[index] if isinstance(index, int) and index in frame.index else None
-        label = "table" if row is None else ", ".join(f"{c}={_plain(row[c])}" for c in named_by)
+        label = "table" if row is None else ", ".join(f"{c}={_plain(row[c])}" for c in named_by) or f"row {index}"
         if check == "multiple_fields_uniqueness":
             shared[label] += 1
             continue
@@ -61,7 +61,7 @@ def table_failures(tables: dict[str, pyarrow.Table]) -> tuple[list[str], list[st
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
-                    schemas.TABLES[name].validate(frame, lazy=True)
+                    schemas.pandera_schema(name).validate(frame, lazy=True)
                 except pa.errors.SchemaErrors as error:
                     failures.extend(_format_failures(name, frame, error))
             notices.extend(f"{name}: {w.message}" for w in caught if issubclass(w.category, pa.errors.SchemaWarning))

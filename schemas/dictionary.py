@@ -35,8 +35,9 @@ class Field(Facts):
 
 
 class Column(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """A column of a table ingest writes: the upstream key it is read from, if any ("optional": not in
-    every entry, so nullable), nested at json_path, or nullable where the pipeline may leave it empty."""
+    """A column of a declared table: for one ingest writes, the upstream key it is read from, if any
+    ("optional": not in every entry, so nullable), nested at json_path; nullable where the pipeline may
+    leave it empty."""
 
     upstream: Literal["required", "optional"] | None = None
     json_path: str | None = None
@@ -47,13 +48,18 @@ class Column(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 class Table(msgspec.Struct, forbid_unknown_fields=True):
+    # ingested: written by ingest per snapshot and validated there; reference: made by the build from its
+    # parameters and declarations, validated there and published as Parquet beside the ingested tables;
+    # stored: computed by a table macro of sql/ (its columns typed by DuckDB) and stored per snapshot;
+    # build: the build's own record of itself.
+    kind: Literal["ingested", "reference", "stored", "build"]
     description: str
     grain: str
     source: str
     key: list[str]
     measured_key: list[str] = []  # what a measured configuration is: rows sharing it are repeats
     row_checks: list[str] = []
-    columns: dict[str, Column] = {}  # for the tables ingest writes
+    columns: dict[str, Column] = {}  # every kind's but a stored table's, in order
 
 
 class ExportField(msgspec.Struct, forbid_unknown_fields=True):
@@ -89,11 +95,20 @@ def entries() -> Dictionary:
                 raise ValueError(f"{DICTIONARY}: [{section}.{name}]: {error}") from None
             if section == "fields" and decoded[section][name].type not in (None, *TYPES):
                 raise ValueError(f"{DICTIONARY}: [fields.{name}] type: {entry['type']!r} is none of {', '.join(TYPES)}")
+            if section == "tables" and (decoded[section][name].kind == "stored") == bool(decoded[section][name].columns):
+                raise ValueError(f"{DICTIONARY}: [tables.{name}]: a {decoded[section][name].kind} table "
+                                 f"{'takes its columns from its macro' if decoded[section][name].columns else 'lists its columns'}"
+                                 f" ([tables.{name}.columns])")
     return Dictionary(**decoded)
 
 
 def table_entry(table: str) -> Table:
     return entries().tables[table]
+
+
+def tables_of_kind(kind: str) -> tuple[str, ...]:
+    """The tables of one kind (Table.kind), in the dictionary's order."""
+    return tuple(name for name, entry in entries().tables.items() if entry.kind == kind)
 
 
 def table_description(table: str) -> str:

@@ -11,11 +11,12 @@ import duckdb
 import pytest
 from test_views import connect, diffusion_measured, fetch, measured
 
-from pipeline.build import REFERENCE_COLUMNS, load_boundary_factors
+from pipeline.build import load_boundary_factors
 from pipeline.cli import cli
 from pipeline.errors import PipelineError
 from pipeline.paths import BOUNDARY_FACTORS, Paths
 from pipeline.query import BOUNDARIES
+from schemas import dictionary
 
 CLI = str(Path(sys.executable).with_name("energy-index"))
 
@@ -130,8 +131,7 @@ def test_a_damaged_factor_file_is_refused_naming_the_file_and_the_key(tmp_path: 
 
 
 def test_the_factor_file_has_exactly_the_tables_columns() -> None:
-    columns = [column.split()[0] for column in REFERENCE_COLUMNS["boundary_factors"].split(", ")]
-    assert list(load_boundary_factors(BOUNDARY_FACTORS)[0]) == columns
+    assert list(load_boundary_factors(BOUNDARY_FACTORS)[0]) == list(dictionary.table_entry("boundary_factors").columns)
 
 
 def test_on_the_newest_snapshot_every_index_row_has_three_boundaries_in_order(newest_build: Paths) -> None:

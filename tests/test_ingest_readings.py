@@ -118,7 +118,7 @@ def test_a_new_upstream_field_takes_one_dictionary_entry(source_copy: Path, tmp_
     tables = {**entries.tables, "token_configurations": msgspec.structs.replace(
         entries.tables["token_configurations"], columns=columns)}
     monkeypatch.setattr(dictionary, "entries", lambda: msgspec.structs.replace(entries, tables=tables, fields=fields))
-    schemas._schemas.cache_clear()
+    schemas.pandera_schema.cache_clear()
     schemas.arrow_schema.cache_clear()
     upstream_json.file_types.cache_clear()
     try:
@@ -143,6 +143,6 @@ def test_a_new_upstream_field_takes_one_dictionary_entry(source_copy: Path, tmp_
                 " where object_name = 'token_configurations' and column_name = 'zz_power_factor'"
             ).fetchall() == [("ratio", "A new upstream field.")]
     finally:  # the next test's schemas come from the real dictionary again
-        schemas._schemas.cache_clear()
+        schemas.pandera_schema.cache_clear()
         schemas.arrow_schema.cache_clear()
         upstream_json.file_types.cache_clear()

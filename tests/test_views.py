@@ -6,7 +6,7 @@ import duckdb
 import pyarrow
 import pytest
 
-from pipeline.build import create_views, load_reference_tables
+from pipeline.build import CHANGE_RELATIVE_TOLERANCE, create_views, load_reference_tables
 import schemas
 
 
@@ -73,12 +73,7 @@ def connect(
         data = pyarrow.Table.from_pylist(given.get(table, []), schema=schemas.arrow_schema(table))
         connection.register(f"{table}_input", data)
         connection.execute(f"create table {table} as select * from {table}_input")
-    connection.execute(
-        "create table build_parameters as select null::varchar as snapshot_id, ?::double as itl_deadline_ms,"
-        " 1e-9 as change_relative_tolerance",
-        [deadline],
-    )
-    load_reference_tables(connection)
+    load_reference_tables(connection, (None, deadline, CHANGE_RELATIVE_TOLERANCE))
     create_views(connection)
     return connection
 

@@ -1,7 +1,7 @@
 -- configuration_history: every measured token-task configuration of every snapshot, in the index's
 -- vocabulary, with derived units.
 -- grain: one row per snapshot × task × model × GPU × GPU count × max_num_seqs × repeat
--- key: (snapshot_id, task, model_id, gpu, num_gpus, max_num_seqs, repeat)
+-- key: snapshot_id, task, model_id, gpu, num_gpus, max_num_seqs, repeat
 create or replace view configuration_history as
 
 select

@@ -2,7 +2,7 @@
 -- latency metric of its family (latency_metrics), with that metric's value: what the latency tiers,
 -- the frontier and the EcoLogits refit limit or chart.
 -- grain: one row per snapshot × task file entry × latency metric
--- key: (snapshot_id, task, row_id, repeat, latency_metric)
+-- key: snapshot_id, task, row_id, repeat, latency_metric
 create or replace view configuration_latencies as
 
 select

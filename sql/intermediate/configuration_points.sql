@@ -1,7 +1,7 @@
 -- configuration_points: the index snapshot's configurations, token and diffusion alike, each as one
 -- measured point: its repeats merged into their mean, with the lowest and highest repeat beside it.
 -- grain: one row per task × configuration (row_id) of the index snapshot
--- key: (task, row_id)
+-- key: task, row_id
 -- A repeat is a second measurement of the same configuration in one task file. The frontier and
 -- energy_at_concurrency read these points, so a lucky repeat counts no more than an unlucky one;
 -- the index (best_configurations) keeps the upstream's rule, the lowest-energy row. Concurrency (the

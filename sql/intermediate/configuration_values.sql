@@ -1,6 +1,6 @@
 -- configuration_values: every upstream value of every configuration of every snapshot, one per row.
 -- grain: one row per snapshot × task × model × configuration × repeat × field
--- key: (snapshot_id, task, model_id, configuration, repeat, field)
+-- key: snapshot_id, task, model_id, configuration, repeat, field
 -- The long shape lets one comparison cover every field of both families; pipeline columns
 -- (source_ordinal, is_avg_output_len_derived) are left out because they are not upstream values.
 -- include nulls: a field that is null (or absent upstream) is still a value to compare.

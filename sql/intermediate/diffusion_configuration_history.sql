@@ -1,7 +1,7 @@
 -- diffusion_configuration_history: every measured text-to-image and text-to-video configuration of
 -- every snapshot, in the index's vocabulary, with derived units.
 -- grain: one row per snapshot × diffusion task file entry
--- key: (snapshot_id, task, row_id, repeat)
+-- key: snapshot_id, task, row_id, repeat
 create or replace view diffusion_configuration_history as
 
 select

@@ -1,6 +1,6 @@
 -- index_snapshot: the snapshot the index and the current-snapshot views are built from.
 -- grain: one row
--- key: (snapshot_id)
+-- key: snapshot_id
 create or replace view index_snapshot as
 
 select coalesce(

@@ -2,7 +2,7 @@
 -- by, in their order, with the words a person reads for each: the one list every view, export and
 -- chart takes them from.
 -- grain: one row per family × latency metric
--- key: (latency_metric)
+-- key: latency_metric
 create or replace view latency_metrics as
 
 select * from (values

@@ -1,6 +1,6 @@
 -- model_detail_matches: each per-model detail configuration paired with its task-file row.
 -- grain: one row per matched pair, or per row with no partner on the other side
--- key: (snapshot_id, task, model_id, configuration, repeat)
+-- key: snapshot_id, task, model_id, configuration, repeat
 -- A detail configuration matches the task-file row of the same task, model, configuration and repeat
 -- (the n-th measurement of a configuration in one file pairs with the n-th in the other, numbered alike).
 create or replace view model_detail_matches as

@@ -6,7 +6,7 @@
 -- tie-break as one key to order by, lowest energy, then fewer GPUs, the smaller batch, the earlier
 -- repeat and entry. Every view that picks a best row (the index, tiers, runner-up, refit) orders by it.
 -- grain: one row per snapshot × task file entry
--- key: (snapshot_id, task, row_id, repeat)
+-- key: snapshot_id, task, row_id, repeat
 create or replace view unified_configurations as
 
 with

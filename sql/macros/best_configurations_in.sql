@@ -3,7 +3,7 @@
 -- unified_configurations' preference. The build stores its rows once per snapshot as the table
 -- best_configuration_history: select * from best_configurations_in('<snapshot id>').
 -- grain: one row per snapshot × task × model × GPU that has a configuration within the limit
--- key: (snapshot_id, task, model_id, gpu)
+-- key: snapshot_id, task, model_id, gpu
 -- An id the database does not hold is an error naming it and the nearest ids, not an empty answer.
 create or replace macro best_configurations_in(of_snapshot) as table
 

@@ -1,7 +1,8 @@
 -- configuration_diff: table macro; for two snapshots, the configurations added and removed and every
 -- upstream field whose value changed: select * from configuration_diff('<older id>', '<newer id>').
 -- grain: one row per configuration added or removed, or per configuration × changed field
--- key: (task, model_id, configuration, repeat, field)
+-- key: task, model_id, configuration, repeat, field
+-- null in key: field
 -- A macro, not a view over every pair: its cost is that of the two snapshots' rows, whatever the history.
 -- Numbers compare with build_parameters.change_relative_tolerance so that re-serialising a float
 -- (e.g. the upstream's derived average output length) is not a change; a null against a value is.

@@ -2,8 +2,8 @@
 -- select * from energy_at_concurrency('lm-arena-chat', 'Qwen/Qwen3-8B', 'H100', 100).
 -- grain: one row per deployment of the model on the GPU in the index snapshot (GPU count, parallelism,
 --     precision; for diffusion also resolution, frames and steps)
--- key: (num_gpus, tensor_parallel, data_parallel, expert_parallel, ulysses_degree, ring_degree, precision,
---     width, height, num_frames, fps, inference_steps)
+-- key: num_gpus, tensor_parallel, data_parallel, expert_parallel, ulysses_degree, ring_degree, precision, width, height, num_frames, fps, inference_steps
+-- null in key: tensor_parallel, data_parallel, expert_parallel, ulysses_degree, ring_degree, width, height, num_frames, fps, inference_steps
 -- Concurrency is the average running batch for token tasks (requests in flight, the upstream's
 -- avg_batch_size, as measured, not max_num_seqs) and the batch size for diffusion. Each configuration
 -- is one point (configuration_points): its repeats' mean energy at their mean concurrency, so the

@@ -1,7 +1,7 @@
 -- index_diff: table macro; for two snapshots, the index rows whose published figure or chosen
 -- configuration changed, and the rows added or removed: select * from index_diff('<older id>', '<newer id>').
 -- grain: one row per task × model × GPU whose index row differs
--- key: (task, model_id, gpu)
+-- key: task, model_id, gpu
 -- An id the database does not hold is an error naming it and the nearest ids, not every row added.
 create or replace macro index_diff(older_id, newer_id) as table
 

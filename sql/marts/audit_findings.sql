@@ -1,6 +1,6 @@
 -- audit_findings: plausibility findings that do not block a build, one per rule breach.
 -- grain: one row per snapshot × rule × offending row (or configuration, for repeats)
--- key: (snapshot_id, rule, row_key)
+-- key: snapshot_id, rule, row_key
 -- Tolerances, directions and reasons live in pipeline/audit_rules.toml (loaded as audit_rules).
 create or replace view audit_findings as
 

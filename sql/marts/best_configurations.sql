@@ -1,6 +1,6 @@
 -- best_configurations: the index snapshot's lowest-energy configuration per model and GPU within the deadline.
 -- grain: one row per task × model × GPU that has a configuration under the deadline
--- key: (task, model_id, gpu)
+-- key: task, model_id, gpu
 create or replace view best_configurations as
 
 select history.*

@@ -3,7 +3,7 @@
 -- multiplies GPU energy (host CPU, memory, network interface, idle capacity kept for peaks); facility
 -- multiplies server energy (PUE). Assumptions from the cited sources, not measurements.
 -- grain: one row per boundary (server, facility)
--- key: (boundary)
+-- key: boundary
 create or replace view boundary_factor_ranges as
 
 select

@@ -1,6 +1,6 @@
 -- configurations: the index snapshot's token-task configurations with derived units.
 -- grain: one row per task × model × GPU × GPU count × max_num_seqs × repeat
--- key: (task, model_id, gpu, num_gpus, max_num_seqs, repeat)
+-- key: task, model_id, gpu, num_gpus, max_num_seqs, repeat
 create or replace view configurations as
 
 select history.*

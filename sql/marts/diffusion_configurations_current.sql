@@ -1,6 +1,6 @@
 -- diffusion_configurations_current: the index snapshot's diffusion configurations with derived units.
 -- grain: one row per diffusion task file entry of the index snapshot
--- key: (task, row_id, repeat)
+-- key: task, row_id, repeat
 create or replace view diffusion_configurations_current as
 
 select history.*

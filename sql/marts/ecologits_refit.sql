@@ -2,7 +2,7 @@
 -- its fixed concurrency of 64) refitted on the index snapshot, per task, GPU and latency tier, beside
 -- what EcoLogits' published coefficients (ecologits_coefficients) predict for the same models.
 -- grain: one row per token task × GPU × latency metric × limit with at least three models measured at 64
--- key: (task, gpu, latency_metric, latency_limit)
+-- key: task, gpu, latency_metric, latency_limit
 -- The points: per model, the lowest-energy configuration at max_num_seqs 64 (EcoLogits' batch size)
 -- within the tier, energy for all its GPUs; the fit: ordinary least squares over exact sums.
 -- Boundary: GPU energy only, like EcoLogits' own GPU-energy model; EcoLogits adds its server energy and

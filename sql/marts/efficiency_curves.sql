@@ -1,9 +1,7 @@
 -- efficiency_curves: how energy, throughput, latency and power move with the batch limit for one
 -- deployment of the index snapshot: max_num_seqs for token tasks, batch size for diffusion tasks.
 -- grain: one row per point: a configuration of the index snapshot
--- key: token: (task, model_id, gpu, num_gpus, tensor_parallel, data_parallel, expert_parallel, precision,
---     max_num_seqs, repeat);
---      diffusion: (task, row_id, repeat)
+-- key: task, row_id, repeat
 create or replace view efficiency_curves as
 
 select

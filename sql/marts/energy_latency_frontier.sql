@@ -2,7 +2,7 @@
 -- configuration beats on both energy per output and a latency metric, per task and model across GPUs
 -- (scope 'model') and per task, model and GPU (scope 'model_gpu'), for each latency metric.
 -- grain: one row per scope × latency metric × configuration on that frontier
--- key: (scope, task, model_id, gpu_scope, latency_metric, row_id)
+-- key: scope, task, model_id, gpu_scope, latency_metric, row_id
 -- Each configuration is one point, its repeats averaged (as in configuration_points), so one lucky
 -- repeat cannot put a configuration on the frontier; the repeats' spread is carried beside the mean. A
 -- configuration is dominated when another of the same group has energy and latency each no higher

@@ -1,7 +1,7 @@
 -- gpu_comparisons: for each model, task and latency tier, its best configuration on one GPU against
 -- its best on another GPU at the same tier: how much less (or more) energy per output the other takes.
 -- grain: one row per task × model × latency metric × limit × ordered pair of GPUs (baseline, compared)
--- key: (task, model_id, latency_metric, latency_limit, baseline_gpu, gpu)
+-- key: task, model_id, latency_metric, latency_limit, baseline_gpu, gpu
 -- Both orders are listed, so a filter on baseline_gpu = 'H100' reads "what each GPU saves over H100".
 create or replace view gpu_comparisons as
 

@@ -4,7 +4,7 @@
 -- factor, PUE), low with low and high with high. The factors are assumptions from the sources in
 -- boundary_factors (ranges: boundary_factor_ranges), not measurements.
 -- grain: one row per best_configurations row × boundary (gpu_only, server, facility)
--- key: (task, model_id, gpu, boundary)
+-- key: task, model_id, gpu, boundary
 create or replace view index_boundaries as
 
 with

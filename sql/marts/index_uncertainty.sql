@@ -2,7 +2,7 @@
 -- how far its repeats lie apart, and how close the next-best configuration within the same latency
 -- limit comes (the margin by which the index's choice was made).
 -- grain: one row per best_configurations row
--- key: (task, model_id, gpu)
+-- key: task, model_id, gpu
 -- The runner-up is ranked as the index ranks (unified_configurations' preference), among the other
 -- configurations within the limit. A runner-up as cheap as the index row is a tie (margin 0,
 -- choice_basis says the tie rule decided); a model and GPU with one configuration within the limit

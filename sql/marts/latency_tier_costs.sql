@@ -1,7 +1,7 @@
 -- latency_tier_costs: what a latency requirement costs: each tier's lowest energy of a model on a GPU
 -- (tiered_best_configurations) against its lowest energy there with no latency limit (efficiency_curves).
 -- grain: one row per task × model × GPU × latency metric × limit that has a configuration within the limit
--- key: (task, model_id, gpu, latency_metric, latency_limit)
+-- key: task, model_id, gpu, latency_metric, latency_limit
 -- relative_to_best is 1 when the requirement costs nothing and 2 when it doubles the energy.
 create or replace view latency_tier_costs as
 

@@ -1,6 +1,6 @@
 -- task_summaries: per task, its configuration counts and those over the latency limit, as the index's provenance cites.
 -- grain: one row per task of the index snapshot
--- key: (task)
+-- key: task
 create or replace view task_summaries as
 
 select

@@ -2,7 +2,7 @@
 -- model on each GPU whose latency metric is within the tier's limit (tiers: the latency_tiers table),
 -- ties broken as in best_configurations (unified_configurations' preference).
 -- grain: one row per task × model × GPU × latency metric × limit that has a configuration within the limit
--- key: (task, model_id, gpu, latency_metric, latency_limit)
+-- key: task, model_id, gpu, latency_metric, latency_limit
 create or replace view tiered_best_configurations as
 
 with

@@ -1,6 +1,6 @@
 -- snapshot_history: the ingested snapshots in upstream commit order, each with its predecessor.
 -- grain: one row per snapshot
--- key: (snapshot_id)
+-- key: snapshot_id
 create or replace view snapshot_history as
 
 with

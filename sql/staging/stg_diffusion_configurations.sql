@@ -2,7 +2,7 @@
 -- upstream gave it, with what is derived from it once: its repeat, the model's slug, the output's width
 -- and height (image or video) and what was measured (configuration).
 -- grain: one row per snapshot × diffusion task file entry
--- key: (snapshot_id, task, model_id, configuration, repeat)
+-- key: snapshot_id, task, model_id, configuration, repeat
 -- repeat: the entry's 1-based ordinal, in file order, among the model's entries with its configuration
 -- (what was measured: schemas/dictionary.toml measured_key, as the label names it).
 create or replace view stg_diffusion_configurations as

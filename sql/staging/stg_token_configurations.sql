@@ -2,7 +2,7 @@
 -- gave it, with what is derived from it once: its repeat, the average output length where the upstream
 -- omits it, the model's slug and what was measured (configuration).
 -- grain: one row per snapshot × token task file entry
--- key: (snapshot_id, task, model_id, configuration, repeat)
+-- key: snapshot_id, task, model_id, configuration, repeat
 -- repeat: the entry's 1-based ordinal, in file order, among the model's entries with its configuration
 -- (what was measured: schemas/dictionary.toml measured_key, as the label names it).
 -- avg_output_len: the upstream defines energy per request as energy per token × average output length,
