@@ -260,8 +260,9 @@ def _warn(label: str, notices: Iterable[str]) -> None:
         say(f"{label}: warning: {notice}")
 
 
-def _run_fetch(args: SimpleNamespace, paths: Paths, source: str | None = None) -> Any:
-    """Fetch `source`, --source, or else the upstream's newest commit that changed its data (or --commit)."""
+def _run_fetch(args: SimpleNamespace, paths: Paths, source: str | None = None, full_check: bool = False) -> Any:
+    """Fetch `source`, --source, or else the upstream's newest commit that changed its data (or --commit). A
+    copy already in OUT/raw is checked by stat (or `full_check`: by sha256) and fetched again when damaged."""
     from pipeline.fetch import fetch, move_to_current_ids
 
     source, commit_time = source or args.source, getattr(args, "commit_time", None)
@@ -271,7 +272,7 @@ def _run_fetch(args: SimpleNamespace, paths: Paths, source: str | None = None) -
     if source is not None:
         say(f"fetch: reading {source}")
         result = fetch(source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
-                       fetch_deadline_s=args.fetch_deadline, commit_time=commit_time)
+                       fetch_deadline_s=args.fetch_deadline, commit_time=commit_time, full_check=full_check)
     elif commit_time is not None:
         raise PipelineError("--commit-time is for a --source without snapshot.json; the upstream's commits "
                             "carry their own time")
@@ -282,7 +283,8 @@ def _run_fetch(args: SimpleNamespace, paths: Paths, source: str | None = None) -
         wanted = f"commit {args.commit}" if args.commit else f"the newest commit that changed {path}"
         say(f"fetch: asking {settings.GITHUB_API.value()} for {wanted} of {repository}")
         result, commit = fetch_upstream(paths, args.commit, timeout_s=args.timeout,
-                                        max_file_bytes=args.max_file_bytes, fetch_deadline_s=args.fetch_deadline)
+                                        max_file_bytes=args.max_file_bytes, fetch_deadline_s=args.fetch_deadline,
+                                        full_check=full_check)
         if commit is not None and args.commit and not commit.sha.startswith(args.commit):
             say(f"fetch: commit {args.commit} did not change {path}; its data is that of {commit.sha[:7]} "
                 f"({commit.subject})")
@@ -331,7 +333,7 @@ def _publish(label: str, args: SimpleNamespace, paths: Paths, digests: dict[str,
     ingested. None, with nothing written, when the published build already is this one with its files intact."""
     import msgspec
 
-    from pipeline.fetch import stale_published_ids
+    from pipeline.fetch import check_archive, stale_published_ids
     from pipeline.files import write_json_atomic
     from pipeline.fingerprint import file_sha256
     from pipeline.paths import code_digest
@@ -366,6 +368,7 @@ def _publish(label: str, args: SimpleNamespace, paths: Paths, digests: dict[str,
     same_code = previous.get("code") == record["code"]
     history = label == "history"  # ingests only what the database lacks; a refresh, its one snapshot
     ingest = [s for s in digests if not (history and same_code and held.get(s) == digests[s])]
+    check_archive(paths, ingest)  # every copy whole before anything is ingested from it
     with new_generation(paths) as staged:
         for snapshot_id in _repair(label, staged, stale, damaged or [], ingest):
             _run_ingest(staged, snapshot_id)
@@ -390,7 +393,7 @@ def _repair(label: str, staged: Paths, stale: dict[str, str], damaged: list[tupl
     import shutil
 
     from pipeline.build import STORED
-    from pipeline.fetch import MANIFEST
+    from pipeline.fetch import MANIFEST, check_archive
     from pipeline.paths import hive_key
     from schemas import TABLES
 
@@ -415,7 +418,9 @@ def _repair(label: str, staged: Paths, stale: dict[str, str], damaged: list[tupl
                 f"{staged.raw_dir} to ingest again; fetch it (energy-index fetch --source ...) and run again")
         else:
             again.append(snapshot_id)
-    return [snapshot_id for snapshot_id in dict.fromkeys(again) if snapshot_id not in ingesting]
+    again = [snapshot_id for snapshot_id in dict.fromkeys(again) if snapshot_id not in ingesting]
+    check_archive(staged, again)
+    return again
 
 
 def _snapshot_sources(sources: list[str]) -> list[str]:
@@ -489,8 +494,8 @@ def fetch(args: SimpleNamespace, paths: Paths) -> None:
     """Copy an upstream snapshot (by default the upstream's newest commit that changed public/data; or --commit,
     a local folder or a URL) into OUT/raw/<snapshot-id>/ with a manifest of each file's sha256 and size, the
     source, the retrieval date and the upstream commit when known. An unchanged snapshot is left as it was,
-    retrieval date included."""
-    _run_fetch(args, paths)
+    retrieval date included; a copy that differs from its manifest is replaced."""
+    _run_fetch(args, paths, full_check=True)
 
 
 @cli.command(cls=ListsTables, short_help="flatten the fetched snapshot into validated Parquet tables",

@@ -9,6 +9,7 @@ import hashlib
 import io
 import os
 import re
+import shlex
 import shutil
 import threading
 import time
@@ -22,7 +23,7 @@ from typing import Any, TypedDict
 import msgspec
 
 from pipeline import jsontext
-from pipeline.errors import NEXT_STEP, PipelineError, command_name
+from pipeline.errors import NEXT_STEP, PipelineError, command_name, out_option
 from pipeline.files import read_typed, replace_directory, staged_directory, write_bytes_atomic, write_json_atomic
 from pipeline.fingerprint import data_sha256, file_sha256, git_blob_sha1
 from pipeline.paths import Paths
@@ -317,7 +318,7 @@ def _stat_key(stat: os.stat_result, path: Path, max_file_bytes: int) -> tuple[in
 
 
 def _fetch_local(source: str, paths: Paths, staging: Path, commit_time: str | None,
-                 max_file_bytes: int) -> tuple[dict[str, str], list[FileEntry]]:
+                 max_file_bytes: int, full_check: bool = False) -> tuple[dict[str, str], list[FileEntry]]:
     """The upstream facts and the files' manifest entries. When the stat cache vouches for every file and
     the archive holds them, nothing is read; otherwise all are copied into `staging` and hashed (the id may
     depend on their content)."""
@@ -330,7 +331,7 @@ def _fetch_local(source: str, paths: Paths, staging: Path, commit_time: str | No
     cached = cache.get(origin, {})
     if all(cached.get(name, ())[:4] == _stat_key((root / name).stat(), root / name, max_file_bytes) for name in names):
         files: list[FileEntry] = [{"path": name, "sha256": cached[name][4], "size": cached[name][0]} for name in names]
-        if _held_already(paths, snapshot_id_of(upstream, files), upstream, files):
+        if _held_already(paths, snapshot_id_of(upstream, files), upstream, files, full_check):
             return upstream, files
     files, cache[origin] = _copy_local(root, names, staging, max_file_bytes)
     write_json_atomic(paths.raw_dir / STAT_CACHE, cache)
@@ -419,14 +420,68 @@ def _point_latest_at(paths: Paths, snapshot_id: str) -> None:
     write_bytes_atomic(paths.latest_snapshot_pointer, f"{snapshot_id}\n".encode())
 
 
-def _held_already(paths: Paths, snapshot_id: str, upstream: dict[str, str], files: list[FileEntry]) -> bool:
-    """True if OUT/raw already holds exactly this snapshot. Different content under the id of a
-    published snapshot is refused; under an unpublished one (a failed earlier fetch) it is replaced."""
+def archive_damage(paths: Paths, snapshot_id: str, *, full: bool) -> str | None:
+    """What is wrong with the archived copy OUT/raw/<snapshot_id> against its manifest, or None when it is
+    whole: a file missing or of another size (the cheap check, by stat), or, when `full`, of another sha256,
+    or (fetched from a URL, where the commit's tree is the whole snapshot) lacking a file its index.json names."""
+    directory = paths.raw_snapshot(snapshot_id)
+    try:
+        manifest = read_manifest(directory)
+    except PipelineError:
+        return "its manifest is missing or unreadable"
+    for entry in manifest["files"]:
+        try:
+            size = (directory / entry["path"]).stat().st_size
+        except OSError:
+            return f"{entry['path']} is missing"
+        if size != entry["size"]:
+            return f"{entry['path']} has {size:,} bytes, fetched with {entry['size']:,}"
+        if full and file_sha256(directory / entry["path"]) != entry["sha256"]:
+            return f"{entry['path']} differs from what was fetched (sha256)"
+    if full and "://" in manifest["source"]:
+        held = {entry["path"] for entry in manifest["files"]}
+        try:
+            missing = [name for name in named_files(directory) if name not in held]
+        except PipelineError as error:
+            return str(error)
+        if missing:
+            return f"it lacks {missing[0]}, which its index.json names"
+    return None
+
+
+def fetch_again(paths: Paths, snapshot_id: str) -> str:
+    """The command that fetches an archived snapshot again, replacing a damaged copy, as it can be typed here."""
+    try:
+        manifest = read_manifest(paths.raw_snapshot(snapshot_id))
+    except PipelineError:
+        return f"{command_name()} fetch --source FOLDER_OR_URL{out_option(paths.out)}"
+    commit = manifest["upstream"].get("commit")
+    if "://" in manifest["source"] and commit:
+        return f"{command_name()} fetch --commit {commit}{out_option(paths.out)}"
+    return f"{command_name()} fetch --source {shlex.quote(manifest['source'])}{out_option(paths.out)}"
+
+
+def check_archive(paths: Paths, snapshot_ids: list[str]) -> None:
+    """Refuse, before any of them is ingested, snapshots whose archived copy is not whole (the full check),
+    naming the command that fetches each again."""
+    for snapshot_id in snapshot_ids:
+        if (damage := archive_damage(paths, snapshot_id, full=True)) is not None:
+            raise PipelineError(f"{paths.raw_snapshot(snapshot_id)}: {damage}, so it cannot be ingested again; "
+                                f"fetch it again ('{fetch_again(paths, snapshot_id)}') and run again")
+
+
+def _held_already(paths: Paths, snapshot_id: str, upstream: dict[str, str], files: list[FileEntry],
+                  full: bool = False) -> bool:
+    """True if OUT/raw already holds exactly this snapshot, whole (archive_damage, cheap or `full`; a
+    damaged copy is replaced). Different content under the id of a published snapshot is refused; under
+    an unpublished one (a failed earlier fetch) it is replaced."""
     if not (paths.raw_snapshot(snapshot_id) / MANIFEST).is_file():
         return False
     previous = read_manifest(paths.raw_snapshot(snapshot_id))
     if previous["files"] == files and previous["upstream"] == upstream:
-        return True
+        return archive_damage(paths, snapshot_id, full=full) is None
+    if previous["upstream"] == upstream and archive_damage(paths, snapshot_id, full=True) is not None:
+        return False  # a damaged or incomplete copy of the same commit: replaced by a whole one
     published = Paths(paths.out)
     if snapshot_id in published.parquet_files("snapshots") or (
             published.parquet_dir / "snapshots" / f"{snapshot_id}.parquet").is_file():  # before the hive layout
@@ -444,10 +499,11 @@ def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
           max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, fetch_deadline_s: float = DEFAULT_FETCH_DEADLINE_S,
           commit_time: str | None = None, reader: HttpReader | None = None,
           commit_facts: dict[str, str] | None = None, listing: Mapping[str, tuple[int, str]] | None = None,
-          ) -> FetchResult:
+          full_check: bool = False) -> FetchResult:
     """Bring `source` into OUT/raw/<snapshot-id>/. For a URL, `reader` carries deadlines already running
     (the upstream's API was asked first), `commit_facts` are the upstream facts of the commit the URL is
-    pinned to and `listing` its files as the commit's tree lists them."""
+    pinned to and `listing` its files as the commit's tree lists them. A copy already held is checked
+    (archive_damage: by stat, or `full_check` by sha256 too) and replaced when damaged."""
     staging = paths.raw_dir / f".staging-{os.getpid()}"
     for leftover in paths.raw_dir.glob(".staging-*"):  # left by a run that was stopped (we hold OUT's lock)
         shutil.rmtree(leftover, ignore_errors=True)
@@ -456,10 +512,10 @@ def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
             reader, origin = reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s), source
             upstream, files = _fetch_url(source, staging, reader, commit_time, commit_facts, listing)
         else:
-            upstream, files = _fetch_local(source, paths, staging, commit_time, max_file_bytes)
+            upstream, files = _fetch_local(source, paths, staging, commit_time, max_file_bytes, full_check)
             origin = str(Path(source).resolve())
         target = paths.raw_snapshot(snapshot_id := snapshot_id_of(upstream, files))
-        if changed := not _held_already(paths, snapshot_id, upstream, files):
+        if changed := not _held_already(paths, snapshot_id, upstream, files, full_check):
             write_json_atomic(staging / MANIFEST, Manifest(
                 snapshot_id=snapshot_id, source=origin, retrieved=datetime.now(timezone.utc).date().isoformat(),
                 upstream=upstream, files=files))

@@ -15,7 +15,9 @@ from typing import Annotated, Any
 import msgspec
 
 from pipeline.errors import PipelineError
-from pipeline.fetch import FetchResult, HttpReader, checked_time, commit_moment, fetch, held_snapshot, held_snapshot_ids
+from pipeline.fetch import (
+    FetchResult, HttpReader, archive_damage, checked_time, commit_moment, fetch, held_snapshot, held_snapshot_ids,
+)
 from pipeline.files import read_typed, write_json_atomic
 from pipeline.paths import Paths
 from pipeline.settings import (
@@ -187,27 +189,30 @@ def open_github(timeout_s: float, max_file_bytes: int, fetch_deadline_s: float) 
     return GitHub(HttpReader(timeout_s, max_file_bytes, fetch_deadline_s, offline_hint=OFFLINE_HINT))
 
 
-def fetch_commit(github: GitHub, paths: Paths, commit: Commit, held: dict[str, str] | None = None) -> FetchResult:
-    """Fetch `commit`'s files unless OUT/raw holds them already (a commit's files never change).
-    `held`: held_snapshot_ids(paths), when the caller has it."""
+def fetch_commit(github: GitHub, paths: Paths, commit: Commit, held: dict[str, str] | None = None,
+                 full_check: bool = False) -> FetchResult:
+    """Fetch `commit`'s files unless OUT/raw holds them already, whole (a commit's files never change;
+    archive_damage checks the copy by stat, or `full_check` by sha256 too). `held`: held_snapshot_ids(paths),
+    when the caller has it."""
     held = held_snapshot_ids(paths) if held is None else held
-    if commit.sha in held:
+    if commit.sha in held and archive_damage(paths, held[commit.sha], full=full_check) is None:
         return held_snapshot(paths, held[commit.sha])
     return fetch(f"{github.raw}/{UPSTREAM_REPOSITORY}/{commit.sha}/{UPSTREAM_PATH}", paths, reader=github.reader,
                  commit_facts=github.facts(commit), listing=github.data_files(commit.sha))
 
 
 def fetch_upstream(
-    paths: Paths, commit_ref: str | None, *, timeout_s: float, max_file_bytes: int, fetch_deadline_s: float
+    paths: Paths, commit_ref: str | None, *, timeout_s: float, max_file_bytes: int, fetch_deadline_s: float,
+    full_check: bool = False,
 ) -> tuple[FetchResult, Commit | None]:
     """The newest commit that touched public/data, or the one `commit_ref` names: fetched, or found
-    in OUT/raw. A pinned commit already held needs no request at all (it works offline)."""
+    in OUT/raw whole (fetch_commit). A pinned commit already held needs no request at all (it works offline)."""
     if commit_ref is not None:
         if not COMMIT_PATTERN.match(commit_ref):
             raise PipelineError(f"--commit {commit_ref!r} is not a commit hash (7 to 40 hex digits, e.g. 7885788)")
         held = {sha: s for sha, s in held_snapshot_ids(paths).items() if sha.startswith(commit_ref)}
-        if len(held) == 1:
+        if len(held) == 1 and archive_damage(paths, *held.values(), full=full_check) is None:
             return held_snapshot(paths, *held.values()), None
     github = open_github(timeout_s, max_file_bytes, fetch_deadline_s)
     commit = github.at(commit_ref) if commit_ref is not None else github.newest(paths)
-    return fetch_commit(github, paths, commit), commit
+    return fetch_commit(github, paths, commit, full_check=full_check), commit
