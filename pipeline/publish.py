@@ -101,6 +101,13 @@ def _stat_or_none(path: Path) -> os.stat_result | None:
         return None
 
 
+def _stat_at(folder: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except OSError:
+        return None
+
+
 def _record_files(staged: Path, published: Path | None) -> None:
     """Write the staged generation's FILE_RECORD. A file still hard-linked to the published one (the
     same inode) keeps its recorded digest; only the files this run wrote are read."""
@@ -153,8 +160,13 @@ def check_published(paths: Paths, *, full: bool = False) -> None:
             cache = read_typed(paths.generations_dir / CHECKED, _Checked)
             checked = cache.files if cache.generation == generation.name else {}
     damaged, vouched, racy_after = [], {}, time.time_ns() - RACY_WINDOW_NS
+    folder = os.open(generation, os.O_RDONLY | os.O_DIRECTORY)  # stats relative to it: no path walked twice
+    try:
+        stats = {name: _stat_at(folder, name) for name in recorded}
+    finally:
+        os.close(folder)
     for name, (size, digest) in sorted(recorded.items()):
-        if (stat := _stat_or_none(generation / name)) is None:
+        if (stat := stats[name]) is None:
             damaged.append((name, "missing"))
             continue
         key = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
