@@ -752,6 +752,9 @@ def _is_inside(path: Path, folder: Path) -> bool:
 @click.option("--boundary", type=click.Choice(settings.BOUNDARIES), default=settings.BOUNDARIES[0],
               show_default=True, help="where energy is counted: gpu_only (as measured), server (× the server "
               "factor) or facility (× the server and facility factors); see docs/boundaries.md")
+@click.option("--carbon-intensity", type=positive_number, metavar="G",
+              help="also print operational carbon per unit for a grid of G gCO2e per kWh (your input; "
+              "embodied emissions not included)")
 @click.option("--format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text or json")
 @step("read")
@@ -764,6 +767,10 @@ def estimate(args: SimpleNamespace, paths: Paths) -> None:
 
     result = query.estimate(_checked(paths), args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision,
                             args.boundary)
+    if args.carbon_intensity is not None:
+        from pipeline.carbon import operational_carbon
+
+        result["operational_carbon"] = operational_carbon(result, args.carbon_intensity)
     if args.format == "json":
         import msgspec
 
@@ -802,6 +809,10 @@ def estimate(args: SimpleNamespace, paths: Paths) -> None:
             print(f"    interpolated between measured points: {lower} and {row['upper_x']:.4g} -> "
                   f"{_point(row['upper_wh_per_unit'], row['upper_n_repeats'])} ({span})")
     print(f"  method: {result['method']}")
+    if args.carbon_intensity is not None:
+        from pipeline.carbon import carbon_sentence
+
+        print(f"  {carbon_sentence(result['operational_carbon'], args.carbon_intensity)}")
 
 
 def _repeat_interval(row: dict) -> str:
@@ -837,8 +848,9 @@ def report(args: SimpleNamespace, paths: Paths) -> None:
 @step("lock")
 def release(args: SimpleNamespace, paths: Paths) -> None:
     """Write OUT/release/<snapshot-id>/ for the index snapshot: the index JSON files, Parquet and CSV of the
-    main views, datapackage.json (Frictionless), croissant.json (Croissant 1.0), CITATION.cff, CHANGES.md (the
-    index changes since the previous snapshot) and SHA256SUMS. The same database gives the same bytes."""
+    main views, datapackage.json (Frictionless), croissant.json (Croissant 1.0 and RAI 1.0),
+    energy-index.spdx.json (SPDX 3.0.1, AI profile), CITATION.cff, CHANGES.md (the index changes since the
+    previous snapshot) and SHA256SUMS. The same database gives the same bytes."""
     from pipeline.release import write_release
 
     started = time.perf_counter()

@@ -3,12 +3,15 @@
 What it holds: the index JSON files; Parquet and CSV of the main views (written by DuckDB, rows in a
 fixed order); datapackage.json (a Frictionless Data Package: every field's type, unit and description
 from the field dictionary, every file's sha256); croissant.json (Croissant 1.0 metadata: licence,
-citation, distributions with checksums, one record set per table); CITATION.cff; CHANGES.md (the
-index changes since the previous snapshot, from the stored index_changes); SHA256SUMS. The same
-database gives the same bytes: nothing in it depends on the time or the machine.
+citation, distributions with checksums, one record set per table; and Croissant RAI 1.0's properties);
+energy-index.spdx.json (SPDX 3.0.1, AI profile: one AI package per model, its inference energy for a
+reference workload); CITATION.cff; CHANGES.md (the index changes since the previous snapshot, from the
+stored index_changes); SHA256SUMS. The same database gives the same bytes: nothing in it depends on
+the time or the machine.
 """
 
 import functools
+from datetime import timezone
 import shutil
 from pathlib import Path
 from typing import Any
@@ -24,12 +27,14 @@ from pipeline.files import read_toml, staged_directory
 from pipeline.fingerprint import file_sha256
 from pipeline.paths import Paths
 from pipeline.source_card import load_source_card
+from pipeline.spdx import SPDX_FILE, index_entries, spdx_document
 from schemas.types import BY_DUCKDB
 
 # The release's tables, in the order the metadata lists them: each is the view of its name, and its
 # files are named after it (data/<view>.parquet and .csv).
-RELEASE_TABLES = ("best_configurations", "index_boundaries", "boundary_factors", "tiered_best_configurations",
-                  "efficiency_curves", "energy_latency_frontier", "configurations", "diffusion_configurations_current")
+RELEASE_TABLES = ("best_configurations", "index_boundaries", "boundary_factors", "energy_per_functional_unit",
+                  "tiered_best_configurations", "efficiency_curves", "energy_latency_frontier", "configurations",
+                  "diffusion_configurations_current")
 # Croissant 1.0's JSON-LD context: its terms are cr:<term> but for these.
 _CONTEXT_TERMS = {
     "@language": "en", "@vocab": "https://schema.org/", "conformsTo": "dct:conformsTo",
@@ -45,7 +50,7 @@ CROISSANT_CONTEXT = {term: _CONTEXT_TERMS.get(term, f"cr:{term}") for term in (
 
 
 # The tables whose metadata says the factors are assumptions (release.toml: boundary_note).
-_BOUNDARY_TABLES = ("index_boundaries", "boundary_factors")
+_BOUNDARY_TABLES = ("index_boundaries", "boundary_factors", "energy_per_functional_unit")
 
 
 class Texts(msgspec.Struct, frozen=True):
@@ -56,6 +61,25 @@ class Texts(msgspec.Struct, frozen=True):
     boundary_note: str
     ecologits_method: str
     ecologits_boundary: str
+    spdx_creator: str
+    spdx_workloads: dict[str, str]
+    spdx_workload_units: dict[str, int]
+    spdx_limits: dict[str, str]
+    spdx_entry: str
+    spdx_comment: str
+    spdx_limitation: str
+    spdx_application: str
+    rai_conforms_to: str
+    rai_data_collection: str
+    rai_data_collection_type: list[str]
+    rai_data_collection_raw_data: str
+    rai_data_collection_timeframe: list[str]
+    rai_data_preprocessing_protocol: list[str]
+    rai_data_limitations: list[str]
+    rai_data_biases: list[str]
+    rai_data_use_cases: list[str]
+    rai_personal_sensitive_information: str
+    rai_data_release_maintenance_plan: str
 
 
 @functools.cache
@@ -73,7 +97,8 @@ def write_release(paths: Paths) -> Path:
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with connect(str(paths.database), read_only=True) as connection:
         snapshot = fetch_dicts(connection, """
-            select s.snapshot_id, s.commit, s.commit_subject, h.previous_snapshot_id
+            select s.snapshot_id, s.commit, s.commit_subject, s.commit_time, s.last_updated::varchar as last_updated,
+                   h.previous_snapshot_id
             from snapshots as s join snapshot_history as h using (snapshot_id)
             where snapshot_id = (select snapshot_id from index_snapshot)""", {})[0]
         release_id, target = snapshot["snapshot_id"], paths.out / "release" / snapshot["snapshot_id"]
@@ -101,8 +126,12 @@ def write_release(paths: Paths) -> Path:
             citation = _texts().citation.format(release_id=release_id, **card)
             (staging / "CITATION.cff").write_bytes(citation.encode())
             package, croissant = _metadata(card, release_id, staging, tables, factor_sources)
+            croissant = {**croissant, **_responsible_ai(card, snapshot)}
             (staging / "datapackage.json").write_bytes(_json(package))
             (staging / "croissant.json").write_bytes(_json(croissant))
+            spdx = spdx_document(release_id, snapshot["commit"], snapshot["commit_time"], snapshot["last_updated"],
+                                 index_entries(staging / "index"), _texts())
+            (staging / SPDX_FILE).write_bytes(_json(spdx))
             files = sorted(p for p in staging.rglob("*") if p.is_file())
             sums = "".join(f"{file_sha256(p)}  {p.relative_to(staging).as_posix()}\n" for p in files)
             (staging / "SHA256SUMS").write_text(sums, encoding="utf-8")
@@ -173,7 +202,7 @@ def _metadata(card: dict[str, Any], release_id: str, root: Path, tables: dict[st
         "@context": CROISSANT_CONTEXT,
         "@type": "sc:Dataset",
         "name": "energy-index",
-        "conformsTo": "http://mlcommons.org/croissant/1.0",
+        "conformsTo": ["http://mlcommons.org/croissant/1.0", _texts().rai_conforms_to],
         "description": _texts().croissant_description.format(release_id=release_id),
         "version": "1.0.0",
         "license": "https://www.apache.org/licenses/LICENSE-2.0",
@@ -184,6 +213,35 @@ def _metadata(card: dict[str, Any], release_id: str, root: Path, tables: dict[st
         "recordSet": record_sets,
     }
     return package, croissant
+
+
+def _responsible_ai(card: dict[str, Any], snapshot: dict[str, Any]) -> dict[str, Any]:
+    """croissant.json's Responsible AI (Croissant RAI 1.0) properties, from the source card and the
+    snapshot (release.toml: rai_*)."""
+    texts, source_card = _texts(), load_source_card()
+    # In UTC, as the snapshot id dates it: DuckDB hands the time over in the session's time zone.
+    commit_time = snapshot["commit_time"] and snapshot["commit_time"].astimezone(timezone.utc)
+    values = {**card, "caveat": source_card.index.caveat, "commit": snapshot["commit"] or "unrecorded",
+              "commit_date": commit_time.strftime("%Y-%m-%d") if commit_time else "commit date unrecorded",
+              "compiled": snapshot["last_updated"],
+              "token_method": source_card.token.method,
+              "diffusion_method": source_card.diffusion.method.format(unit="image or video")}
+
+    def fill(text: str) -> str:
+        return text.format(**values)
+
+    return {
+        "rai:dataCollection": fill(texts.rai_data_collection),
+        "rai:dataCollectionType": texts.rai_data_collection_type,
+        "rai:dataCollectionRawData": fill(texts.rai_data_collection_raw_data),
+        "rai:dataCollectionTimeframe": [fill(date) for date in texts.rai_data_collection_timeframe],
+        "rai:dataPreprocessingProtocol": [fill(text) for text in texts.rai_data_preprocessing_protocol],
+        "rai:dataLimitations": [fill(text) for text in texts.rai_data_limitations],
+        "rai:dataBiases": [fill(text) for text in texts.rai_data_biases],
+        "rai:dataUseCases": [fill(text) for text in texts.rai_data_use_cases],
+        "rai:personalSensitiveInformation": fill(texts.rai_personal_sensitive_information),
+        "rai:dataReleaseMaintenancePlan": fill(texts.rai_data_release_maintenance_plan),
+    }
 
 
 def _ecologits(release_id: str, coefficients: dict[str, Any], refits: list[dict[str, Any]]) -> dict[str, Any]:
