@@ -765,8 +765,8 @@ def estimate(args: SimpleNamespace, paths: Paths) -> None:
     The same figures as the SQL table macro energy_at_concurrency."""
     from pipeline import query
 
-    result = query.estimate(_checked(paths), args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision,
-                            args.boundary)
+    result = query.estimate(_checked(paths), args.task, args.model, args.gpu, args.concurrency, args.gpus,
+                            args.precision, args.boundary)
     if args.carbon_intensity is not None:
         from pipeline.carbon import operational_carbon
 

@@ -252,9 +252,9 @@ def _fetch_url(source: str, staging: Path, reader: HttpReader, commit_time: str 
         # The tree is the snapshot as committed: a file its own index.json names and the tree lacks makes it
         # incomplete, refused before anything is kept (a missing model file would drop its rows silently).
         if missing := [name for name in named_files(staging) if name not in listing]:
-            raise PipelineError(
-                f"{source}: the commit's tree lacks {missing[0]}{f' and {len(missing) - 1} more' if missing[1:] else ''}"
-                ", which its own index.json names; an incomplete snapshot is refused (nothing was kept)")
+            more = f" and {len(missing) - 1} more" if missing[1:] else ""
+            raise PipelineError(f"{source}: the commit's tree lacks {missing[0]}{more}, which its own index.json "
+                                "names; an incomplete snapshot is refused (nothing was kept)")
         return upstream, files
     files = [download("index.json")]
     tasks = read_typed(staging / "index.json", _Index, "index.json").tasks

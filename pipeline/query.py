@@ -117,8 +117,9 @@ def _statement(connection: duckdb.DuckDBPyConnection, sql: str) -> Any:
         kind = ""
     if kind not in ("SELECT", "EXPLAIN"):
         raise PipelineError(
-            f"refused: {f'a {kind}' if kind else 'this kind of'} statement. energy-index sql runs read-only queries (select, "
-            "with, from, describe, show, summarize, explain); it never writes, attaches, installs, loads or reads files"
+            f"refused: {f'a {kind}' if kind else 'this kind of'} statement. energy-index sql runs read-only queries "
+            "(select, with, from, describe, show, summarize, explain); it never writes, attaches, installs, loads or "
+            "reads files"
         )
     return statements[0]
 

@@ -82,7 +82,8 @@ def test_every_reader_refuses_a_damaged_build_and_the_advice_repairs_it(reader: 
     assert "refresh --source FOLDER_OR_URL --out" in refused.stderr
     assert main(refresh_args(NEWEST, build_copy.out, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED)) == 0
     repaired = one_file(build_copy.current.resolve(), "index/lm-arena-chat/index.json")
-    assert repaired.read_bytes() == one_file(newest_build.current.resolve(), "index/lm-arena-chat/index.json").read_bytes()
+    published = one_file(newest_build.current.resolve(), "index/lm-arena-chat/index.json")
+    assert repaired.read_bytes() == published.read_bytes()
     if reader in ("sql", "snapshots", "estimate"):  # the quick ones: read again, now whole
         again = cli(*READERS[reader], "--out", str(build_copy.out))
         assert again.returncode == 0, again.stderr
