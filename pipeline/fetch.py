@@ -37,6 +37,9 @@ _CommitFacts = TypedDict("_CommitFacts", {key: str | None for key in (
     "repository", "commit", "commit_time", "commit_subject", "tasks_last_commit_date")}, total=False)
 PINNED_COMMIT_PATTERN = re.compile(r"/([0-9a-f]{40})/")
 MAX_REDIRECTS = 5
+# The longest a single wait (a socket's timeout, the deadline's timer) is asked to last: the platform's
+# clocks hold no more, and a deadline further off (--timeout 1e308) is as good as none.
+LONGEST_WAIT_S = 1e9
 # A compressed body may expand at most this many times its received size: JSON compresses some 5 to 30
 # times, a compression bomb some 1,000 times. It is refused as it expands, before its bytes reach the disk
 # and a parse of them the memory (urllib3 decompresses each read into at most the bytes asked for).
@@ -141,6 +144,7 @@ class HttpReader:
             for _ in range(MAX_REDIRECTS + 1):
                 if (left := deadline - time.monotonic()) <= 0:
                     raise self._timed_out(asked)
+                left = min(left, LONGEST_WAIT_S)
                 response = self.pool.request("GET", url, headers={"User-Agent": "energy-index", **(headers or {})},
                                              timeout=urllib3.Timeout(connect=left, read=left),
                                              preload_content=False, redirect=False)
@@ -189,7 +193,7 @@ class HttpReader:
             with contextlib.suppress(OSError, ValueError, RuntimeError):
                 response.shutdown()
 
-        timer = threading.Timer(max(0.0, deadline - time.monotonic()), cut_off)
+        timer = threading.Timer(min(max(0.0, deadline - time.monotonic()), LONGEST_WAIT_S), cut_off)
         timer.start()
         size = 0
         try:

@@ -56,3 +56,27 @@ def test_a_gzip_bomb_is_refused_within_bounded_memory(bomb_server: str, tmp_path
     assert f"{bomb_server}/index.json: its compressed body expands more than 200 times" in stderr
     assert peak_mb < 150, peak_mb  # the interpreter and the fetch's modules; not the bomb's 400 MB
     assert not list((tmp_path / "out").rglob("index.json"))  # nothing of it kept
+
+
+def test_a_fetch_with_deadlines_beyond_the_clock_works(tmp_path: Path) -> None:
+    """--timeout and --fetch-deadline take any positive number: 1e308 is as good as no deadline (the socket's
+    timeout and the deadline's timer raised OverflowError in a traceback)."""
+    from functools import partial
+
+    from conftest import NEWEST
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(NEWEST)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = subprocess.run([CLI, "fetch", "--source", f"http://127.0.0.1:{server.server_address[1]}", "--out",
+                                 str(tmp_path / "out"), "--timeout", "1e308", "--fetch-deadline", "1e308"],
+                                capture_output=True, text=True, timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert "fetch: 70 files" in result.stderr
