@@ -242,8 +242,8 @@ def _exclusive_lock(paths: Paths) -> Iterator[None]:
 
 
 def _checked(paths: Paths, full: bool = False) -> Paths:
-    """`paths`, once the published files are checked against what was published (publish.check_published)."""
-    from pipeline.publish import check_published
+    """`paths`, once the published files are checked against what was published (published.check_published)."""
+    from pipeline.published import check_published
 
     check_published(paths, full=full)
     return paths

@@ -9,39 +9,26 @@ until the next publish, so a reader that opened it before the switch keeps a con
 
 import os
 import shutil
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
 
-from pipeline.errors import NEXT_STEP, PipelineError
+from pipeline.errors import PipelineError
 from pipeline.files import read_typed, write_json_atomic
 from pipeline.fingerprint import file_sha256
 from pipeline.paths import PARQUET_FILE, PUBLISHED_OUTPUTS, Paths, hive_key
+from pipeline.published import FILE_RECORD
 
 STAGING_PREFIX = "staging-"
 # In a generation made by refresh or history: the snapshots, parameters and code it was made from. They
 # write it last; any other write makes it unknown, so a new generation starts without it.
 REFRESH_RECORD = "refresh.json"
-# In every published generation: each file's size and sha256 as published, so that a refresh with
-# nothing to do can tell that what it leaves published is intact.
-FILE_RECORD = "published-files.json"
-# In OUT/generations: the stat (size, mtime and ctime in ns, inode) of each published file of one generation
-# whose sha256 a reader found as recorded, so that the next reader stats them and reads none. A file touched
-# within RACY_WINDOW_NS of the check could change again within the same timestamp tick: left out (git's rule).
-CHECKED = ".checked-files.json"
-RACY_WINDOW_NS = 2_000_000_000
 
 
 class _FileRecord(msgspec.Struct):
     files: dict[str, tuple[int, str]]  # path in the generation -> (size, sha256)
-
-
-class _Checked(msgspec.Struct):
-    generation: str
-    files: dict[str, tuple[int, int, int, int]]
 
 
 @contextmanager
@@ -101,13 +88,6 @@ def _stat_or_none(path: Path) -> os.stat_result | None:
         return None
 
 
-def _stat_at(folder: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except OSError:
-        return None
-
-
 def _record_files(staged: Path, published: Path | None) -> None:
     """Write the staged generation's FILE_RECORD. A file still hard-linked to the published one (the
     same inode) keeps its recorded digest; only the files this run wrote are read."""
@@ -142,47 +122,6 @@ def damaged_files(paths: Paths) -> list[tuple[str, str]] | None:
         elif file_sha256(path) != digest:
             damaged.append((name, "its content differs from what was published (sha256)"))
     return damaged
-
-
-def check_published(paths: Paths, *, full: bool = False) -> None:
-    """Refuse, in one line, to read published files that differ from what was published (missing, another
-    size, another sha256) or that cannot be vouched for (no readable record). Files whose stat a reader
-    already vouched for are not read again, unless `full` (a release or a report: what others take in)."""
-    if not paths.current.is_dir():
-        return  # nothing published: the command says so itself
-    generation = paths.current.resolve()
-    if (recorded := _recorded(generation)) is None:
-        raise PipelineError(f"{generation / FILE_RECORD} is missing or unreadable, so the published files cannot "
-                            f"be checked; {NEXT_STEP} to publish them again")
-    checked: dict[str, tuple[int, int, int, int]] = {}
-    if not full:
-        with suppress(OSError, PipelineError):
-            cache = read_typed(paths.generations_dir / CHECKED, _Checked)
-            checked = cache.files if cache.generation == generation.name else {}
-    damaged, vouched, racy_after = [], {}, time.time_ns() - RACY_WINDOW_NS
-    folder = os.open(generation, os.O_RDONLY | os.O_DIRECTORY)  # stats relative to it: no path walked twice
-    try:
-        stats = {name: _stat_at(folder, name) for name in recorded}
-    finally:
-        os.close(folder)
-    for name, (size, digest) in sorted(recorded.items()):
-        if (stat := stats[name]) is None:
-            damaged.append((name, "missing"))
-            continue
-        key = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
-        if stat.st_size != size:
-            damaged.append((name, f"{stat.st_size:,} bytes, published with {size:,}"))
-        elif checked.get(name) != key and file_sha256(generation / name) != digest:
-            damaged.append((name, "its content differs from what was published (sha256)"))
-        elif max(stat.st_mtime_ns, stat.st_ctime_ns) < racy_after:
-            vouched[name] = key
-    if damaged:
-        more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
-        raise PipelineError(f"{paths.current / damaged[0][0]}: {damaged[0][1]}{more}; the published files are "
-                            f"damaged, so nothing is read from them; {NEXT_STEP} to build them again")
-    if vouched != checked:
-        with suppress(OSError):  # a published folder that is read-only to this reader is checked each time
-            write_json_atomic(paths.generations_dir / CHECKED, {"generation": generation.name, "files": vouched})
 
 
 def _publish(paths: Paths, staging: Path) -> None:

@@ -16,6 +16,7 @@ removes it and ends. DuckDB writes the results: a box table, or CSV, JSON lines 
 
 import functools
 import itertools
+import json
 import os
 import re
 import resource
@@ -27,11 +28,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, redirect_stdout, suppress
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import msgspec
 
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError, nearest
@@ -52,7 +53,11 @@ OS_CAP_SHARE = 1.25
 LONGEST_WAIT_S = 3600.0
 
 
-class _Outcome(msgspec.Struct, omit_defaults=True):
+@dataclass(frozen=True)
+class _Outcome:
+    """How the child's query ended: a refusal or failure said in one line, or the rows written (to a file)
+    and the CSV header to print before them."""
+
     error: str | None = None
     rows: int | None = None
     header: str | None = None
@@ -190,8 +195,8 @@ def _bounded(answer: Callable[[], _Outcome], private: Path, timeout_s: float, me
         raise PipelineError(f"the query was stopped at its time limit of {timeout_s:g} s; --timeout SECONDS "
                             "allows more")
     try:
-        return msgspec.json.decode((private / OUTCOME).read_bytes(), type=_Outcome)
-    except (OSError, msgspec.DecodeError):
+        return _Outcome(**json.loads((private / OUTCOME).read_bytes()))
+    except (OSError, ValueError, TypeError):
         ended = (f"was ended by {signal.Signals(-child.exitcode).name}" if (child.exitcode or 0) < 0
                  else f"exited with status {child.exitcode}")
         raise PipelineError(f"the query's process {ended} without an answer (its memory limit is "
@@ -209,7 +214,7 @@ def _child(answer: Callable[[], _Outcome], private: Path) -> None:
         outcome = answer()
     except PipelineError as error:
         outcome = _Outcome(error=str(error))
-    (private / OUTCOME).write_bytes(msgspec.json.encode(outcome))
+    (private / OUTCOME).write_text(json.dumps(asdict(outcome)), encoding="utf-8")
 
 
 def _end_with_parent(private: Path) -> None:
