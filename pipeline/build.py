@@ -21,7 +21,8 @@ from pipeline.files import atomic_path, read_toml, write_bytes_atomic
 from pipeline.fingerprint import data_sha256, file_sha256, files_sha256
 from pipeline.progress import progress
 from pipeline.paths import (
-    AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest, hive_key,
+    AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, INDEX_V2, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest,
+    hive_key,
 )
 from pipeline.source_card import load_source_card
 from schemas import REFERENCE_TABLES, TABLE_NAMES, arrow_schema, ddl, described, dictionary
@@ -190,12 +191,14 @@ class LatencyTiers(msgspec.Struct, forbid_unknown_fields=True):
     diffusion: dict[str, dict[str, Annotated[list[Positive], msgspec.Meta(min_length=1)]]] = {}
 
 
-class BoundaryFactor(msgspec.Struct, forbid_unknown_fields=True):
+class BoundaryFactor(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """A [[factor]] of boundary_factors.toml, its fields in the boundary_factors table's column order."""
+    id: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
     boundary: Literal["server", "facility"]
-    factor_low: Factor
-    factor_central: Factor
-    factor_high: Factor
+    factor_low: Factor | None = None
+    factor_central: Factor | None = None
+    factor_high: Factor | None = None
+    host_watts_per_gpu: Annotated[float, msgspec.Meta(gt=0)] | None = None
     central: bool
     covers: Text
     derivation: Text
@@ -207,6 +210,43 @@ class BoundaryFactor(msgspec.Struct, forbid_unknown_fields=True):
 
 class BoundaryFactors(msgspec.Struct, forbid_unknown_fields=True):
     factor: Annotated[list[BoundaryFactor], msgspec.Meta(min_length=1)]
+
+
+class ValidityCode(msgspec.Struct, forbid_unknown_fields=True):
+    """A [[validity]] of index_v2.toml, its fields in the validity_codes table's column order."""
+    code: Annotated[str, msgspec.Meta(pattern=r"^[a-z]+(_[a-z]+)*$")]
+    applies_to: Literal["all", "token"]
+    threshold: float
+    test: Text
+    why: Text
+
+
+class EnergyClass(msgspec.Struct, forbid_unknown_fields=True):
+    letter: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]$")]
+    below: Annotated[float, msgspec.Meta(gt=0)] | None = None
+
+
+class IndexV2(msgspec.Struct, forbid_unknown_fields=True):
+    validity: Annotated[list[ValidityCode], msgspec.Meta(min_length=1)]
+    energy_class: Annotated[list[EnergyClass], msgspec.Meta(min_length=1)]
+
+
+def load_index_v2(path: Path = INDEX_V2) -> tuple[list[tuple], list[tuple]]:
+    """The validity_codes rows (with their position) and the energy_classes rows (letter, lower bound,
+    upper bound) of an index_v2.toml: codes distinct; letters in order with rising bounds, only the last
+    unbounded."""
+    declared = read_toml(path, IndexV2)
+    codes = [code.code for code in declared.validity]
+    problems = [f"code {code}: declared more than once" for code in sorted({c for c in codes if codes.count(c) > 1})]
+    bounds = [entry.below for entry in declared.energy_class]
+    if None in bounds[:-1] or bounds[-1] is not None or bounds[:-1] != sorted(set(bounds[:-1])):
+        problems.append("energy_class: upper bounds must rise, and only the last class has none")
+    if problems:
+        raise PipelineError(f"{path}: index version 2 declarations are not valid", problems)
+    validity = [(position, *msgspec.structs.astuple(code)) for position, code in enumerate(declared.validity, 1)]
+    classes = [(entry.letter, 0.0 if number == 0 else bounds[number - 1], entry.below)
+               for number, entry in enumerate(declared.energy_class)]
+    return validity, classes
 
 
 class EcologitsCoefficients(msgspec.Struct, forbid_unknown_fields=True):
@@ -250,11 +290,25 @@ def load_latency_tiers(path: Path, metrics: dict[str, list[str]]) -> list[tuple[
 
 def load_boundary_factors(path: Path = BOUNDARY_FACTORS) -> list[dict[str, object]]:
     """The [[factor]] rows of a boundary_factors.toml, checked strictly: every key present and no other,
-    each of its type, factors of at least 1 with low <= central <= high, and one central row per boundary."""
+    each of its type, distinct ids, either the three factors (of at least 1, low <= central <= high) or
+    host_watts_per_gpu (the factor then derived per GPU by the view boundary_factors_by_gpu), and one
+    central row per boundary."""
     rows = [msgspec.structs.asdict(factor) for factor in read_toml(path, BoundaryFactors).factor]
-    problems = [f"$.factor[{number}]: factors must satisfy 1 <= factor_low <= factor_central <= factor_high"
-                for number, row in enumerate(rows)
-                if not row["factor_low"] <= row["factor_central"] <= row["factor_high"]]
+    problems = []
+    for number, row in enumerate(rows):
+        factors = [row["factor_low"], row["factor_central"], row["factor_high"]]
+        if row["host_watts_per_gpu"] is not None:
+            if factors != [None, None, None]:
+                problems.append(f"$.factor[{number}]: host_watts_per_gpu derives the factors per GPU; "
+                                "give no factor_low, factor_central or factor_high beside it")
+        elif None in factors:
+            problems.append(f"$.factor[{number}]: needs factor_low, factor_central and factor_high "
+                            "(or host_watts_per_gpu)")
+        elif not factors[0] <= factors[1] <= factors[2]:
+            problems.append(f"$.factor[{number}]: factors must satisfy "
+                            "1 <= factor_low <= factor_central <= factor_high")
+    ids = [row["id"] for row in rows]
+    problems += [f"id {name}: used by more than one factor" for name in sorted({i for i in ids if ids.count(i) > 1})]
     for boundary in ("server", "facility"):
         central = sum(row["boundary"] == boundary and row["central"] for row in rows)
         if central != 1:
@@ -286,6 +340,7 @@ def load_reference_tables(connection: duckdb.DuckDBPyConnection, parameters: tup
         "audit_rules": load_audit_rules(),
         "latency_ceilings": sorted(ceilings.items()),
     }
+    rows["validity_codes"], rows["energy_classes"] = load_index_v2()
     tables = {table: _arrow_rows(table, rows[table]) for table in REFERENCE_TABLES}
     failures, _ = table_failures(tables)
     raise_failures(failures)

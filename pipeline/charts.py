@@ -4,7 +4,7 @@ the check that a chart tells its categories apart."""
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -13,8 +13,37 @@ try:
 except ImportError:  # the report extra is not installed: write_report says how to install it
     alt = None
 
-if TYPE_CHECKING:
-    from pipeline.report import Task
+
+class Metric(msgspec.Struct, frozen=True):
+    """A latency metric of a family (the latency_metrics view) with its unit (the field dictionary)."""
+
+    latency_metric: str
+    title: str
+    short_title: str
+    unit: str
+
+
+class ChartedTask(Protocol):
+    """What a chart reads of a task (pipeline/report.py: Task), so that the charts need not import the report."""
+
+    family: str
+    metrics: list[Metric]
+
+    @property
+    def metric(self) -> Metric: ...
+
+    @property
+    def unit_title(self) -> str: ...
+
+    @property
+    def batch_title(self) -> str: ...
+
+    @property
+    def concurrency_title(self) -> str: ...
+
+    @property
+    def deadline(self) -> str: ...
+
 
 # Vega's tableau10: ten colours a reader tells apart. A chart with more models than colours gives each
 # model a colour and a shape, the pair unique up to len(MODEL_COLOURS) * len(MODEL_SHAPES) = 70 models
@@ -62,12 +91,12 @@ def _log(title: str) -> str:
     return title[:-1] + ", log scale)" if title.endswith(")") else f"{title} (log scale)"
 
 
-def _energy_y(task: "Task", column: str = "wh_per_unit", padding: int = 8, **axis: Any) -> Any:
+def _energy_y(task: ChartedTask, column: str = "wh_per_unit", padding: int = 8, **axis: Any) -> Any:
     return alt.Y(f"{column}:Q", scale=alt.Scale(type="log", nice=False, padding=padding),
                  title=f"{task.unit_title} (log scale)", axis=alt.Axis(**(axis or {"tickCount": 6})))
 
 
-def _tooltip(task: "Task", columns: list[str]) -> list[Any]:
+def _tooltip(task: ChartedTask, columns: list[str]) -> list[Any]:
     """Tooltip entries: a column of TIPS, batch_limit or latency, or column=title (an energy column's with its unit)."""
     tips = {**TIPS, "batch_limit": (task.batch_title, "Q", None), "latency": (task.metric.title, "Q", None)}
     entries = []
@@ -121,7 +150,7 @@ def _by_gpu(chart: Any, gpus: list[str]) -> Any:
                                          header=alt.Header(labelFontSize=13, labelFontWeight="bold")))
 
 
-def task_charts(task: "Task", data: dict[str, list[dict[str, Any]]], models: list[str] | None,
+def task_charts(task: ChartedTask, data: dict[str, list[dict[str, Any]]], models: list[str] | None,
                 texts: dict[str, ChartText], one_snapshot: str) -> list[Chart]:
     """The charts of one task: the index page's (`models` lists the task's models in order) or, when
     `models` is None, one model's page's, whose rows `data` holds."""

@@ -1,5 +1,6 @@
-"""The energy-index command (click): one subcommand per step, and refresh for all of them in order.
-Each command imports what it uses when it runs, so that --help costs click and no more."""
+"""The energy-index command (click): one subcommand per step, and refresh for all of them in order. It
+parses the options, calls the library (the steps' workflow is pipeline/refresh.py) and prints. Each
+command imports what it uses when it runs, so that --help costs click and no more."""
 
 import datetime
 import errno
@@ -9,7 +10,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,7 +21,7 @@ import click
 from pipeline import __version__, settings
 from pipeline.errors import NEXT_STEP, PROG, PipelineError, command_name, nearest, next_step, out_option
 from pipeline.paths import Paths
-from pipeline.progress import say
+from pipeline.progress import say, seconds_since
 
 
 # ---- parameter types: each a function that returns the value or raises ValueError saying why, which click
@@ -164,11 +165,14 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
             paths = Paths(values.get("out", settings.DEFAULT_OUT))
             try:
                 with ExitStack() as stack:
-                    stack.enter_context(_reader_may_leave() if mode == "read" else _exclusive_lock(paths))
-                    if mode == "stage":
-                        from pipeline.publish import new_generation  # never loaded by the commands that read
+                    if mode == "read":
+                        stack.enter_context(_reader_may_leave())
+                    else:
+                        from pipeline.publish import exclusive_lock, new_generation  # never loaded by readers
 
-                        paths = stack.enter_context(new_generation(paths))
+                        stack.enter_context(exclusive_lock(paths))
+                        if mode == "stage":
+                            paths = stack.enter_context(new_generation(paths))
                     handler(args, paths)
             except (Exception, KeyboardInterrupt) as error:
                 if (message := _failure(error, paths.out)) is None:
@@ -219,250 +223,12 @@ def _reader_may_leave() -> Iterator[None]:
         os.close(devnull)
 
 
-@contextmanager
-def _exclusive_lock(paths: Paths) -> Iterator[None]:
-    """One command at a time per output folder; a second one stops with a clear message. Folders made
-    for the lock alone (a mistyped --out, a step that found nothing to do) are removed again."""
-    import fcntl
-    import shutil
-
-    made = next((folder for folder in reversed([paths.out, *paths.out.parents]) if not folder.exists()), None)
-    paths.out.mkdir(parents=True, exist_ok=True)
-    with open(paths.lock_file, "a") as handle:  # "a": taking the lock leaves the file untouched
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise PipelineError(f"{paths.out}: another energy-index command is writing here (lock "
-                                f"{paths.lock_file}); try again when it has finished") from None
-        try:
-            yield
-        finally:
-            if made is not None and all(p.is_dir() or p == paths.lock_file for p in made.rglob("*")):
-                shutil.rmtree(made)  # nothing in it but the lock and empty folders
-
-
 def _checked(paths: Paths, full: bool = False) -> Paths:
     """`paths`, once the published files are checked against what was published (published.check_published)."""
     from pipeline.published import check_published
 
     check_published(paths, full=full)
     return paths
-
-
-# ---- the steps ----
-
-def _seconds(started: float) -> str:
-    return f"{time.perf_counter() - started:.2f} s"
-
-
-def _warn(label: str, notices: Iterable[str]) -> None:
-    for notice in notices:
-        say(f"{label}: warning: {notice}")
-
-
-def _run_fetch(args: SimpleNamespace, paths: Paths, source: str | None = None, full_check: bool = False) -> Any:
-    """Fetch `source`, --source, or else the upstream's newest commit that changed its data (or --commit). A
-    copy already in OUT/raw is checked by stat (or `full_check`: by sha256) and fetched again when damaged."""
-    from pipeline.fetch import fetch, move_to_current_ids
-
-    source, commit_time = source or args.source, getattr(args, "commit_time", None)
-    started = time.perf_counter()
-    for old, new in move_to_current_ids(paths).items():
-        say(f"fetch: snapshot {old} is now {new} (ids take the commit's UTC date)")
-    if source is not None:
-        say(f"fetch: reading {source}")
-        result = fetch(source, paths, timeout_s=args.timeout, max_file_bytes=args.max_file_bytes,
-                       fetch_deadline_s=args.fetch_deadline, commit_time=commit_time, full_check=full_check)
-    elif commit_time is not None:
-        raise PipelineError("--commit-time is for a --source without snapshot.json; the upstream's commits "
-                            "carry their own time")
-    else:
-        from pipeline.upstream import fetch_upstream
-
-        path, repository = settings.UPSTREAM_PATH, settings.UPSTREAM_REPOSITORY
-        wanted = f"commit {args.commit}" if args.commit else f"the newest commit that changed {path}"
-        say(f"fetch: asking {settings.GITHUB_API.value()} for {wanted} of {repository}")
-        result, commit = fetch_upstream(paths, args.commit, timeout_s=args.timeout,
-                                        max_file_bytes=args.max_file_bytes, fetch_deadline_s=args.fetch_deadline,
-                                        full_check=full_check)
-        if commit is not None and args.commit and not commit.sha.startswith(args.commit):
-            say(f"fetch: commit {args.commit} did not change {path}; its data is that of {commit.sha[:7]} "
-                f"({commit.subject})")
-        if commit is not None:
-            say(f"fetch: {repository} {commit.sha[:7]}, {commit.time}: {commit.subject}")
-    _warn("fetch", result.notices)
-    say(f"fetch: {result.file_count} files, {result.total_bytes / 1e6:.1f} MB -> {result.directory} "
-        f"({'new' if result.changed else 'unchanged'}, {_seconds(started)})")
-    return result
-
-
-def _run_ingest(paths: Paths, snapshot_id: str | None) -> None:
-    from pipeline.fetch import latest_snapshot_id
-    from pipeline.ingest import ingest
-
-    started = time.perf_counter()
-    snapshot_id = snapshot_id or latest_snapshot_id(paths)
-    result = ingest(paths, snapshot_id)
-    _warn("ingest", result.notices)
-    configurations = sum(result.row_counts.get(t, 0) for t in ("token_configurations", "diffusion_configurations"))
-    say(f"ingest: {snapshot_id}: {configurations:,} configurations, {sum(result.row_counts.values()):,} rows in "
-        f"{len(result.row_counts)} tables ({_seconds(started)})")
-
-
-def _run_build(args: SimpleNamespace, paths: Paths, full: bool) -> None:
-    from pipeline.build import build
-
-    started = time.perf_counter()
-    result = build(paths, args.itl_deadline_ms, args.index_snapshot, full, latency_tiers=args.latency_tiers)
-    _warn("build", result.notices)
-    how = "appended to the published database" if result.appended else "built from every Parquet file"
-    say(f"build: {len(result.views)} views and macros, {how} ({_seconds(started)})")
-
-
-def _run_export(args: SimpleNamespace, paths: Paths) -> None:
-    from pipeline.export import export
-
-    started = time.perf_counter()
-    result = export(paths, as_of=args.as_of, retrieved=args.retrieved)
-    say(f"export: {result.task_count} tasks, {result.model_file_count} model files ({_seconds(started)})")
-
-
-def _publish(label: str, args: SimpleNamespace, paths: Paths, digests: dict[str, str]) -> tuple[str, int] | None:
-    """Publish the snapshots of `digests` (id -> content digest, in commit order) beside those already
-    published, the index on args.index_snapshot or else the newest: the index's snapshot and how many were
-    ingested. None, with nothing written, when the published build already is this one with its files intact."""
-    import msgspec
-
-    from pipeline.fetch import check_archive, stale_published_ids
-    from pipeline.files import write_json_atomic
-    from pipeline.fingerprint import file_sha256
-    from pipeline.paths import code_digest
-    from pipeline.progress import each
-    from pipeline.publish import FILE_RECORD, REFRESH_RECORD, damaged_files, new_generation
-
-    try:
-        previous = msgspec.json.decode((paths.current / REFRESH_RECORD).read_bytes(), type=dict)
-    except (OSError, msgspec.DecodeError):
-        previous = {}
-    stale = stale_published_ids(paths)  # published snapshots under ids of an earlier rule: old -> new
-    held = {stale.get(s, s): digest for s, digest in previous.get("snapshots", {}).items()}
-    # What decides "nothing to do": the snapshots in the database, which one the index shows, the
-    # parameters and the code. Any other write removes the record, so what it names is what the database holds.
-    record = {"snapshots": dict(sorted({**held, **digests}.items())), "index": args.index_snapshot or "newest",
-              "itl_deadline_ms": args.itl_deadline_ms, "latency_tiers": file_sha256(args.latency_tiers),
-              "as_of": args.as_of, "retrieved": args.retrieved, "code": code_digest()}
-    damaged = damaged_files(paths)
-    for name, problem in damaged or []:
-        say(f"{label}: warning: {paths.current / name}: {problem}; building it again")
-    if damaged is None and record == previous:
-        say(f"{label}: warning: {paths.current / FILE_RECORD} is missing or unreadable, so the published "
-            "files cannot be checked; building them again")
-        damaged = [(FILE_RECORD, "missing or unreadable")]
-    if damaged == [] and record == previous and not stale:
-        return None
-    from pipeline.audit import audit_summary  # DuckDB, which a refresh with nothing to do never loads
-    from pipeline.database import connect
-
-    # Ingesting depends on the snapshot and the code only: with the same code, what the database holds
-    # with the same content is not ingested again.
-    same_code = previous.get("code") == record["code"]
-    history = label == "history"  # ingests only what the database lacks; a refresh, its one snapshot
-    ingest = [s for s in digests if not (history and same_code and held.get(s) == digests[s])]
-    check_archive(paths, ingest)  # every copy whole before anything is ingested from it
-    with new_generation(paths) as staged:
-        for snapshot_id in _repair(label, staged, stale, damaged or [], ingest):
-            _run_ingest(staged, snapshot_id)
-        for snapshot_id in each(ingest, "history: ingesting", "snapshot", logged=True) if history else ingest:
-            _run_ingest(staged, snapshot_id)
-        _run_build(args, staged, full=bool(damaged))
-        with connect(str(staged.database), read_only=True) as connection:
-            index_snapshot = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
-        _run_export(args, staged)
-        write_json_atomic(staged.generation / REFRESH_RECORD, record)
-    say(f"published: {paths.out / 'energy_index.duckdb'}, {paths.out / 'parquet'}/, {paths.out / 'index'}/")
-    say(audit_summary(paths, history))
-    return index_snapshot, len(ingest)
-
-
-def _repair(label: str, staged: Paths, stale: dict[str, str], damaged: list[tuple[str, str]],
-            ingesting: list[str]) -> list[str]:
-    """Make a staged generation ready for this run's ingests; return the snapshots to ingest again besides
-    `ingesting`. Snapshots under ids of an earlier rule move to today's ids (their partitions go; ingested
-    again under the new ids); damaged files are made whole: a derived file computed again by the full
-    build, an ingested file's snapshot ingested again from its fetched copy in OUT/raw."""
-    import shutil
-
-    from pipeline.build import STORED
-    from pipeline.fetch import MANIFEST, check_archive
-    from pipeline.paths import hive_key
-    from schemas import TABLES
-
-    again = []
-    for old, new in sorted(stale.items()):
-        say(f"{label}: snapshot {old} is now {new} in the database (ids take the commit's UTC date)")
-        for table in (*TABLES, *STORED):
-            if (partition := staged.parquet_files(table).get(old)) is not None:
-                shutil.rmtree(partition.parent)
-        if new not in staged.parquet_files("snapshots"):
-            again.append(new)
-    for name, problem in damaged:
-        parts = name.split("/")
-        if len(parts) != 4 or parts[0] != "parquet" or not parts[2].startswith(f"{hive_key(parts[1])}="):
-            continue
-        table, snapshot_id = parts[1], parts[2].removeprefix(f"{hive_key(parts[1])}=")
-        if table in STORED:
-            (staged.generation / name).unlink(missing_ok=True)
-        elif snapshot_id not in ingesting and not (staged.raw_snapshot(snapshot_id) / MANIFEST).is_file():
-            raise PipelineError(
-                f"{staged.current / name}: {problem}, and snapshot {snapshot_id} has no fetched copy in "
-                f"{staged.raw_dir} to ingest again; fetch it (energy-index fetch --source ...) and run again")
-        else:
-            again.append(snapshot_id)
-    again = [snapshot_id for snapshot_id in dict.fromkeys(again) if snapshot_id not in ingesting]
-    check_archive(staged, again)
-    return again
-
-
-def _snapshot_sources(sources: list[str]) -> list[str]:
-    """Each source as given, or, for a local folder of snapshot folders, each snapshot folder in it."""
-    expanded = []
-    for given in sources:
-        folder = Path(given)
-        if "://" not in given and folder.is_dir() and not (folder / "index.json").exists():
-            children = sorted(str(child) for child in folder.iterdir() if (child / "index.json").is_file())
-            if not children:
-                raise PipelineError(f"{given}: neither a snapshot (no index.json) nor a folder of snapshots")
-            expanded.extend(children)
-        else:
-            expanded.append(given)
-    return expanded
-
-
-def _fetch_upstream_history(args: SimpleNamespace, paths: Paths) -> list[str]:
-    """Fetch every upstream commit that changed public/data (since --since) that OUT/raw lacks, oldest
-    first, one line per commit; each fetch is complete in OUT/raw before the next starts, so a run
-    stopped halfway resumes where it stopped. Returns every listed commit's snapshot id."""
-    from pipeline.fetch import held_snapshot_ids
-    from pipeline.upstream import fetch_commit, open_github
-
-    since = f" since {args.since}" if args.since else ""
-    say(f"history: asking {settings.GITHUB_API.value()} for every commit of {settings.UPSTREAM_REPOSITORY} that "
-        f"changed {settings.UPSTREAM_PATH}{since}")
-    github = open_github(args.timeout, args.max_file_bytes, args.fetch_deadline)
-    commits = github.history(args.since)
-    if not commits:
-        raise PipelineError(f"no commit of {settings.UPSTREAM_REPOSITORY} changed {settings.UPSTREAM_PATH}{since}")
-    held = held_snapshot_ids(paths)
-    missing = [commit for commit in commits if commit.sha not in held]
-    say(f"history: {len(commits)} commit(s); {len(commits) - len(missing)} already fetched, {len(missing)} to fetch")
-    for number, commit in enumerate(missing, start=1):
-        github.reader.restart_deadline()
-        started = time.perf_counter()
-        result = fetch_commit(github, paths, commit, held)
-        say(f"history: fetched {number}/{len(missing)}: {result.snapshot_id} ({commit.subject}), {result.file_count} "
-            f"files, {result.total_bytes / 1e6:.1f} MB ({_seconds(started)})")
-    held = held_snapshot_ids(paths)
-    return [held[commit.sha] for commit in commits]
 
 
 # ---- the command line ----
@@ -484,35 +250,40 @@ def cli() -> None:
     and the energy index (Wh per million output tokens, per model and GPU)."""
 
 
-@cli.command(short_help="copy an upstream snapshot into OUT/raw/<snapshot-id>/", epilog=_examples(
+@cli.command("fetch", short_help="copy an upstream snapshot into OUT/raw/<snapshot-id>/", epilog=_examples(
     "energy-index fetch", "energy-index fetch --commit 7885788",
     "energy-index fetch --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788"))
 @OUT
 @FETCH
 @step("lock", lambda args: _one_of(args, "source", "commit"))
-def fetch(args: SimpleNamespace, paths: Paths) -> None:
+def fetch_command(args: SimpleNamespace, paths: Paths) -> None:
     """Copy an upstream snapshot (by default the upstream's newest commit that changed public/data; or --commit,
     a local folder or a URL) into OUT/raw/<snapshot-id>/ with a manifest of each file's sha256 and size, the
     source, the retrieval date and the upstream commit when known. An unchanged snapshot is left as it was,
     retrieval date included; a copy that differs from its manifest is replaced."""
-    _run_fetch(args, paths, full_check=True)
+    from pipeline.refresh import Options, run_fetch
+
+    run_fetch(Options.of(args), paths, full_check=True)
 
 
-@cli.command(cls=ListsTables, short_help="flatten the fetched snapshot into validated Parquet tables",
+@cli.command("ingest", cls=ListsTables, short_help="flatten the fetched snapshot into validated Parquet tables",
              epilog=_examples("energy-index ingest", "energy-index ingest --snapshot 2026-02-16-7885788"))
 @OUT
 @click.option("--snapshot", metavar="ID", help="snapshot id under OUT/raw/ to ingest (default: the one the last "
               "fetch delivered)")
 @step("stage")
-def ingest(args: SimpleNamespace, paths: Paths) -> None:
+def ingest_command(args: SimpleNamespace, paths: Paths) -> None:
     """Flatten a fetched snapshot into OUT/parquet/<table>/snapshot_id=<id>/data.parquet, one file per table
     ({tables}), each checked by its pandera schema in schemas/. Every problem is reported at once; nothing is
     written unless all tables pass."""
-    _run_ingest(paths, args.snapshot)
+    from pipeline.refresh import run_ingest
+
+    run_ingest(paths, args.snapshot)
 
 
-@cli.command(short_help="build OUT/energy_index.duckdb from the Parquet tables and sql/ views", epilog=_examples(
-    "energy-index build", "energy-index build --itl-deadline-ms 250 --snapshot 2026-01-01-6e70d23"))
+@cli.command("build", short_help="build OUT/energy_index.duckdb from the Parquet tables and sql/ views",
+             epilog=_examples("energy-index build",
+                              "energy-index build --itl-deadline-ms 250 --snapshot 2026-01-01-6e70d23"))
 @OUT
 @BUILD
 @click.option("--snapshot", "index_snapshot", metavar="ID", help="snapshot the index and the current-snapshot "
@@ -520,24 +291,28 @@ def ingest(args: SimpleNamespace, paths: Paths) -> None:
 @click.option("--full", is_flag=True, help="load every snapshot's Parquet into a new database (default: append "
               "what is new to a copy of the published database when it was built by this code; the result is the same)")
 @step("stage")
-def build(args: SimpleNamespace, paths: Paths) -> None:
+def build_command(args: SimpleNamespace, paths: Paths) -> None:
     """Bring OUT/energy_index.duckdb up to the Parquet tables (appending to a copy of the published database,
     or --full: loading everything), with the views and macros in sql/, and publish it by rename once complete."""
-    _run_build(args, paths, args.full)
+    from pipeline.refresh import Options, run_build
+
+    run_build(Options.of(args), paths, args.full)
 
 
-@cli.command(short_help="write the energy index JSON under OUT/index/",
+@cli.command("export", short_help="write the energy index JSON under OUT/index/",
              epilog=_examples("energy-index export --as-of 2026-09-27"))
 @OUT
 @EXPORT
 @step("stage")
-def export(args: SimpleNamespace, paths: Paths) -> None:
+def export_command(args: SimpleNamespace, paths: Paths) -> None:
     """Write OUT/index/<task>/models/<slug>.json per model and OUT/index/<task>/index.json and tiers.json per
     task from the database's views."""
-    _run_export(args, paths)
+    from pipeline.refresh import Options, run_export
+
+    run_export(Options.of(args), paths)
 
 
-@cli.command(short_help="fetch, ingest, build and export in one go (what make runs)", epilog=_examples(
+@cli.command("refresh", short_help="fetch, ingest, build and export in one go (what make runs)", epilog=_examples(
     "energy-index refresh", "energy-index refresh --commit 7885788",
     "energy-index refresh --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788",
     "energy-index refresh --source ./my-data --commit-time 2026-03-01T12:00:00Z"))
@@ -549,27 +324,15 @@ def export(args: SimpleNamespace, paths: Paths) -> None:
               "holds a newer one (default: an older snapshot is ingested into the history and the index stays on "
               "the newest, which refresh says)")
 @step("lock", lambda args: _one_of(args, "source", "commit"))
-def refresh(args: SimpleNamespace, paths: Paths) -> None:
+def refresh_command(args: SimpleNamespace, paths: Paths) -> None:
     """Run fetch, ingest, build and export in order, holding a lock on OUT so that two refreshes never
     interleave. Without --source it follows the upstream: one conditional request when nothing changed there.
     A failure at any step leaves the previous outputs in place; with the content, parameters and code of the
     published build, and its files intact (sizes and sha256 recorded at publish), it does nothing. The index
     shows the newest snapshot in the database; --as-index publishes an older one as the index."""
-    started = time.perf_counter()
-    snapshot = (fetched := _run_fetch(args, paths)).snapshot_id
-    # The index shows the newest snapshot, or the one fetched when --as-index says so; snapshots ingested
-    # before stay in the history.
-    args.index_snapshot = snapshot if args.as_index else None
-    published = _publish("refresh", args, paths, {snapshot: fetched.content_sha256})
-    if published is None:
-        say(f"refresh: {snapshot} is built and published with these parameters and this code; nothing to do")
-        return
-    index_snapshot, where = published[0], ""
-    if index_snapshot != snapshot:
-        say(f"refresh: {snapshot} is older than {index_snapshot}, the newest snapshot in the database: it is in "
-            f"the history now and the index stays on {index_snapshot} (--as-index publishes {snapshot} as the index)")
-        where = f" into the history, the index on {index_snapshot}"
-    say(f"refresh: published {snapshot}{where} ({time.perf_counter() - started:.1f} s)")
+    from pipeline.refresh import Options, refresh
+
+    refresh(paths, Options.of(args), args.as_index)
 
 
 def _history_sources(args: SimpleNamespace) -> None:
@@ -578,7 +341,7 @@ def _history_sources(args: SimpleNamespace) -> None:
     _one_of(args, "source", "upstream", required=True)
 
 
-@cli.command(short_help="ingest a list of snapshots into one database, oldest first", epilog=_examples(
+@cli.command("history", short_help="ingest a list of snapshots into one database, oldest first", epilog=_examples(
     "energy-index history --source ../shared/upstream/ml-energy-leaderboard",
     "energy-index history --source ../shared/upstream/ml-energy-leaderboard/2025-1* --out build",
     "energy-index history --upstream --since 2026-01-01"))
@@ -596,49 +359,22 @@ def _history_sources(args: SimpleNamespace) -> None:
 @BUILD
 @EXPORT
 @step("lock", _history_sources)
-def history(args: SimpleNamespace, paths: Paths) -> None:
+def history_command(args: SimpleNamespace, paths: Paths) -> None:
     """Fetch and ingest every snapshot given, or with --upstream every upstream commit that changed public/data
     (in upstream commit order), then build and export once: the database holds all of them, the index shows the
     newest. Snapshots already in OUT stay."""
-    from pipeline.fetch import commit_moment, content_digest, move_to_current_ids, read_manifest
+    from pipeline.refresh import Options, history
 
     if args.since and not args.upstream:
         raise PipelineError("--since goes with --upstream; to choose among local snapshots, name them in --source")
-    started = time.perf_counter()
-    for old, new in move_to_current_ids(paths).items():
-        say(f"history: snapshot {old} is now {new} (ids take the commit's UTC date)")
-    if args.upstream:
-        fetched = _fetch_upstream_history(args, paths)
-    else:
-        fetched = [_run_fetch(args, paths, given).snapshot_id for given in _snapshot_sources(args.source)]
-    manifests = {snapshot_id: read_manifest(paths.raw_snapshot(snapshot_id)) for snapshot_id in set(fetched)}
-    undated = sorted(s for s in manifests if not manifests[s]["upstream"].get("commit_time"))
-    if undated and len(undated) < len(manifests):
-        raise PipelineError(
-            "these snapshots have no commit time (no snapshot.json), so their place among the others would "
-            "be a guess: " + ", ".join(f"{s} ({manifests[s]['source']})" for s in undated)
-            + ". Give each a snapshot.json with commit_time, or refresh it on its own with --commit-time")
-
-    def commit_order(snapshot_id: str) -> tuple[str, str, str]:
-        commit_time = manifests[snapshot_id]["upstream"].get("commit_time")
-        moment = commit_moment(commit_time).isoformat() if commit_time else ""
-        return moment, manifests[snapshot_id]["retrieved"], snapshot_id
-
-    in_order = sorted(manifests, key=commit_order)
-    digests = {s: content_digest(manifests[s]["upstream"], manifests[s]["files"]) for s in in_order}
-    if (published := _publish("history", args, paths, digests)) is None:
-        say(f"history: {len(in_order)} snapshot(s) built and published with these parameters and this code; "
-            "nothing to do")
-        return
-    say(f"history: published {len(in_order)} snapshot(s), {published[1]} ingested, the index on the newest "
-        f"({time.perf_counter() - started:.1f} s)")
+    history(paths, Options.of(args, source=None), list(args.source), args.upstream, args.since)
 
 
-@cli.command(short_help="list the snapshots in the published database",
+@cli.command("snapshots", short_help="list the snapshots in the published database",
              epilog=_examples("energy-index snapshots"))
 @OUT
 @step("read")
-def snapshots(args: SimpleNamespace, paths: Paths) -> None:
+def snapshots_command(args: SimpleNamespace, paths: Paths) -> None:
     """List the snapshots in the published database in upstream commit order: id, commit, commit date,
     configurations, and which one the index shows."""
     from pipeline.database import fetch_dicts
@@ -660,7 +396,7 @@ def snapshots(args: SimpleNamespace, paths: Paths) -> None:
               f"{row['configurations']:>14,}{row['marks']}")
 
 
-@cli.command(short_help="show what changed between two ingested snapshots", epilog=_examples(
+@cli.command("diff", short_help="show what changed between two ingested snapshots", epilog=_examples(
     "energy-index diff 2025-11-30-9fa07d1 2026-02-16-7885788",
     "energy-index diff 2025-12-01-f74deb8 2025-12-15-e0ba9ed --format json"))
 @OUT
@@ -671,7 +407,7 @@ def snapshots(args: SimpleNamespace, paths: Paths) -> None:
 @click.option("--limit", type=POSITIVE_INTEGER, default=20, show_default=True, metavar="N",
               help="in text, list at most N configurations and index rows per group")
 @step("read")
-def diff(args: SimpleNamespace, paths: Paths) -> None:
+def diff_command(args: SimpleNamespace, paths: Paths) -> None:
     """Report what changed from snapshot OLD to NEW ('energy-index snapshots' lists them), from the published
     database's table macros configuration_diff and index_diff: a summary (configurations added, removed and
     changed per task; index rows moved), then the index rows, largest move first, the configurations added
@@ -692,7 +428,7 @@ def diff(args: SimpleNamespace, paths: Paths) -> None:
         print(format_text(found, args.limit))
 
 
-@cli.command(short_help="run one read-only query against the published database", epilog=_examples(
+@cli.command("sql", short_help="run one read-only query against the published database", epilog=_examples(
     'energy-index sql "select gpu, count(*) from best_configurations group by gpu"',
     "energy-index sql --param task=gpqa --format jsonl \\",
     '      "select * from best_configurations where task = \\$task"'))
@@ -709,7 +445,7 @@ def diff(args: SimpleNamespace, paths: Paths) -> None:
 @option(settings.SQL_TIMEOUT, type=positive_number, metavar="SECONDS")
 @option(settings.SQL_MEMORY_LIMIT, type=memory_size, metavar="SIZE")
 @step("read")
-def sql(args: SimpleNamespace, paths: Paths) -> None:
+def sql_command(args: SimpleNamespace, paths: Paths) -> None:
     """Run QUERY, one read-only SQL statement, against OUT/energy_index.duckdb and print the result. The
     database is opened read-only with file access and extension loading off: statements that write,
     attach, install, load or read files are refused. See the data_dictionary table for every column."""
@@ -738,7 +474,7 @@ def _is_inside(path: Path, folder: Path) -> bool:
                for base in (Path(os.path.abspath(folder)), folder.resolve()))
 
 
-@cli.command(short_help="energy per output of a model on a GPU at your concurrency", epilog=_examples(
+@cli.command("estimate", short_help="energy per output of a model on a GPU at your concurrency", epilog=_examples(
     "energy-index estimate --task lm-arena-chat --model Qwen/Qwen3-8B --gpu H100 --concurrency 100"))
 @OUT
 @click.option("--task", required=True,
@@ -752,13 +488,15 @@ def _is_inside(path: Path, folder: Path) -> bool:
 @click.option("--boundary", type=click.Choice(settings.BOUNDARIES), default=settings.BOUNDARIES[0],
               show_default=True, help="where energy is counted: gpu_only (as measured), server (× the server "
               "factor) or facility (× the server and facility factors); see docs/boundaries.md")
+@click.option("--output-tokens", type=POSITIVE_INTEGER, metavar="N",
+              help="token tasks: also give Wh per response of N output tokens")
 @click.option("--carbon-intensity", type=positive_number, metavar="G",
               help="also print operational carbon per unit for a grid of G gCO2e per kWh (your input; "
               "embodied emissions not included)")
 @click.option("--format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text or json")
 @step("read")
-def estimate(args: SimpleNamespace, paths: Paths) -> None:
+def estimate_command(args: SimpleNamespace, paths: Paths) -> None:
     """Estimate energy per output token (or image, video) for a model on a GPU at the concurrency you run,
     from the index snapshot's efficiency curves: per measured deployment, interpolated linearly in log
     concurrency between neighbouring measured points, never extrapolated; with the range over deployments.
@@ -766,7 +504,7 @@ def estimate(args: SimpleNamespace, paths: Paths) -> None:
     from pipeline import query
 
     result = query.estimate(_checked(paths), args.task, args.model, args.gpu, args.concurrency, args.gpus,
-                            args.precision, args.boundary)
+                            args.precision, args.boundary, args.output_tokens)
     if args.carbon_intensity is not None:
         from pipeline.carbon import operational_carbon
 
@@ -808,11 +546,40 @@ def estimate(args: SimpleNamespace, paths: Paths) -> None:
         else:
             print(f"    interpolated between measured points: {lower} and {row['upper_x']:.4g} -> "
                   f"{_point(row['upper_wh_per_unit'], row['upper_n_repeats'])} ({span})")
+    for line in query.range_lines(result):
+        print(f"  {line}")
+    print(f"  data: {query.snapshot_label(result)}")
     print(f"  method: {result['method']}")
     if args.carbon_intensity is not None:
         from pipeline.carbon import carbon_sentence
 
         print(f"  {carbon_sentence(result['operational_carbon'], args.carbon_intensity)}")
+
+
+@cli.command("compare", short_help="how many times the energy of one model another uses, per GPU and boundary",
+             epilog=_examples(
+    "energy-index compare --task lm-arena-chat qwen3-8b qwen3-14b"))
+@OUT
+@click.option("--task", required=True, help="task, e.g. lm-arena-chat (any case)")
+@click.argument("model_a", metavar="MODEL_A")
+@click.argument("model_b", metavar="MODEL_B")
+@click.option("--gpu", help="only this GPU (default: every GPU both were measured on)")
+@click.option("--boundary", type=click.Choice(settings.BOUNDARIES), help="only this boundary (default: all three)")
+@click.option("--format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text or json")
+@step("read")
+def compare_command(args: SimpleNamespace, paths: Paths) -> None:
+    """"MODEL_A uses k× MODEL_B": their index figures on one task, per GPU and boundary, with the interval of k
+    from both figures' repeat ranges (the view model_comparisons). Models by model_id or slug."""
+    from pipeline import query
+
+    result = query.compare(paths, args.task, args.model_a, args.model_b, args.gpu, args.boundary)
+    if args.format == "json":
+        import msgspec
+
+        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(result)) + b"\n")
+        return
+    print("\n".join(query.comparison_lines(result)))
 
 
 def _repeat_interval(row: dict) -> str:
@@ -825,11 +592,11 @@ def _point(wh_per_unit: float, repeats: int) -> str:
     return f"{wh_per_unit:.4g}" + (f" (mean of {repeats} repeats)" if repeats > 1 else "")
 
 
-@cli.command(short_help="write OUT/report/index.html: tables and charts of the published database",
+@cli.command("report", short_help="write OUT/report/index.html: tables and charts of the published database",
              epilog=_examples("energy-index report", "energy-index report --out /srv/energy-index/build"))
 @OUT
 @step("lock")
-def report(args: SimpleNamespace, paths: Paths) -> None:
+def report_command(args: SimpleNamespace, paths: Paths) -> None:
     """Write OUT/report/index.html, a self-contained page (no network needed to open it) with, per task, the
     index table, each model's best figure per GPU, the energy-latency frontiers, what each latency tier costs,
     the efficiency curves, how each index figure moved across the snapshots in the database and every latency
@@ -839,14 +606,14 @@ def report(args: SimpleNamespace, paths: Paths) -> None:
 
     started = time.perf_counter()
     page, charts = write_report(_checked(paths, full=True))
-    say(f"report: {charts} charts -> {page} (and one PNG per chart beside it) ({_seconds(started)})")
+    say(f"report: {charts} charts -> {page} (and one PNG per chart beside it) ({seconds_since(started)})")
 
 
-@cli.command(short_help="write OUT/release/<snapshot-id>/: a citable data release",
+@cli.command("release", short_help="write OUT/release/<snapshot-id>/: a citable data release",
              epilog=_examples("energy-index release", "energy-index release --out /srv/energy-index/build"))
 @OUT
 @step("lock")
-def release(args: SimpleNamespace, paths: Paths) -> None:
+def release_command(args: SimpleNamespace, paths: Paths) -> None:
     """Write OUT/release/<snapshot-id>/ for the index snapshot: the index JSON files, Parquet and CSV of the
     main views, datapackage.json (Frictionless), croissant.json (Croissant 1.0 and RAI 1.0),
     energy-index.spdx.json (SPDX 3.0.1, AI profile), CITATION.cff, CHANGES.md (the index changes since the
@@ -854,7 +621,7 @@ def release(args: SimpleNamespace, paths: Paths) -> None:
     from pipeline.release import write_release
 
     started = time.perf_counter()
-    say(f"release: {write_release(_checked(paths, full=True))} ({_seconds(started)})")
+    say(f"release: {write_release(_checked(paths, full=True))} ({seconds_since(started)})")
 
 
 @cli.command("spark-sql", short_help="write the Spark SQL of every view over the published Parquet",
@@ -866,15 +633,15 @@ def release(args: SimpleNamespace, paths: Paths) -> None:
               "on this machine)")
 @click.option("--output", metavar="FILE", help="write the script to FILE (default: standard output)")
 @step("read")
-def spark_sql(args: SimpleNamespace, paths: Paths) -> None:
+def spark_sql_command(args: SimpleNamespace, paths: Paths) -> None:
     """Write a Spark SQL script: a temporary view over the published Parquet for every table (ingested, stored
     and reference tables), then every view of the database in dependency order, translated from sql/ with the
     scalar macros inlined, so that Spark needs nothing registered by hand. Run it with 'spark-sql -i FILE' or
     each statement with spark.sql(). The table macros are DuckDB's only."""
     from pipeline.files import write_bytes_atomic
-    from pipeline.spark import spark_sql as translate
+    from pipeline.spark import spark_sql
 
-    script = translate(_checked(paths), args.parquet_root)
+    script = spark_sql(_checked(paths), args.parquet_root)
     if args.output is None:
         sys.stdout.write(script)
     else:
@@ -882,7 +649,7 @@ def spark_sql(args: SimpleNamespace, paths: Paths) -> None:
         say(f"spark-sql: {script.count('CREATE OR REPLACE TEMPORARY VIEW')} temporary views -> {args.output}")
 
 
-@cli.command(short_help="write a synthetic snapshot N times a real one, for benchmarks", epilog=_examples(
+@cli.command("synth", short_help="write a synthetic snapshot N times a real one, for benchmarks", epilog=_examples(
     "energy-index synth --scale 10 --source ./public-data --target build/synth-10"))
 @click.option("--scale", type=POSITIVE_INTEGER, required=True, metavar="N",
               help="how many times the source's configurations to write (1 copies it)")
@@ -891,7 +658,7 @@ def spark_sql(args: SimpleNamespace, paths: Paths) -> None:
               help="folder to write the synthetic snapshot into (replaced if it exists)")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the value perturbations")
 @step("read")
-def synth(args: SimpleNamespace, paths: Paths) -> None:
+def synth_command(args: SimpleNamespace, paths: Paths) -> None:
     """Write a snapshot with the upstream's layout and fields, N times the source's configurations: every model
     replicated under new ids with energy and power scaled by a seeded factor in [0.98, 1], so every row stays
     valid. Deterministic for a given seed."""
@@ -900,7 +667,7 @@ def synth(args: SimpleNamespace, paths: Paths) -> None:
     started = time.perf_counter()
     counts = synthesize(Path(args.source), Path(args.target), args.scale, args.seed)
     say(f"synth: {counts['configurations']} configurations, {counts['model_files']} model files, "
-        f"{counts['bytes'] / 1e6:.1f} MB -> {args.target} ({_seconds(started)})")
+        f"{counts['bytes'] / 1e6:.1f} MB -> {args.target} ({seconds_since(started)})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,9 +81,32 @@ def render_index_fields() -> str:
     lines = ["", "| row | keys in order (decimals; 0: an integer; none: as published or computed) |",
              "| --- | --- |"]
     for name in dictionary.entries().exports:
-        keys = [f"`{f['key']}`" + (f" ({f['decimals']})" if f["decimals"] is not None else "")
+        keys = [f"`{f['key']}`" + (" (as the Wh figure)" if f["decimals"] == dictionary.ENERGY_DECIMALS else
+                                   f" ({f['decimals']})" if f["decimals"] is not None else "")
                 for f in dictionary.export_fields(name)]
         lines.append(f"| {name.replace('_', ' ')} | {', '.join(keys)} |")
+    return "\n".join([*lines, ""]) + "\n"
+
+
+def render_index_v2() -> str:
+    """Version 2's additions field by field (key, meaning, unit, decimals), then its validity codes with
+    their tests, thresholds and reasons, and the energy class scale (pipeline/index_v2.toml)."""
+    from pipeline.build import load_index_v2
+
+    lines = ["", "| key | what it holds | unit | decimals |", "| --- | --- | --- | --- |"]
+    for field in dictionary.export_fields("index_v2"):
+        facts = dictionary.column("index_rows_v2", field["column"])
+        decimals = ("as the row's Wh figure" if field["decimals"] == dictionary.ENERGY_DECIMALS
+                    else "none" if field["decimals"] is None else str(field["decimals"]))
+        lines.append(f"| `{field['key']}` | {_cell(facts.description)} | {_cell(facts.unit)} | {decimals} |")
+    validity, classes = load_index_v2()
+    lines += ["", "Validity codes, in the order a row lists them:", "",
+              "| code | rows | threshold | test | why it matters |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| `{code}` | {applies_to} | {threshold:g} | {_cell(test)} | {_cell(why)} |"
+              for _, code, applies_to, threshold, test, why in validity]
+    lines += ["", "Energy classes (token tasks; Wh per million output tokens at the gpu_only boundary):", "",
+              "| class | from (inclusive) | below |", "| --- | --- | --- |"]
+    lines += [f"| {letter} | {low:,g} | {'' if high is None else f'{high:,g}'} |" for letter, low, high in classes]
     return "\n".join([*lines, ""]) + "\n"
 
 

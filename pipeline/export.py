@@ -19,7 +19,7 @@ import duckdb
 
 from pipeline.database import connect, fetch_dicts, stream_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline import jsontext
+from pipeline import export_v2, index_schema, jsontext
 from pipeline.files import replace_directory
 from pipeline.paths import Paths
 from pipeline.progress import progress
@@ -242,17 +242,23 @@ def _write_tiers(connection: duckdb.DuckDBPyConnection, snapshot_id: str, plans:
                    rows)
 
 
-def _write_configurations(connection: duckdb.DuckDBPyConnection, snapshot_id: str, plans: list[TaskPlan],
+def _write_configurations(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any], plans: list[TaskPlan],
                           staging: Path) -> int:
     """Every model's file (its configurations and best rows) and every task's index.json (its models'
-    best rows), one family at a time, its configurations streamed a model at a time. Returns how many
-    model files it wrote."""
+    best rows), one family at a time, its configurations streamed a model at a time, each also in the
+    index format's version 2 (pipeline/export_v2.py). Returns how many model files (version 1) it wrote."""
     written, by_task = 0, {plan.task: plan for plan in plans}
+    version2 = export_v2.Version2.read(connection, snapshot)
+    v2_headers = {plan.task: version2.header(plan.header, plan.task, plan.unit) for plan in plans}
+    v2_rows = {plan.task: export_v2.row_additions(energy_decimals(plan.unit)) for plan in plans}
+    v2_root = staging / export_v2.V2_FOLDER
+
     with progress(None, "export: model files") as counter:
         for family_name, family in FAMILIES.items():
             tasks = [plan.task for plan in plans if plan.family == family_name]
             best: dict[str, list[Row]] = {task: [] for task in tasks}  # by task, in file order
-            configurations = _configurations(connection, family, {"snapshot_id": snapshot_id, "tasks": tasks})
+            configurations = _configurations(connection, family, {"snapshot_id": snapshot["snapshot_id"],
+                                                                  "tasks": tasks})
             for (task, slug), group in itertools.groupby(configurations, key=itemgetter("task", "slug")):
                 plan, group = by_task[task], list(group)
                 best_rows = [row for row in group if row["is_best"]]  # one per GPU, in GPU order as the rows
@@ -260,6 +266,11 @@ def _write_configurations(connection: duckdb.DuckDBPyConnection, snapshot_id: st
                             "configurations": [plan.configuration(row) for row in group],
                             "best": {row["gpu"]: plan.configuration(row) for row in best_rows}}
                 _write(staging, f"{task}/models/{slug}.json", plan, document, group)
+                export_v2.write(v2_root / task / "models" / f"{slug}.json", {
+                    **v2_headers[task], **_model(group[0]), "gpus": document["gpus"],
+                    "configurations": document["configurations"],
+                    "best": {row["gpu"]: version2.row(task, plan.configuration(row), row["model_id"], row["gpu"],
+                                                      v2_rows[task]) for row in best_rows}})
                 best[task] += best_rows
                 written += 1
                 counter.update(1)
@@ -267,6 +278,9 @@ def _write_configurations(connection: duckdb.DuckDBPyConnection, snapshot_id: st
                 plan = by_task[task]
                 _write(staging, f"{task}/index.json", plan,
                        {**plan.header, "rows": [{**_model(row), **plan.configuration(row)} for row in rows]}, rows)
+                export_v2.write(v2_root / task / "index.json", {**v2_headers[task], "rows": [
+                    version2.row(task, {**_model(row), **plan.configuration(row)}, row["model_id"], row["gpu"],
+                                 v2_rows[task]) for row in rows]})
     return written
 
 
@@ -293,7 +307,8 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
                 (staging / plan.task / "models").mkdir(parents=True)
             # The tiers before the rest, not beside them: at 1000x the two at once took 3.5 GB.
             _write_tiers(connection, snapshot["snapshot_id"], plans, staging)
-            model_file_count = _write_configurations(connection, snapshot["snapshot_id"], plans, staging)
+            model_file_count = _write_configurations(connection, snapshot, plans, staging)
+            index_schema.write_schemas(connection, staging)
         replace_directory(staging, paths.index_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 import schemas
 from pipeline.errors import PipelineError
-from pipeline.fetch import TASK_NAME_PATTERN, check_snapshot_id, fetch_again, read_manifest
+from pipeline.archive import TASK_NAME_PATTERN, check_snapshot_id, fetch_again, read_manifest
 from pipeline.files import atomic_path, release_memory
 from pipeline.fingerprint import data_sha256
 from pipeline.paths import Paths

@@ -22,6 +22,7 @@ AUDIT_RULES = PACKAGE / "audit_rules.toml"
 LATENCY_TIERS = PACKAGE / "latency_tiers.toml"
 ECOLOGITS = PACKAGE / "ecologits.toml"
 BOUNDARY_FACTORS = PACKAGE / "boundary_factors.toml"
+INDEX_V2 = PACKAGE / "index_v2.toml"
 
 PUBLISHED_OUTPUTS = ("parquet", "energy_index.duckdb", "index")
 PAIR_TABLES = ("configuration_changes", "index_changes")

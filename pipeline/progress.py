@@ -3,6 +3,7 @@ terminal (tqdm, which draws only where stderr is one); in a log or under cron no
 item when the caller asks for it."""
 
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -38,3 +39,8 @@ def each(items: Iterable[Item], label: str, unit: str = "item", logged: bool = F
                 say(f"{label} {number}/{len(items)}: {item}")
             yield item
             bar.update(1)
+
+
+def seconds_since(started: float) -> str:
+    """The time since `started` (time.perf_counter()), as every step's closing line states it."""
+    return f"{time.perf_counter() - started:.2f} s"

@@ -4,7 +4,8 @@ Readers open OUT/energy_index.duckdb, OUT/parquet and OUT/index, fixed links int
 points at one complete generation. A new generation starts as hard links to the published files and
 every step replaces files rather than writing them in place, so the published build is never touched;
 `current` moves by an atomic rename only when every step succeeded. The previous generation is kept
-until the next publish, so a reader that opened it before the switch keeps a consistent view.
+until the next publish, so a reader that opened it before the switch keeps a consistent view. Every
+command that writes into OUT holds its lock (exclusive_lock), so writers never interleave.
 """
 
 import os
@@ -18,7 +19,7 @@ import msgspec
 from pipeline.errors import PipelineError
 from pipeline.files import read_typed, write_json_atomic
 from pipeline.fingerprint import file_sha256
-from pipeline.paths import PARQUET_FILE, PUBLISHED_OUTPUTS, Paths, hive_key
+from pipeline.paths import PUBLISHED_OUTPUTS, Paths
 from pipeline.published import FILE_RECORD
 
 STAGING_PREFIX = "staging-"
@@ -32,6 +33,27 @@ class _FileRecord(msgspec.Struct):
 
 
 @contextmanager
+def exclusive_lock(paths: Paths) -> Iterator[None]:
+    """One command at a time per output folder; a second one stops with a clear message. Folders made
+    for the lock alone (a mistyped --out, a step that found nothing to do) are removed again."""
+    import fcntl
+
+    made = next((folder for folder in reversed([paths.out, *paths.out.parents]) if not folder.exists()), None)
+    paths.out.mkdir(parents=True, exist_ok=True)
+    with open(paths.lock_file, "a") as handle:  # "a": taking the lock leaves the file untouched
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PipelineError(f"{paths.out}: another energy-index command is writing here (lock "
+                                f"{paths.lock_file}); try again when it has finished") from None
+        try:
+            yield
+        finally:
+            if made is not None and all(p.is_dir() or p == paths.lock_file for p in made.rglob("*")):
+                shutil.rmtree(made)  # nothing in it but the lock and empty folders
+
+
+@contextmanager
 def new_generation(paths: Paths) -> Iterator[Paths]:
     """Yield paths into a private generation seeded with hard links to the published files, published
     if the block succeeds and removed either way. The caller holds the lock."""
@@ -41,7 +63,6 @@ def new_generation(paths: Paths) -> Iterator[Paths]:
     staging = paths.generations_dir / f"{STAGING_PREFIX}{os.getpid()}"
     if paths.current.is_dir():
         shutil.copytree(paths.current.resolve(), staging, copy_function=os.link, symlinks=True)
-        _move_to_hive_layout(staging / "parquet")
     else:
         staging.mkdir()
     (staging / REFRESH_RECORD).unlink(missing_ok=True)
@@ -50,16 +71,6 @@ def new_generation(paths: Paths) -> Iterator[Paths]:
         _publish(paths, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _move_to_hive_layout(parquet: Path) -> None:
-    """Builds before the hive layout kept <table>/<id>.parquet; the staged links move to
-    <table>/snapshot_id=<id>/data.parquet (the published files stay where they are)."""
-    for legacy in sorted(parquet.glob("*/*.parquet")):
-        if legacy.name != PARQUET_FILE:  # a reference table's one file is never per snapshot
-            target = legacy.parent / f"{hive_key(legacy.parent.name)}={legacy.stem}" / PARQUET_FILE
-            target.parent.mkdir(exist_ok=True)
-            os.replace(legacy, target)
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -106,7 +117,7 @@ def _record_files(staged: Path, published: Path | None) -> None:
 def damaged_files(paths: Paths) -> list[tuple[str, str]] | None:
     """The published files that differ from what was published, as (path relative to the generation,
     what is wrong): missing, another size, or another sha256. None when the generation has no readable
-    record (published by older code, or the record itself damaged): then nothing can be vouched for."""
+    record (the record itself missing or damaged): then nothing can be vouched for."""
     if not paths.current.is_dir():
         return []
     generation = paths.current.resolve()
@@ -136,12 +147,8 @@ def _publish(paths: Paths, staging: Path) -> None:
     pointer.unlink(missing_ok=True)
     os.symlink(final.relative_to(paths.out), pointer)
     os.replace(pointer, paths.current)
-    for name in PUBLISHED_OUTPUTS:  # fixed links into current (an output of older code may stand there)
-        link = paths.out / name
-        if not link.is_symlink():
-            if link.is_dir():
-                shutil.rmtree(link)
-            link.unlink(missing_ok=True)
+    for name in PUBLISHED_OUTPUTS:  # fixed links into current, made by the first publish
+        if not (link := paths.out / name).is_symlink():
             os.symlink(Path("current") / name, link)
     _fsync_directory(paths.out)
 

@@ -309,9 +309,11 @@ multipliers as (
     select
         coalesce(product(factor_low), 1) as low,
         coalesce(product(factor_central), 1) as central,
-        coalesce(product(factor_high), 1) as high
+        coalesce(product(factor_high), 1) as high,
+        count(*) as factor_count
     from boundary_factor_ranges
-    where list_contains($boundaries, boundary)
+    -- each GPU's own factors (boundary_factors_by_gpu): the macro has refused any GPU the index does not name
+    where list_contains($boundaries, boundary) and gpu = $gpu
 )
 select
     d.* exclude (position) replace (
@@ -319,7 +321,7 @@ select
         wh_per_unit_high * central as wh_per_unit_high, lower_wh_per_unit * central as lower_wh_per_unit,
         upper_wh_per_unit * central as upper_wh_per_unit),
     wh_per_unit * low as boundary_wh_per_unit_low, wh_per_unit * high as boundary_wh_per_unit_high,
-    {'low': low, 'central': central, 'high': high} as boundary_multipliers
+    {'low': low, 'central': central, 'high': high} as boundary_multipliers, factor_count
 from deployments as d, multipliers
 order by position
 """
@@ -333,11 +335,14 @@ METHOD = ("linear in log concurrency between the two neighbouring measured point
 
 def estimate(
     paths: Paths, task: str, model: str, gpu: str, concurrency: float, gpus: int | None, precision: str | None,
-    boundary: str = "gpu_only",
+    boundary: str = "gpu_only", output_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The energy_at_concurrency macro's rows for one question at a boundary (ESTIMATE), and their range, as
-    one document; the task, model and GPU may be written loosely (resolve_question)."""
+    one document naming the snapshot and upstream commit it was read from; the task, model and GPU may be
+    written loosely (resolve_question). `output_tokens` (token tasks) adds Wh per response of that length."""
     with session(paths) as (connection, _):
+        (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
+                                  " join index_snapshot using (snapshot_id)", {})
         asked = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency}
         narrowed = {"gpus": gpus, "precision": precision, "boundaries": BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]}
         deployments: list[dict[str, Any]] = []
@@ -360,15 +365,60 @@ def estimate(
                                 + "; ".join(deployment_label(row) for row in every))
     # The boundary's multipliers, the same on every row, belong to the document, not to a deployment.
     multipliers = [row.pop("boundary_multipliers") for row in deployments][0]
-    estimated = [row["wh_per_unit"] for row in deployments if row["wh_per_unit"] is not None]
-    return {
-        "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,
-        "unit": f"Wh per {deployments[0]['unit_label']}", "boundary": boundary, "boundary_multipliers": multipliers,
-        "method": METHOD, "deployments_measured": len(deployments), "deployments_within_range": len(estimated),
-        "min_wh_per_unit": min(estimated) if estimated else None,
-        "max_wh_per_unit": max(estimated) if estimated else None,
-        "deployments": deployments,
+    if [row.pop("factor_count") for row in deployments][0] < len(narrowed["boundaries"]):
+        raise PipelineError(f"no {boundary} boundary factors for GPU {gpu}: "
+                            "gpu_ratings has no rated board power for it")
+    estimated = [row for row in deployments if row["wh_per_unit"] is not None]
+    unit_label = deployments[0]["unit_label"]
+    if output_tokens is not None and unit_label != TOKEN_UNIT_LABEL:
+        raise PipelineError(f"--output-tokens applies to token tasks; {task} gives Wh per {unit_label}")
+    # The chosen boundary's range: the lowest repeat at the low factor to the highest repeat at the high
+    # factor, over the deployments whose measured range covers the concurrency.
+    scale = {level: multipliers[level] / multipliers["central"] for level in ("low", "high")}
+    boundary_range = None if not estimated else {
+        "boundary": boundary,
+        "low": min(row["wh_per_unit_low"] for row in estimated) * scale["low"],
+        "high": max(row["wh_per_unit_high"] for row in estimated) * scale["high"],
     }
+    document = {
+        "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,
+        "snapshot_id": snapshot["snapshot_id"], "commit": snapshot["commit"],
+        "unit": f"Wh per {unit_label}", "boundary": boundary, "boundary_multipliers": multipliers,
+        "range": boundary_range,
+        "method": METHOD, "deployments_measured": len(deployments), "deployments_within_range": len(estimated),
+        "min_wh_per_unit": min(row["wh_per_unit"] for row in estimated) if estimated else None,
+        "max_wh_per_unit": max(row["wh_per_unit"] for row in estimated) if estimated else None,
+    }
+    if output_tokens is not None:
+        per_token = output_tokens / 1e6  # Wh per million output tokens to Wh per response
+        document["per_response"] = None if not estimated else {
+            "output_tokens": output_tokens, "unit": "Wh per response",
+            "min_wh": document["min_wh_per_unit"] * per_token, "max_wh": document["max_wh_per_unit"] * per_token,
+            "low": boundary_range["low"] * per_token, "high": boundary_range["high"] * per_token}
+    return {**document, "deployments": deployments}
+
+
+TOKEN_UNIT_LABEL = "million output tokens"
+
+
+def snapshot_label(result: dict[str, Any]) -> str:
+    """Which data an estimate was read from, as its text output names it."""
+    commit = f"upstream commit {result['commit']}" if result["commit"] else "upstream commit unknown"
+    return f"snapshot {result['snapshot_id']} ({commit})"
+
+
+def range_lines(result: dict[str, Any]) -> list[str]:
+    """The estimate's range at its boundary and, when asked, Wh per response, as text lines."""
+    lines = []
+    if result["range"] is not None:
+        lines.append(f"range at the {result['boundary']} boundary: {result['range']['low']:.4g} to "
+                     f"{result['range']['high']:.4g} {result['unit']} (lowest repeat at the low factor to highest "
+                     "repeat at the high factor)")
+    if response := result.get("per_response"):
+        lines.append(f"per response of {response['output_tokens']} output tokens: {response['min_wh']:.4g}"
+                     + (f" to {response['max_wh']:.4g}" if response["max_wh"] != response["min_wh"] else "")
+                     + f" Wh (range {response['low']:.4g} to {response['high']:.4g} Wh)")
+    return lines
 
 
 def deployment_label(row: dict[str, Any]) -> str:
@@ -411,3 +461,57 @@ def _one(kind: str, value: str, known: list[str], exactly: Callable[[str], bool]
     raise PipelineError(f"unknown {kind} {value!r}; " + (f"nearest: {', '.join(close)}" if close else
                         f"none of the {len(known)} the index snapshot measured is near it (see: energy-index sql "
                         '"select distinct task, model_id, gpu from configuration_points")'))
+
+
+def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None = None,
+            boundary: str | None = None) -> dict[str, Any]:
+    """"A uses k× B" for two models on one task, per GPU both were measured on and boundary (the view
+    model_comparisons), with the interval of k from both figures' repeat ranges, as one document naming
+    the snapshot. Models by model_id or slug in any case; a GPU in any case."""
+    with session(paths) as (connection, _):
+        (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
+                                  " join index_snapshot using (snapshot_id)", {})
+        indexed = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from index_rows_v2", {})
+        tasks = sorted({row["task"] for row in indexed})
+        task = _one("task", task, tasks, lambda name: name == task, lambda name: name.casefold() == task.casefold())
+        in_task = [row for row in indexed if row["task"] == task]
+        slugs = {row["model_id"]: row["slug"] for row in in_task}
+        names = [_one("model", model, sorted(slugs), lambda name, m=model: name == m,
+                      lambda name, m=model: m.casefold() in (name.casefold(), slugs[name].casefold()))
+                 for model in (model_a, model_b)]
+        if names[0] == names[1]:
+            raise PipelineError(f"compare: give two different models, not {names[0]} twice")
+        if gpu is not None:
+            gpu = _one("GPU", gpu, sorted({row["gpu"] for row in in_task}), lambda name: name == gpu,
+                       lambda name: name.casefold() == gpu.casefold())
+        rows = fetch_dicts(connection, """
+            select gpu, boundary, unit_label, wh_per_unit_a, wh_per_unit_b, energy_ratio, energy_ratio_low,
+                   energy_ratio_high, n_repeats_a, n_repeats_b
+            from model_comparisons
+            where task = $task and model_a = $a and model_b = $b and ($gpu is null or gpu = $gpu)
+                and ($boundary is null or boundary = $boundary)
+            order by gpu, boundary_position""",
+                           {"task": task, "a": names[0], "b": names[1], "gpu": gpu, "boundary": boundary})
+    if not rows:
+        gpus = {name: sorted(row["gpu"] for row in in_task if row["model_id"] == name) for name in names}
+        raise PipelineError(f"compare: {names[0]} and {names[1]} share no GPU{' ' + gpu if gpu else ''} in the "
+                            f"{task} index; " + "; ".join(f"{name}: {', '.join(gpus[name])}" for name in names))
+    return {"task": task, "model_a": names[0], "model_b": names[1], "snapshot_id": snapshot["snapshot_id"],
+            "commit": snapshot["commit"], "unit": f"Wh per {rows[0]['unit_label']}",
+            "method": "k = model_a's index figure / model_b's (the lowest-energy configuration within the latency "
+                      "limit on each GPU); interval: model_a's lowest repeat / model_b's highest to model_a's highest "
+                      "/ model_b's lowest (a figure measured once is its own range). Boundary factors are the GPU's "
+                      "for both, so k is the same at every boundary (view model_comparisons).",
+            "comparisons": [{key: value for key, value in row.items() if key != "unit_label"} for row in rows]}
+
+
+def comparison_lines(result: dict[str, Any]) -> list[str]:
+    """A compare document as text lines: one per GPU and boundary."""
+    lines = [f"{result['model_a']} vs {result['model_b']}, {result['task']} ({result['unit']}); data: "
+             f"{snapshot_label(result)}:"]
+    for row in result["comparisons"]:
+        interval = ("measured once each, no interval" if row["energy_ratio_low"] == row["energy_ratio_high"]
+                    else f"interval {row['energy_ratio_low']:.3g} to {row['energy_ratio_high']:.3g}")
+        lines.append(f"  {row['gpu']}, {row['boundary']}: A uses {row['energy_ratio']:.3g}× B ({interval}); "
+                     f"A {row['wh_per_unit_a']:.4g}, B {row['wh_per_unit_b']:.4g}")
+    return lines

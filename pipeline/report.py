@@ -24,7 +24,7 @@ try:
 except ImportError:  # the report extra is not installed: write_report says how to install it
     vl_convert = None
 
-from pipeline.charts import ENERGY_COLUMNS, ChartText, alt, ambiguous_encodings, task_charts
+from pipeline.charts import ENERGY_COLUMNS, ChartText, Metric, alt, ambiguous_encodings, task_charts
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.export import TIER_FIELDS, energy_decimals, index_snapshot, task_plans
@@ -39,15 +39,6 @@ DEPLOYMENT = ("concat(num_gpus, ' GPU', case when num_gpus > 1 then 's' else '' 
               "coalesce(', ' || width || 'x' || height, ''), coalesce(', ' || num_frames || ' frames', ''), "
               "coalesce(', ' || inference_steps || ' steps, Ulysses ' || ulysses_degree || ' ring ' || ring_degree, "
               "''))")
-
-
-class Metric(msgspec.Struct, frozen=True):
-    """A latency metric of a family (the latency_metrics view) with its unit (the field dictionary)."""
-
-    latency_metric: str
-    title: str
-    short_title: str
-    unit: str
 
 
 class PageText(msgspec.Struct, frozen=True):
@@ -129,9 +120,11 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
             select b.model_id, b.slug, b.gpu, b.row_id, b.num_gpus,
                    coalesce(b.max_num_seqs, b.batch_size) as batch_limit, b.{metric} as latency, b.wh_per_unit,
                    'models/' || b.slug || '.html' as href, u.n_repeats, u.wh_repeat_min, u.wh_repeat_max,
-                   u.runner_up_row_id, u.runner_up_wh_per_unit, u.choice_basis
+                   u.runner_up_row_id, u.runner_up_wh_per_unit, u.choice_basis,
+                   v.range_low, v.range_high, array_to_string(v.validity, ', ') as validity, v.energy_class
             from best_configurations as b
             left join index_uncertainty as u on u.task = b.task and u.model_id = b.model_id and u.gpu = b.gpu
+            left join index_rows_v2 as v on v.task = b.task and v.model_id = b.model_id and v.gpu = b.gpu
             where b.task = $task order by b.wh_per_unit, lower(b.model_id), b.model_id, b.gpu""",
         "frontier": f"""
             select f.model_id, f.slug, f.gpu, f.row_id, f.num_gpus, c.batch_limit, f.n_repeats, f.latency_metric,
@@ -210,10 +203,19 @@ def _index_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True
     """The index rows as index.json holds them, ordered by the figure."""
     if not rows:
         return "<p>No configuration within the deadline.</p>"
+    digits = task.decimals["wh_per_unit"]
     headers = ["model"] * with_model + ["GPU", "configuration", "GPUs", task.batch_title, task.metric.title,
-                                        task.unit_title, "times measured", "runner-up within the deadline"]
+                                        task.unit_title, "range (repeats)", "validity", "class", "times measured",
+                                        "runner-up within the deadline"]
     return _table("index-table", headers, [_model_cell(row, with_model) + [
         *(_cell(row[column]) for column in ("gpu", "row_id", "num_gpus", "batch_limit", "latency", "wh_per_unit")),
+        # the index format's version 2 range, validity codes and class beside the figure (docs/index-files.md)
+        _cell("measured once" if row["range_low"] is None else f"{round(row['range_low'], digits)} to "
+              f"{round(row['range_high'], digits)}"),
+        _cell(row["validity"] or "", hover="validity codes: docs/index-files.md"),
+        _cell(row["energy_class"] or "", hover="Wh per million output tokens at the gpu_only boundary: A < 100, "
+              "B < 300, C < 1,000, D < 3,000, E < 10,000, F from 10,000" if row["energy_class"] else
+              "no class for images and videos"),
         _cell(row["n_repeats"], hover="measured once" if (row["n_repeats"] or 0) < 2 else
               f"repeats from {row['wh_repeat_min']} to {row['wh_repeat_max']}"),
         _cell(row["runner_up_wh_per_unit"],

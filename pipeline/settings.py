@@ -96,7 +96,7 @@ SQL_FORMATS = ("table", "csv", "jsonl", "parquet")
 # Where energy is counted: the GPUs as measured, the whole server, the server in its data centre.
 BOUNDARIES = ("gpu_only", "server", "facility")
 
-# The names fetch.py and the tests import.
+# The names the fetchers (pipeline/fetch.py, pipeline/upstream.py) and the tests import.
 DEFAULT_OUT = OUT.default
 DEFAULT_TIMEOUT_S, DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES = (
     TIMEOUT.default, FETCH_DEADLINE.default, MAX_FILE_BYTES.default)

@@ -21,6 +21,12 @@ class Index(_Section):
     caveat: str
 
 
+class IndexV2(_Section):
+    format_version: str
+    data_url: str
+    energy_class_boundary: str
+
+
 class CompiledEvidence(_Section):
     same: str
     differ: str
@@ -48,6 +54,7 @@ class Diffusion(Family, kw_only=True):
 
 class SourceCard(_Section):
     index: Index
+    index_v2: IndexV2
     source: dict[str, str | list[str]]
     compiled_evidence: CompiledEvidence
     token: Token

@@ -65,6 +65,9 @@ class Table(msgspec.Struct, forbid_unknown_fields=True):
 class ExportField(msgspec.Struct, forbid_unknown_fields=True):
     key: str
     column: str
+    # rounded as the task's own Wh figure (its configuration field's decimals: 2 per million tokens, 4 per
+    # image or video) rather than by the column's decimals: for columns in Wh per unit of either family
+    energy: bool = False
 
 
 class Export(msgspec.Struct, forbid_unknown_fields=True):
@@ -147,8 +150,13 @@ def json_paths(table: str) -> dict[str, tuple[str, ...]]:
             for name, entry in entries().tables[table].columns.items() if entry.upstream}
 
 
+# export_fields' decimals of a field rounded as the task's own Wh figure ([exports] energy = true).
+ENERGY_DECIMALS = "energy"
+
+
 def export_fields(name: str) -> list[dict]:
     """One kind of exported row's fields in file order: key, view column and the decimals the index files
     round it to (Python's round(); 0 gives an integer) or None ([exports.NAME])."""
-    return [{"key": f.key, "column": f.column, "decimals": entries().fields[f.column].decimals}
+    return [{"key": f.key, "column": f.column,
+             "decimals": ENERGY_DECIMALS if f.energy else entries().fields[f.column].decimals}
             for f in entries().exports[name].fields]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from pipeline.cli import main
-from pipeline.fetch import snapshot_id_of
+from pipeline.archive import snapshot_id_of
 from pipeline.settings import GITHUB_API, GITHUB_RAW
 from pipeline.paths import Paths
 

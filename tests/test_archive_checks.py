@@ -15,7 +15,7 @@ import pytest
 from conftest import NEWEST, PROJECT, SNAPSHOTS, refresh_args, snapshot_id
 from github_server import FakeGitHub, GitHubServer, shared_commits
 
-from pipeline.fetch import MANIFEST
+from pipeline.archive import MANIFEST
 from pipeline.fingerprint import file_sha256
 from pipeline.settings import GITHUB_API, GITHUB_RAW
 

@@ -32,8 +32,9 @@ def with_literal_factors(connection: duckdb.DuckDBPyConnection) -> duckdb.DuckDB
     connection.execute("delete from boundary_factors")
     for number, (boundary, low, central, high, is_central) in enumerate(LITERAL_FACTORS):
         connection.execute(
-            "insert into boundary_factors values (?, ?, ?, ?, ?, 'covers', 'derivation', ?, 'https://example.org',"
-            " 2025, 'quoted')", [boundary, low, central, high, is_central, f"source {number}"])
+            "insert into boundary_factors values (?, ?, ?, ?, ?, null, ?, 'covers', 'derivation', ?,"
+            " 'https://example.org', 2025, 'quoted')",
+            [f"source-{number}", boundary, low, central, high, is_central, f"source {number}"])
     return connection
 
 
@@ -41,9 +42,9 @@ def test_boundary_ranges_span_the_sources_and_take_the_central_rows_figure() -> 
     connection = with_literal_factors(connect([measured()]))
     assert fetch(connection, """
         select boundary, factor_low, factor_central, factor_high, source_count, central_source
-        from boundary_factor_ranges order by boundary""") == [
-        ("facility", 1.1, 1.2, 1.4, 1, "source 2"),
-        ("server", 1.2, 1.5, 2.0, 2, "source 0"),
+        from boundary_factor_ranges where gpu = 'H100' order by boundary""") == [
+        ("facility", 1.1, 1.2, 1.4, 1, "source-2"),
+        ("server", 1.2, 1.5, 2.0, 2, "source-0"),
     ]
 
 
@@ -73,21 +74,26 @@ def test_index_boundaries_scale_each_index_row_low_with_low_and_high_with_high()
 def test_the_shipped_factors_each_carry_a_source_a_url_a_year_and_the_quoted_figure() -> None:
     rows = load_boundary_factors()
     assert {row["boundary"] for row in rows} == {"server", "facility"}
+    connection = connect([measured()])
     for row in rows:
         assert row["source"].strip() and row["quoted_figure"].strip() and row["covers"].strip()
         assert re.match(r"https://[\w.-]+\.\w+/", row["url"]), row["url"]
         assert 2000 <= row["year"] <= 2100
-        assert 1 <= row["factor_low"] <= row["factor_central"] <= row["factor_high"]
-        # The derivation states the arithmetic that gives each of the row's figures.
-        for figure in {row["factor_low"], row["factor_central"], row["factor_high"]}:
-            assert f"{figure:.2f}" in row["derivation"], (row["source"], figure)
-    # The ranges the sources span and the stated central choices.
-    connection = connect([measured()])
+        # The derivation states the arithmetic that gives each of the row's figures on every GPU.
+        for gpu, low, central, high in connection.execute(
+                "select gpu, factor_low, factor_central, factor_high from boundary_factors_by_gpu where id = ?",
+                [row["id"]]).fetchall():
+            assert 1 <= low <= central <= high
+            for figure in {low, central, high}:
+                assert f"{figure:.2f}" in row["derivation"], (row["source"], gpu, figure)
+    # The ranges the sources span on each GPU and the stated central choices.
     assert fetch(connection, """
-        select boundary, factor_low, factor_central, factor_high, source_count
-        from boundary_factor_ranges order by boundary""") == [
-        ("facility", 1.09, 1.2, 1.59, 3),
-        ("server", 1.21, 1.6, 1.6, 2),
+        select boundary, gpu, factor_low, factor_central, factor_high, source_count
+        from boundary_factor_ranges order by boundary, gpu""") == [
+        ("facility", "B200", 1.09, 1.2, 1.59, 3),
+        ("facility", "H100", 1.09, 1.2, 1.59, 3),
+        ("server", "B200", 1.15, 1.6, 1.6, 2),
+        ("server", "H100", 1.21, 1.6, 1.6, 2),
     ]
 
 
@@ -104,13 +110,13 @@ def write_factors(path: Path, rows: list[dict]) -> Path:
 def valid_rows() -> list[dict]:
     base = {"factor_low": 1.1, "factor_central": 1.2, "factor_high": 1.3, "central": True, "covers": "c",
             "derivation": "d", "source": "s", "url": "https://example.org/a", "year": 2025, "quoted_figure": "q"}
-    return [{"boundary": "server", **base}, {"boundary": "facility", **base}]
+    return [{"id": "a", "boundary": "server", **base}, {"id": "b", "boundary": "facility", **base}]
 
 
 @pytest.mark.parametrize("damage, expected", [
     (lambda rows: rows[0].pop("url"), r"missing required field `url` - at `\$\.factor\[0\]`"),
     (lambda rows: rows[1].update(pue=1.5), r"unknown field `pue` - at `\$\.factor\[1\]`"),
-    (lambda rows: rows[0].update(factor_low="1.1"), r"Expected `float`, got `str` - at `\$\.factor\[0\]\.factor_low`"),
+    (lambda rows: rows[0].update(factor_low="1.1"), r"Expected `float \| null`, got `str` - at `\$\.factor\[0\]\.factor_low`"),
     (lambda rows: rows[0].update(year=True), r"Expected `int`, got `bool` - at `\$\.factor\[0\]\.year`"),
     (lambda rows: rows[0].update(boundary="rack"), r"Invalid enum value 'rack' - at `\$\.factor\[0\]\.boundary`"),
     (lambda rows: rows[1].update(factor_low=1.4), r"\$\.factor\[1\]: factors must satisfy 1 <= factor_low <= factor_central"),
@@ -118,6 +124,9 @@ def valid_rows() -> list[dict]:
     (lambda rows: rows[0].update(url="example.org"), r"Expected `str` matching regex '\^https://' - at `\$\.factor\[0\]\.url`"),
     (lambda rows: rows[0].update(covers=" "), r"- at `\$\.factor\[0\]\.covers`"),
     (lambda rows: rows[0].update(factor_low=0.9), r"Expected `float` >= 1.0 - at `\$\.factor\[0\]\.factor_low`"),
+    (lambda rows: rows[0].update(host_watts_per_gpu=150.0), r"\$\.factor\[0\]: host_watts_per_gpu derives the factors"),
+    (lambda rows: rows[0].pop("factor_high"), r"\$\.factor\[0\]: needs factor_low, factor_central and factor_high"),
+    (lambda rows: rows[1].update(id="a"), r"id a: used by more than one factor"),
 ])
 def test_a_damaged_factor_file_is_refused_naming_the_file_and_the_key(tmp_path: Path, damage, expected) -> None:
     rows = valid_rows()
@@ -170,7 +179,7 @@ def test_on_the_newest_snapshot_every_index_row_has_three_boundaries_in_order(ne
         assert connection.execute("""
             select count(*) from index_boundaries as s
             join index_boundaries as f using (task, model_id, gpu)
-            cross join (select * from boundary_factor_ranges where boundary = 'facility') as k
+            join (select * from boundary_factor_ranges where boundary = 'facility') as k using (gpu)
             where s.boundary = 'server' and f.boundary = 'facility' and not (
                 f.wh_per_unit_low = s.wh_per_unit_low * k.factor_low
                 and f.wh_per_unit_central = s.wh_per_unit_central * k.factor_central

@@ -112,9 +112,9 @@ sys.exit(main(sys.argv[5:]))
     ("target", "attribute", "when", "nth", "published"),
     [
         # The two points around the switch run by default; the earlier steps' with the slow tests (make test-all).
-        pytest.param("pipeline.fetch", "replace_directory", "before", 1, False, marks=pytest.mark.slow,
+        pytest.param("pipeline.archive", "replace_directory", "before", 1, False, marks=pytest.mark.slow,
                      id="fetch-staged"),  # the snapshot's files staged
-        pytest.param("pipeline.fetch", "replace_directory", "after", 1, False, marks=pytest.mark.slow,
+        pytest.param("pipeline.archive", "replace_directory", "after", 1, False, marks=pytest.mark.slow,
                      id="fetched"),  # fetched, nothing ingested
         pytest.param("pipeline.ingest:_TableWriters", "write", "after", 2, False, marks=pytest.mark.slow,
                      id="ingest"),  # Parquet files half written

@@ -224,54 +224,6 @@ def test_history_upstream_reproduces_the_eleven_shared_snapshots(
     assert tree_digest(out, "index") == tree_digest(history_build.out, "index")
 
 
-def test_a_build_made_under_local_date_ids_moves_to_utc_ids_on_its_next_refresh(tmp_path: Path, run_cli) -> None:
-    older, newer = (COMMITS["9fa07d1"].folder, COMMITS["2689bff"].folder)
-    out = tmp_path / "out"
-    assert run_cli("refresh", "--source", older, "--out", out).exit_code == 0
-    assert run_cli("refresh", "--source", newer, "--out", out).exit_code == 0
-    index, refresh_record = tree_digest(out, "index"), (out / "current" / "refresh.json").read_bytes()
-    old_id, new_id = "2025-11-29-9fa07d1", "2025-11-30-9fa07d1"
-    make_the_build_use_an_earlier_id(Paths(out), new_id, old_id)
-    assert run_cli("build", "--full", "--out", out).exit_code == 0
-    (out / "current" / "refresh.json").write_bytes(refresh_record)
-    assert snapshot_ids(out) == [old_id, "2025-11-30-2689bff"]
-
-    # Nothing new to fetch, and the newest snapshot's id is the same: the refresh still moves the old id.
-    result = run_cli("refresh", "--source", newer, "--out", out)
-    assert result.exit_code == 0, result.stderr
-    assert f"snapshot {old_id} is now {new_id}" in result.stderr and "nothing to do" not in result.stderr
-    assert snapshot_ids(out) == [new_id, "2025-11-30-2689bff"]
-    assert not Paths(out).raw_snapshot(old_id).exists()
-    assert read_json(Paths(out).raw_snapshot(new_id) / "manifest.json")["snapshot_id"] == new_id
-    assert not list((out / "parquet").glob(f"*/snapshot_id={old_id}"))
-    with duckdb.connect(str(Paths(out).database), read_only=True) as connection:
-        assert connection.execute("select count(*) from token_configurations where snapshot_id = ?", [old_id]).fetchone() == (0,)
-    assert tree_digest(out, "index") == index
-    assert "nothing to do" in run_cli("refresh", "--source", newer, "--out", out).stderr
-
-
-def make_the_build_use_an_earlier_id(paths: Paths, current: str, earlier: str) -> None:
-    """Rename one snapshot as the code before UTC-dated ids named it: raw folder, manifest, Parquet."""
-    import json
-    import shutil
-
-    raw = paths.raw_snapshot(current)
-    manifest = read_json(raw / "manifest.json")
-    shutil.copytree(raw, paths.raw_snapshot(earlier))
-    shutil.rmtree(raw)
-    (paths.raw_snapshot(earlier) / "manifest.json").write_text(json.dumps({**manifest, "snapshot_id": earlier}))
-    published = paths.current.resolve() / "parquet"
-    for folder in sorted(published.glob(f"*/snapshot_id={current}")):
-        table = pq.read_table(folder / "data.parquet")
-        if "snapshot_id" in table.column_names:
-            index = table.column_names.index("snapshot_id")
-            table = table.set_column(index, table.schema.field(index), [[earlier] * table.num_rows])
-        target = folder.with_name(f"snapshot_id={earlier}")
-        target.mkdir()
-        pq.write_table(table, target / "data.parquet")
-        shutil.rmtree(folder)
-
-
 def test_conflicting_or_malformed_upstream_options_are_refused(tmp_path: Path, run_cli, capsys) -> None:
     from pipeline.cli import main
 

@@ -1,7 +1,7 @@
 -- index_boundaries: each index figure (best_configurations) at three boundaries: gpu_only (the figure
 -- itself: GPU energy only, as measured), server (the GPU figure × the server factor: host CPU, memory,
 -- network interface, idle capacity kept for peaks) and facility (the server figure × the facility
--- factor, PUE), low with low and high with high. The factors are assumptions from the sources in
+-- factor, PUE), low with low and high with high, each factor as derived for the row's GPU. The factors are assumptions from the sources in
 -- boundary_factors (ranges: boundary_factor_ranges), not measurements.
 -- grain: one row per best_configurations row × boundary (gpu_only, server, facility)
 -- key: task, model_id, gpu, boundary
@@ -15,7 +15,7 @@ server_figures as (
         b.wh_per_unit * s.factor_central as server_central,
         b.wh_per_unit * s.factor_high as server_high
     from best_configurations as b
-    join boundary_factor_ranges as s on s.boundary = 'server'
+    join boundary_factor_ranges as s on s.boundary = 'server' and s.gpu = b.gpu
 )
 
 select
@@ -30,4 +30,4 @@ select
     g.task, g.model_id, g.gpu, g.row_id, 'facility', 3, g.unit_label, g.wh_per_unit,
     g.server_low * f.factor_low, g.server_central * f.factor_central, g.server_high * f.factor_high
 from server_figures as g
-join boundary_factor_ranges as f on f.boundary = 'facility';
+join boundary_factor_ranges as f on f.boundary = 'facility' and f.gpu = g.gpu;

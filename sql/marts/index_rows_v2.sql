@@ -1,0 +1,81 @@
+-- index_rows_v2: what the index files' version 2 adds to each index row (best_configurations): the
+-- range from the configuration's repeats (null when measured once), the runner-up and its relative
+-- margin, the figure at the three boundaries with the factors used and the boundary_factors rows that
+-- set them (each as derived for the row's GPU), the validity codes (index_validity), the stability and
+-- latency-tail ratios they test, the energy class (energy_classes: token tasks, on the unrounded Wh per
+-- million output tokens at the gpu_only boundary; null for diffusion tasks, whose unit has no tokens)
+-- and Wh per response at the measured mean output length (token tasks; diffusion: one image or video a
+-- response), with its range.
+-- grain: one row per best_configurations row
+-- key: task, model_id, gpu
+create or replace view index_rows_v2 as
+
+with
+bounds as (
+    select
+        task, model_id, gpu,
+        max(case when boundary = 'gpu_only' then wh_per_unit_low end) as gpu_only_low,
+        max(case when boundary = 'gpu_only' then wh_per_unit_central end) as gpu_only_central,
+        max(case when boundary = 'gpu_only' then wh_per_unit_high end) as gpu_only_high,
+        max(case when boundary = 'server' then wh_per_unit_low end) as server_low,
+        max(case when boundary = 'server' then wh_per_unit_central end) as server_central,
+        max(case when boundary = 'server' then wh_per_unit_high end) as server_high,
+        max(case when boundary = 'facility' then wh_per_unit_low end) as facility_low,
+        max(case when boundary = 'facility' then wh_per_unit_central end) as facility_central,
+        max(case when boundary = 'facility' then wh_per_unit_high end) as facility_high
+    from index_boundaries
+    group by task, model_id, gpu
+),
+
+codes as (
+    select task, model_id, gpu, list(code order by position) as validity
+    from index_validity
+    group by task, model_id, gpu
+),
+
+rows_with_ratios as (
+    select
+        u.*,
+        c.avg_batch_size / c.max_num_seqs as stability_ratio,
+        c.p99_itl_ms / c.median_itl_ms as latency_tail_ratio,
+        c.avg_output_tokens,
+        -- Wh per unit to Wh per response: a million tokens over the mean output length; one diffusion output
+        case when u.family = 'token' then c.avg_output_tokens / 1e6 else 1.0 end as responses_per_unit
+    from index_uncertainty as u
+    left join configurations as c
+        on c.task = u.task and c.row_id = u.row_id and c.repeat = u.repeat
+)
+
+select
+    r.snapshot_id, r.family, r.task, r.model_id, r.slug, r.gpu, r.row_id, r.repeat, r.unit_label,
+    r.wh_per_unit, r.n_repeats,
+    case when r.n_repeats > 1 then r.wh_repeat_min end as range_low,
+    case when r.n_repeats > 1 then r.wh_repeat_max end as range_high,
+    r.runner_up_row_id, r.runner_up_wh_per_unit, r.margin_relative,
+    b.gpu_only_low, b.gpu_only_central, b.gpu_only_high,
+    b.server_low, b.server_central, b.server_high,
+    b.facility_low, b.facility_central, b.facility_high,
+    s.factor_low as server_factor_low, s.factor_central as server_factor_central,
+    s.factor_high as server_factor_high, s.low_source as server_low_source,
+    s.central_source as server_central_source, s.high_source as server_high_source,
+    f.factor_low as facility_factor_low, f.factor_central as facility_factor_central,
+    f.factor_high as facility_factor_high, f.low_source as facility_low_source,
+    f.central_source as facility_central_source, f.high_source as facility_high_source,
+    coalesce(k.validity, []) as validity,
+    r.stability_ratio, r.latency_tail_ratio,
+    e.energy_class,
+    case when r.family <> 'token'
+        then 'no class: the scale is defined in Wh per million output tokens, and an image or video has no output tokens'
+    end as energy_class_reason,
+    r.avg_output_tokens,
+    r.wh_per_unit * r.responses_per_unit as per_response_wh,
+    case when r.n_repeats > 1 then r.wh_repeat_min * r.responses_per_unit end as per_response_low,
+    case when r.n_repeats > 1 then r.wh_repeat_max * r.responses_per_unit end as per_response_high
+from rows_with_ratios as r
+join bounds as b on b.task = r.task and b.model_id = r.model_id and b.gpu = r.gpu
+join boundary_factor_ranges as s on s.boundary = 'server' and s.gpu = r.gpu
+join boundary_factor_ranges as f on f.boundary = 'facility' and f.gpu = r.gpu
+left join codes as k on k.task = r.task and k.model_id = r.model_id and k.gpu = r.gpu
+left join energy_classes as e
+    on r.family = 'token' and r.wh_per_unit >= e.lower_bound
+    and (e.upper_bound is null or r.wh_per_unit < e.upper_bound);

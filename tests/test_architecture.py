@@ -1,0 +1,118 @@
+"""Where the code lives: pipeline/'s modules import one another without a cycle, the command line holds
+no workflow (it parses, calls pipeline/refresh.py and the readers, and prints), and the refresh runs
+without click."""
+
+import ast
+import graphlib
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import NEWEST, snapshot_id
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pipeline"
+# What the refresh is made of: the command line reaches these through pipeline/refresh.py only.
+WORKFLOW_MODULES = {"archive", "fetch", "upstream", "ingest", "build", "export", "audit"}
+
+
+def _tree(module: str) -> ast.Module:
+    return ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
+
+
+def _modules() -> list[str]:
+    return sorted(path.stem for path in PACKAGE.glob("*.py"))
+
+
+def _imported_names(module: str) -> dict[str, set[str]]:
+    """The pipeline modules `module` imports anywhere in it (at the top, inside a function, under
+    TYPE_CHECKING), each with the names taken from it."""
+    modules, found = set(_modules()), {}
+    for node in ast.walk(_tree(module)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "pipeline" and len(parts) > 1:
+                    found.setdefault(parts[1], set())
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            if parts[0] != "pipeline":
+                continue
+            if len(parts) > 1:
+                found.setdefault(parts[1], set()).update(alias.name for alias in node.names)
+            else:  # from pipeline import query: a module; from pipeline import settings too
+                for alias in node.names:
+                    if alias.name in modules:
+                        found.setdefault(alias.name, set())
+    found.pop(module, None)
+    return {name: names for name, names in found.items() if name in modules}
+
+
+def _top_level_functions(module: str) -> set[str]:
+    return {node.name for node in _tree(module).body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def test_the_import_graph_of_pipeline_has_no_cycle() -> None:
+    graph = {module: set(_imported_names(module)) for module in _modules()}
+    assert graph["cli"] and graph["refresh"], "the graph was not read"
+    try:
+        order = list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as error:
+        raise AssertionError(f"an import cycle in pipeline/: {' -> '.join(error.args[1])}") from None
+    assert sorted(order) == _modules()
+
+
+def test_the_command_line_reaches_the_workflow_only_through_refresh() -> None:
+    imported = _imported_names("cli")
+    assert "refresh" in imported
+    assert not WORKFLOW_MODULES & imported.keys(), f"cli.py imports {sorted(WORKFLOW_MODULES & imported.keys())}"
+    # What cli.py takes of the publisher: OUT's lock, and the generation a single step (ingest, build, export) runs in.
+    assert imported.get("publish", set()) <= {"exclusive_lock", "new_generation"}
+
+
+def test_the_command_line_defines_no_function_another_module_defines() -> None:
+    """Each step's function exists once: cli.py's command handlers are named <command>_command, and it
+    defines nothing the refresh (or any other module) defines."""
+    # main: the entry point of each module run with python -m (pipeline, pipeline.cli, pipeline.docs)
+    cli_functions = {node.name for node in ast.walk(_tree("cli")) if isinstance(node, ast.FunctionDef)} - {"main"}
+    refresh_functions = _top_level_functions("refresh")
+    assert {"refresh", "history", "publish", "run_fetch", "run_ingest"} <= refresh_functions
+    assert not cli_functions & refresh_functions
+    for module in _modules():
+        if module != "cli":
+            public = {name for name in _top_level_functions(module) if not name.startswith("_")}
+            assert not cli_functions & public, f"cli.py defines {sorted(cli_functions & public)}, as {module}.py does"
+
+
+def _imports_click(module: str) -> bool:
+    return any((isinstance(node, ast.Import) and any(alias.name.split(".")[0] == "click" for alias in node.names))
+               or (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "click")
+               for node in ast.walk(_tree(module)))
+
+
+def test_nothing_the_refresh_imports_imports_click() -> None:
+    reached, waiting = set(), ["refresh"]
+    while waiting:
+        if (module := waiting.pop()) not in reached:
+            reached.add(module)
+            waiting.extend(_imported_names(module))
+    assert WORKFLOW_MODULES <= reached
+    assert _imports_click("cli") and not [module for module in sorted(reached) if _imports_click(module)]
+
+
+def test_a_refresh_runs_without_click(tmp_path: Path) -> None:
+    """pipeline.refresh publishes a snapshot, then finds nothing to do, in a process where click cannot be
+    imported."""
+    script = (
+        "import sys; sys.modules['click'] = None\n"
+        "from pathlib import Path\n"
+        "from pipeline.paths import Paths\n"
+        "from pipeline.refresh import Options, refresh\n"
+        "for _ in range(2):\n"
+        f"    refresh(Paths(Path({str(tmp_path / 'out')!r})), Options(source={str(NEWEST)!r}))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines, newest = run.stderr.splitlines(), snapshot_id(NEWEST)
+    assert any(line.startswith(f"refresh: published {newest} (") for line in lines), run.stderr
+    assert lines[-1] == f"refresh: {newest} is built and published with these parameters and this code; nothing to do"
+    assert (tmp_path / "out" / "index").is_dir()
