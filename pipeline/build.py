@@ -1,6 +1,8 @@
 """Build: load the Parquet tables into a DuckDB database with the views in sql/, published by rename."""
 
 import functools
+import importlib
+import importlib.util
 import os
 import re
 import shutil
@@ -16,7 +18,7 @@ import pyarrow
 import pyarrow.parquet as pq
 
 from pipeline.database import connect
-from pipeline.errors import NEXT_STEP, PipelineError
+from pipeline.errors import NEXT_STEP, PipelineError, snapshot_id_for
 from pipeline.files import atomic_path, read_toml, write_bytes_atomic
 from pipeline.fingerprint import data_sha256, file_sha256, files_sha256
 from pipeline.progress import progress
@@ -365,6 +367,9 @@ def create_views(connection: duckdb.DuckDBPyConnection, store: Callable[[str], N
         if name in STORED:
             if store is not None:
                 store(name)
+            elif name in FITTED:
+                fitted = _fitted(name, connection.sql(f"select * from {STORED[name][0]}(null)").to_arrow_table())
+                connection.execute(f"create or replace table {name} as select * from fitted")
             elif STORED[name][1] == "snapshot":
                 connection.execute(f"create or replace view {name} as select * from {STORED[name][0]}(null)")
             continue
@@ -443,7 +448,11 @@ STORED = {
     "best_configuration_history": ("best_configurations_in", "snapshot"),
     "configuration_changes": ("configuration_diff", "pair"),
     "index_changes": ("index_diff", "pair"),
+    "efficiency_curve_fits": ("efficiency_curve_points_in", "snapshot"),
 }
+# Stored tables whose rows Python computes from their macro's rows: fitting is not SQL's job. The module
+# is part of what a stored unit is computed from, and is imported (with scipy) only when a unit is stale.
+FITTED = {"efficiency_curve_fits": "pipeline.fits"}
 # What a stored unit's rows depend on besides the build parameters and the SQL.
 STORED_INPUT_TABLES = ("token_configurations", "diffusion_configurations")
 
@@ -460,6 +469,11 @@ def _stored_inputs(target: Path, notices: list[str]) -> bytes | None:
         return None
 
 
+def _fitted(table: str, rows: pyarrow.Table) -> pyarrow.Table:
+    """A fitted stored table's rows from its macro's rows (FITTED)."""
+    return importlib.import_module(FITTED[table]).fit_curves(rows)
+
+
 def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, notices: list[str]) -> None:
     """Compute the stored rows of every unit (snapshot or consecutive pair) whose file is missing,
     stale or unreadable, drop those no longer wanted, and load them all as the table."""
@@ -468,7 +482,8 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
     call = f"{macro}({', '.join('?' * arity)})"
     parameters = connection.execute(
         "select itl_deadline_ms, change_relative_tolerance from build_parameters").fetchone()
-    context = files_sha256([*view_files().values(), SOURCE_CARD], SQL_DIR.parent, repr(parameters))
+    code = [Path(importlib.util.find_spec(FITTED[table]).origin)] if table in FITTED else []
+    context = files_sha256([*view_files().values(), SOURCE_CARD, *code], SQL_DIR.parent, repr(parameters))
     history = connection.execute(
         "select previous_snapshot_id, snapshot_id from snapshot_history order by position").fetchall()
     units = [pair[-arity:] for pair in history if None not in pair[-arity:]]
@@ -485,6 +500,8 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
     with progress(len(stale), f"build: {table}", unit="snapshot") as bar:
         for unit, inputs in stale.items():
             rows = connection.sql(f"select * from {call} order by all", params=list(unit)).to_arrow_table()
+            if table in FITTED:
+                rows = _fitted(table, rows)
             with atomic_path(paths.parquet_path(table, unit[-1])) as tmp:
                 pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
             bar.update(1)
@@ -495,6 +512,10 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
         if folder.name not in wanted:
             shutil.rmtree(folder)
     files = [str(path) for path in paths.parquet_files(table).values()]
+    if not files and table in FITTED:
+        empty = _fitted(table, connection.sql(f"select * from {call} limit 0", params=[""] * arity).to_arrow_table())
+        connection.execute(f"create or replace table {table} as select * from empty")
+        return
     source = "read_parquet(?, hive_partitioning = false)" if files else f"{call} limit 0"
     connection.execute(f"create or replace table {table} as select * from {source}", [files] if files else [""] * arity)
 
@@ -513,6 +534,8 @@ def declared_keys() -> dict[str, Key]:
 
 def _column_source(table: str, column: str) -> str:
     """Where a column comes from: an upstream JSON key, the pipeline, or the view that computes it."""
+    if table in FITTED:
+        return f"{FITTED[table].replace('.', '/')}.py over {sql_path(STORED[table][0])}"
     if table in STORED:
         return sql_path(STORED[table][0])
     if table in view_files():
@@ -577,6 +600,7 @@ def build(
         with connect(str(staging), config=storage) as connection:
             _load_tables(connection, paths, loaded)
             ingested = connection.execute("select list(snapshot_id order by snapshot_id) from snapshots").fetchone()[0]
+            snapshot_id = snapshot_id and snapshot_id_for(snapshot_id, ingested)
             if snapshot_id is not None and snapshot_id not in ingested:
                 raise PipelineError(f"snapshot {snapshot_id} is not in the Parquet tables; "
                                     f"ingested: {', '.join(ingested)}")

@@ -124,6 +124,47 @@ def render_cli() -> str:
     return "\n".join([*lines, ""]) + "\n"
 
 
+def render_fit_errors(out: str | Path) -> str:
+    """How well each way of reading between measured points predicts a point left out, on the index
+    snapshot of the build in `out`: the logistic fits' leave-one-out errors (efficiency_curve_fits) beside
+    the interpolation's, for energy per output, over deployments with at least five points."""
+    import numpy as np
+
+    database = Paths(Path(out)).database
+    if not database.is_file():
+        raise PipelineError(f"{database}: no database to document; run 'make' first")
+    deployment = ("task, model_id, gpu, num_gpus, tensor_parallel, data_parallel, expert_parallel, ulysses_degree, "
+                  "ring_degree, precision, width, height, num_frames, fps, inference_steps")
+    with connect(str(database), read_only=True) as connection:
+        snapshot = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
+        fits = connection.execute(
+            f"select family, {deployment}, leave_one_out_median_error, in_sample_max_error, is_fit_for_use"
+            " from efficiency_curve_fits where snapshot_id = ? and quantity = 'energy' and L is not null", [snapshot]
+        ).fetchall()
+        points = connection.execute(
+            f"select {deployment}, list(log2(batch_limit) order by batch_limit), list(wh_per_unit order by batch_limit)"
+            f" from efficiency_curve_points_in(?) group by all", [snapshot]).fetchall()
+    # The interpolation's error at each interior point: linear in log batch between its two neighbours.
+    interpolated = {}
+    for *key, x, y in points:
+        x, y = np.array(x), np.array(y)
+        predicted = y[:-2] + (y[2:] - y[:-2]) * (x[1:-1] - x[:-2]) / (x[2:] - x[:-2])
+        interpolated[tuple(key)] = float(np.median(np.abs(predicted - y[1:-1]) / np.abs(y[1:-1]))) if len(y) > 2 else None
+    lines = [f"On snapshot {snapshot}, energy per output, deployments with at least five measured points; each "
+             "deployment's median relative error at its interior points, each predicted without it:", "",
+             "| family | deployments | fit for use | logistic fit: median (p90) | interpolation: median (p90) "
+             "| a fit's largest miss of a measured point |", "| --- | --- | --- | --- | --- | --- |"]
+    for family in ("token", "diffusion"):
+        rows = [row for row in fits if row[0] == family]
+        logistic = [row[-3] for row in rows]
+        interpolation = [interpolated[tuple(row[1:-3])] for row in rows]
+        lines.append(f"| {family} | {len(rows)} | {sum(row[-1] for row in rows)} | "
+                     f"{np.median(logistic):.1%} ({np.percentile(logistic, 90):.1%}) | "
+                     f"{np.median(interpolation):.1%} ({np.percentile(interpolation, 90):.1%}) | "
+                     f"{max(row[-2] for row in rows):.0%} |")
+    return "\n".join([*lines, ""]) + "\n"
+
+
 def stale(page: Path, out: str | Path | None = None) -> str:
     """What `cog --check --diff` says of a page whose generated sections differ from what the code
     generates now (`out`: the build the data dictionary's section reads); empty when they are the same."""

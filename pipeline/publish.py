@@ -85,6 +85,12 @@ def _published_generations(paths: Paths) -> list[Path]:
     return sorted((p for p in paths.generations_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
 
 
+def published_generations(paths: Paths) -> list[Path]:
+    """The published generations, oldest first: the last is OUT/current, the one before it (if any) the build
+    published before, kept until the next publish."""
+    return _published_generations(paths) if paths.generations_dir.is_dir() else []
+
+
 def _recorded(generation: Path) -> dict[str, tuple[int, str]] | None:
     try:
         return read_typed(generation / FILE_RECORD, _FileRecord).files

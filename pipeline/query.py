@@ -254,8 +254,11 @@ def _answer(paths: Paths, sql: str, parameters: dict[str, Any], output_format: s
                 relation = relation.project(_rounded_columns(relation))
             width = shutil.get_terminal_size().columns if terminal else 10_000
             with open(result, "w", encoding=sys.stdout.encoding, errors=sys.stdout.errors) as printed:
-                with redirect_stdout(printed):
-                    relation.show(max_width=width, max_rows=10_000)
+                if terminal and not explain and (records := _records_wider_than(relation, width)) is not None:
+                    printed.write(records)
+                else:
+                    with redirect_stdout(printed):
+                        relation.show(max_width=width, max_rows=TERMINAL_ROWS)
             return _Outcome()
         if explain:
             raise PipelineError("an explain statement prints as a table: --format table")
@@ -272,6 +275,36 @@ def _answer(paths: Paths, sql: str, parameters: dict[str, Any], output_format: s
         count = connection.execute(f"copy {query} to '{_quoted(result)}' ({options})", parameters or None).fetchone()[0]
         header = ",".join(_identifier(name) for name, *_ in columns) + "\n"
         return _Outcome(rows=count, header=header if output_format == "csv" and not to_file else None)
+
+
+# The most rows a terminal table shows (DuckDB's box and the one-field-per-line form alike).
+TERMINAL_ROWS = 10_000
+
+
+def _records_wider_than(relation: duckdb.DuckDBPyRelation, width: int) -> str | None:
+    """The result one field per line, record after record, when DuckDB's box would be wider than `width`
+    (the box would drop middle columns, which may be the ones that tell the rows apart); None when it fits.
+    A value longer than the line continues on the next, indented."""
+    rows = relation.limit(TERMINAL_ROWS).fetchall()
+    names = relation.columns
+    cells = [["NULL" if value is None else str(value) for value in row] for row in rows]
+    # DuckDB's box: a border, then per column its widest cell (name, type or value), a space each side and a border.
+    widths = [max([len(name), len(str(kind)), *(len(row[i]) for row in cells)])
+              for i, (name, kind) in enumerate(zip(names, relation.types))]
+    if 1 + sum(w + 3 for w in widths) <= width:
+        return None
+    label = min(max(map(len, names)), max(10, width // 3))
+    room = max(20, width - label - 3)
+    lines = []
+    for number, row in enumerate(cells, 1):
+        lines.append(f"-[ record {number} of {len(cells)} ]".ljust(min(width, 40), "-"))
+        for name, value in zip(names, row):
+            parts = [value[start:start + room] for start in range(0, len(value), room)] or [""]
+            lines.append(f"{name[:label].ljust(label)} | {parts[0]}")
+            lines += [f"{'':{label}} | {part}" for part in parts[1:]]
+    if not cells:
+        lines.append(f"(no rows; columns: {', '.join(names)})")
+    return "\n".join(lines) + "\n"
 
 
 def _rounded_columns(relation: duckdb.DuckDBPyRelation) -> str:
@@ -299,11 +332,14 @@ def _quoted(path: Path) -> str:
 # energy_at_concurrency's rows in its order, every energy figure (the estimate, its repeat interval and the
 # measured points') at the boundary's central factor, the estimate at its low and high factor beside it. A
 # wider boundary multiplies the factors of those inside it: facility is the server factor × the facility factor.
+# One question's deployments at a boundary: the GPU's own boundary factors multiply every figure (the
+# central one, and its low and high ends beside the figure). {rows} is the method's table macro; {scaled}
+# lists its figures besides wh_per_unit.
 ESTIMATE = """
 with
 deployments as (
     select *, row_number() over () as position
-    from energy_at_concurrency($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)
+    from {rows}($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)
 ),
 multipliers as (
     select
@@ -316,30 +352,39 @@ multipliers as (
     where list_contains($boundaries, boundary) and gpu = $gpu
 )
 select
-    d.* exclude (position) replace (
-        wh_per_unit * central as wh_per_unit, wh_per_unit_low * central as wh_per_unit_low,
-        wh_per_unit_high * central as wh_per_unit_high, lower_wh_per_unit * central as lower_wh_per_unit,
-        upper_wh_per_unit * central as upper_wh_per_unit),
+    d.* exclude (position) replace (wh_per_unit * central as wh_per_unit{scaled}),
     wh_per_unit * low as boundary_wh_per_unit_low, wh_per_unit * high as boundary_wh_per_unit_high,
-    {'low': low, 'central': central, 'high': high} as boundary_multipliers, factor_count
+    {{'low': low, 'central': central, 'high': high}} as boundary_multipliers, factor_count
 from deployments as d, multipliers
 order by position
 """
 DEPLOYMENT_FIELDS = ("num_gpus", "tensor_parallel", "data_parallel", "expert_parallel", "ulysses_degree",
                      "ring_degree", "precision", "width", "height", "num_frames", "fps", "inference_steps")
-METHOD = ("linear in log concurrency between the two neighbouring measured points, each configuration one point "
-          "with its repeats averaged (token tasks: the measured average running batch; diffusion: the batch size); "
-          "never extrapolated. The interval interpolates the points' lowest and highest repeats: it covers the "
-          "repeat spread only (docs/uncertainty.md)")
+# method -> (its table macro, the figures besides wh_per_unit that a boundary scales, what it does).
+METHODS = {
+    "interpolation": ("energy_at_concurrency", ("wh_per_unit_low", "wh_per_unit_high", "lower_wh_per_unit",
+                                                "upper_wh_per_unit"),
+                      "linear in log concurrency between the two neighbouring measured points, each configuration "
+                      "one point with its repeats averaged (token tasks: the measured average running batch; "
+                      "diffusion: the batch size); never extrapolated. The interval interpolates the points' lowest "
+                      "and highest repeats: it covers the repeat spread only (docs/uncertainty.md)"),
+    "fit": ("energy_from_fit", (), "the deployment's logistic fit y = b0 + L * sigmoid(k * (log2(batch limit) - x0)), "
+            "as the leaderboard's data toolkit fits it (efficiency_curve_fits), at the batch limit asked (token tasks: "
+            "max_num_seqs; diffusion: the batch size); extrapolated by at most one doubling of the batch limit; no "
+            "figure where the fit is not fit for use (docs/fits.md)"),
+}
 
 
 def estimate(
     paths: Paths, task: str, model: str, gpu: str, concurrency: float, gpus: int | None, precision: str | None,
-    boundary: str = "gpu_only", output_tokens: int | None = None,
+    boundary: str = "gpu_only", output_tokens: int | None = None, method: str = "interpolation",
 ) -> dict[str, Any]:
-    """The energy_at_concurrency macro's rows for one question at a boundary (ESTIMATE), and their range, as
-    one document naming the snapshot and upstream commit it was read from; the task, model and GPU may be
-    written loosely (resolve_question). `output_tokens` (token tasks) adds Wh per response of that length."""
+    """The method's macro's rows (METHODS: energy_at_concurrency, or energy_from_fit) for one question at a
+    boundary (ESTIMATE), and their range, as one document naming the snapshot and upstream commit it was
+    read from; the task, model and GPU may be written loosely (resolve_question). `output_tokens` (token
+    tasks) adds Wh per response of that length."""
+    macro, scaled, described = METHODS[method]
+    query = ESTIMATE.format(rows=macro, scaled="".join(f", {name} * central as {name}" for name in scaled))
     with session(paths) as (connection, _):
         (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
                                   " join index_snapshot using (snapshot_id)", {})
@@ -349,17 +394,16 @@ def estimate(
         # Names as the index snapshot spells them need no resolving (the macro refuses any other): reading
         # every measured name is left to loosely written ones.
         with suppress(duckdb.InvalidInputException):
-            deployments = fetch_dicts(connection, ESTIMATE, asked | narrowed)
+            deployments = fetch_dicts(connection, query, asked | narrowed)
         if not deployments:
             # The same names as configuration_points', without grouping every configuration first.
             measured = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from unified_configurations "
                                    "where in_index_snapshot", {})
             task, model, gpu = resolve_question(measured, task, model, gpu)
             asked |= {"task": task, "model": model, "gpu": gpu}
-            deployments = fetch_dicts(connection, ESTIMATE, asked | narrowed)
+            deployments = fetch_dicts(connection, query, asked | narrowed)
         if not deployments:
-            every = fetch_dicts(connection, "select * from energy_at_concurrency($task, $model, $gpu, $concurrency)",
-                                asked)
+            every = fetch_dicts(connection, f"select * from {macro}($task, $model, $gpu, $concurrency)", asked)
             wanted = " and ".join(part for part in (f"{gpus} GPU(s)" if gpus else "", precision or "") if part)
             raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} has {wanted}; measured: "
                                 + "; ".join(deployment_label(row) for row in every))
@@ -373,19 +417,20 @@ def estimate(
     if output_tokens is not None and unit_label != TOKEN_UNIT_LABEL:
         raise PipelineError(f"--output-tokens applies to token tasks; {task} gives Wh per {unit_label}")
     # The chosen boundary's range: the lowest repeat at the low factor to the highest repeat at the high
-    # factor, over the deployments whose measured range covers the concurrency.
+    # factor, over the deployments whose measured range covers the concurrency (a fit has no repeats: its
+    # figure at each factor).
     scale = {level: multipliers[level] / multipliers["central"] for level in ("low", "high")}
     boundary_range = None if not estimated else {
         "boundary": boundary,
-        "low": min(row["wh_per_unit_low"] for row in estimated) * scale["low"],
-        "high": max(row["wh_per_unit_high"] for row in estimated) * scale["high"],
+        "low": min(row.get("wh_per_unit_low", row["wh_per_unit"]) for row in estimated) * scale["low"],
+        "high": max(row.get("wh_per_unit_high", row["wh_per_unit"]) for row in estimated) * scale["high"],
     }
     document = {
         "task": task, "model_id": model, "gpu": gpu, "concurrency": concurrency,
         "snapshot_id": snapshot["snapshot_id"], "commit": snapshot["commit"],
         "unit": f"Wh per {unit_label}", "boundary": boundary, "boundary_multipliers": multipliers,
         "range": boundary_range,
-        "method": METHOD, "deployments_measured": len(deployments), "deployments_within_range": len(estimated),
+        "method": described, "deployments_measured": len(deployments), "deployments_within_range": len(estimated),
         "min_wh_per_unit": min(row["wh_per_unit"] for row in estimated) if estimated else None,
         "max_wh_per_unit": max(row["wh_per_unit"] for row in estimated) if estimated else None,
     }

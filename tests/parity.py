@@ -27,6 +27,8 @@ NOT_COMPARED = {"build_inputs", "data_dictionary"}
 # these columns are left out of the raw tables' rows.
 MOVED_TO_STAGING = {"token_configurations": ("repeat", "avg_output_len", "is_avg_output_len_derived"),
                     "diffusion_configurations": ("repeat",), "model_detail_configurations": ("repeat",)}
+# The day the fetch first read a snapshot's content (snapshots.retrieved): a fact about the run, not the input.
+FETCH_DATE = {"snapshots": ("retrieved",), "snapshot_history": ("retrieved",)}
 
 
 def _canonical(value: Any) -> str:
@@ -47,7 +49,8 @@ def database_fingerprints(database: Path) -> dict[str, dict[str, Any]]:
             "select view_name from duckdb_views() where not internal").fetchall()]
         for name in sorted(set(names) - NOT_COMPARED):
             present = {row[0] for row in connection.execute(f'describe "{name}"').fetchall()}
-            moved = ", ".join(f'"{column}"' for column in MOVED_TO_STAGING.get(name, ()) if column in present)
+            left_out = (*MOVED_TO_STAGING.get(name, ()), *FETCH_DATE.get(name, ()))
+            moved = ", ".join(f'"{column}"' for column in left_out if column in present)
             result = connection.execute(f'select * {f"exclude ({moved})" if moved else ""} from "{name}"')
             columns = [column[0] for column in result.description]
             rows = result.fetchall()
