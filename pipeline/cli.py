@@ -172,6 +172,7 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
                 check(args)
             paths = Paths(values.get("out", settings.DEFAULT_OUT))
             set_quiet(bool(values.get("quiet")))
+            status = None  # a reader that has gone ends the handler without one
             try:
                 with ExitStack() as stack:
                     if mode == "read":
