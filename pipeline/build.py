@@ -273,9 +273,11 @@ def load_audit_rules() -> list[tuple]:
     return [(rule, f.table, f.severity, f.tolerance, f.direction, f.measure, f.why) for rule, f in rules.items()]
 
 
-def load_latency_tiers(path: Path, metrics: dict[str, list[str]]) -> list[tuple[str, str | None, str, float]]:
-    """(family, task, latency metric, limit) rows from a latency_tiers.toml layout, each metric one
-    of its family's in `metrics` (the latency_metrics view)."""
+def load_latency_tiers(path: Path, metrics: dict[str, list[str]]
+                       ) -> list[tuple[str, str | None, str, float | None, float | None]]:
+    """(family, task, latency metric, limit in ms, limit in s) rows from a latency_tiers.toml layout, each
+    metric one of its family's in `metrics` (the latency_metrics view): a token task's limits (inter-token
+    latency) are in ms, a diffusion task's (batch latency) in s, each in the column of its unit."""
     declared = read_toml(path, LatencyTiers)
     rows, problems = [], []
     groups = [("token", None, declared.token),
@@ -285,7 +287,8 @@ def load_latency_tiers(path: Path, metrics: dict[str, list[str]]) -> list[tuple[
             if metric not in metrics[family]:
                 where = f"$.{family}{'.' + task if task else ''}.{metric}"
                 problems.append(f"{where}: not a latency metric of {family} tasks ({', '.join(metrics[family])})")
-            rows += [(family, task, metric, value) for value in sorted(set(values))]
+            rows += [(family, task, metric, *((value, None) if family == "token" else (None, value)))
+                     for value in sorted(set(values))]
     if problems:
         raise PipelineError(f"{path}: latency tiers are not valid", problems)
     return rows

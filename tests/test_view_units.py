@@ -1,5 +1,5 @@
-"""One unit a column, for the readers of the views (newest snapshot): a latency in ms (token tasks' ITL
-metrics) and one in s (diffusion's batch latency) are two columns, a tier's limit likewise; a list a
+"""One unit a column, for the readers of the database (newest snapshot): a latency in ms (token tasks'
+ITL metrics) and one in s (diffusion's batch latency) are two columns, a tier's limit likewise; a list a
 BI tool cannot type is text. The index files keep their one latency_limit key and their validity
 lists: the export takes each from the family's column and the joined text."""
 
@@ -14,16 +14,15 @@ from pipeline.paths import Paths
 MIXED_TIME = re.compile(r"\bms\b.*\bs\b|\bs\b.*\bms\b")
 
 
-def test_no_view_or_table_macro_column_mixes_ms_and_s(newest_build: Paths) -> None:
+def test_no_table_view_or_table_macro_column_mixes_ms_and_s(newest_build: Paths) -> None:
     with duckdb.connect(str(newest_build.database), read_only=True) as connection:
         rows = connection.execute(
-            "select object_name, column_name, unit from data_dictionary"
-            " where kind in ('view', 'table macro') and unit is not null").fetchall()
+            "select object_name, column_name, unit from data_dictionary where unit is not null").fetchall()
         units = {(name, column): unit for name, column, unit in rows}
     assert [row for row in rows if MIXED_TIME.search(row[2])] == []
     for name in ("configuration_latencies", "energy_latency_frontier", "energy_at_concurrency"):
         assert (units[name, "latency_ms"], units[name, "latency_s"]) == ("ms", "s"), name
-    for name in ("tiered_best_configurations", "latency_tier_costs", "gpu_comparisons"):
+    for name in ("latency_tiers", "tiered_best_configurations", "latency_tier_costs", "gpu_comparisons"):
         assert (units[name, "latency_limit_ms"], units[name, "latency_limit_s"]) == ("ms", "s"), name
 
 

@@ -13,17 +13,17 @@ create or replace view ecologits_refit as
 with
 candidates as (
     select
-        c.snapshot_id, c.task, c.gpu, c.latency_metric, t.latency_limit, c.model_id, c.num_gpus,
+        c.snapshot_id, c.task, c.gpu, c.latency_metric, t.latency_limit_ms as latency_limit, c.model_id, c.num_gpus,
         m.activated_params_billions as active_params_b, m.total_params_billions as total_params_b,
         wh_from_joules(c.joules_per_unit) as wh_per_token,
         row_number() over (
-            partition by c.task, c.gpu, c.latency_metric, t.latency_limit, c.model_id order by c.preference
+            partition by c.task, c.gpu, c.latency_metric, t.latency_limit_ms, c.model_id order by c.preference
         ) as rank_within_model,
     from configuration_latencies as c
     join models as m on m.snapshot_id = c.snapshot_id and m.model_id = c.model_id
     join latency_tiers as t on t.family = c.family and t.latency_metric = c.latency_metric
     -- a scalar subquery, not a cross join: DuckDB 1.5 fails on the latter ("expression type mismatch").
-    where c.in_index_snapshot and c.family = 'token' and c.latency_ms <= t.latency_limit
+    where c.in_index_snapshot and c.family = 'token' and c.latency_ms <= t.latency_limit_ms
         and c.batch_limit = (select batch_size from ecologits_coefficients)
 ),
 

@@ -11,21 +11,21 @@ with
 ranked as (
     select
         c.*,
-        t.latency_limit,
+        t.latency_limit_ms,
+        t.latency_limit_s,
         row_number() over (
-            partition by c.task, c.model_id, c.gpu, c.latency_metric, t.latency_limit order by c.preference
+            partition by c.task, c.model_id, c.gpu, c.latency_metric, t.latency_limit_ms, t.latency_limit_s
+            order by c.preference
         ) as rank_within_tier
     from configuration_latencies as c
     join latency_tiers as t
         on t.family = c.family and t.latency_metric = c.latency_metric and (t.task is null or t.task = c.task)
-    -- the tier's limit is in its metric's unit: ms for an ITL metric, s for batch latency
-    where c.in_index_snapshot and (c.latency_ms <= t.latency_limit or c.latency_s <= t.latency_limit)
+    where c.in_index_snapshot and (c.latency_ms <= t.latency_limit_ms or c.latency_s <= t.latency_limit_s)
 )
 
 select
     snapshot_id, task, model_id, slug, gpu, latency_metric,
-    case when latency_ms is not null then latency_limit end as latency_limit_ms,
-    case when latency_s is not null then latency_limit end as latency_limit_s,
+    latency_limit_ms, latency_limit_s,
     row_id, repeat, num_gpus, batch_limit,
     wh_per_unit, unit_label, median_itl_ms, p90_itl_ms, p99_itl_ms, batch_latency_s
 from ranked
