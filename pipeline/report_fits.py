@@ -64,23 +64,27 @@ QUERIES = {
                L, x0, k, b0, in_sample_median_error, in_sample_max_error, leave_one_out_median_error,
                fit_status, is_fit_for_use, settled_value, saturation_batch_limit
         from efficiency_curve_fits
-        where snapshot_id = (select snapshot_id from index_snapshot) and task = $task and quantity = 'energy'""",
+        where snapshot_id = (select snapshot_id from index_snapshot) and task = $task and quantity = 'energy'
+        order by model_id, gpu, num_gpus, deployment""",
     "fit_points": """
         select model_id, gpu, {deployment} as deployment, num_gpus, batch_limit, n_repeats, wh_per_unit
         from efficiency_curve_points_in((select snapshot_id from index_snapshot))
-        where task = $task""",
+        where task = $task
+        order by model_id, gpu, num_gpus, deployment, batch_limit""",
     # The formula of energy_from_fit (least(): exp overflows past 709, where the sigmoid is 0 to the last digit).
     "fit_lines": f"""
         with fitted as (
             select model_id, gpu, {{deployment}} as deployment, num_gpus, is_fit_for_use, L, x0, k, b0,
                    log2(min_batch_limit) as low, log2(max_batch_limit) as high
             from efficiency_curve_fits
-            where snapshot_id = (select snapshot_id from index_snapshot) and task = $task and quantity = 'energy' and L is not null
+            where snapshot_id = (select snapshot_id from index_snapshot) and task = $task and quantity = 'energy'
+                and L is not null
         )
         select model_id, gpu, deployment, num_gpus, is_fit_for_use, step,
                pow(2, low + step * (high - low) / {SAMPLES}) as batch_limit,
                b0 + L / (1 + exp(least(709, -k * (low + step * (high - low) / {SAMPLES} - x0)))) as fitted_wh_per_unit
-        from fitted cross join range(0, {SAMPLES + 1}) as s(step)""",
+        from fitted cross join range(0, {SAMPLES + 1}) as s(step)
+        order by model_id, gpu, num_gpus, deployment, step""",
 }
 
 
@@ -89,10 +93,7 @@ def gather(connection: duckdb.DuckDBPyConnection, task: str, deployment: str) ->
     measured points and the sampled fitted lines, each with its panel (GPU, deployment and status).
     `deployment` is the report's SQL expression of a deployment's label."""
     parameters = {"task": task}
-    order = " order by model_id, gpu, num_gpus, deployment"
-    data = {name: fetch_dicts(connection, query.format(deployment=deployment) + order
-                              + (", batch_limit" if name == "fit_points" else ", step" if name == "fit_lines" else ""),
-                              parameters)
+    data = {name: fetch_dicts(connection, query.format(deployment=deployment), parameters)
             for name, query in QUERIES.items()}
     panels = {}
     for row in data["fits"]:
