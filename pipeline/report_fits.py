@@ -19,8 +19,8 @@ from pipeline.fits import MAX_IN_SAMPLE_ERROR, MIN_POINTS, SATURATION_FRACTION
 
 # The fitted line is sampled at this many evenly spaced steps of log2(batch limit) across the measured range.
 SAMPLES = 48
-# Characters a line of a panel's heading holds (200 px at 10 px type).
-HEADING_WIDTH = 42
+# Characters a line of a panel's heading holds (185 px and a little more at 10 px type).
+HEADING_WIDTH = 36
 TITLE_WIDTH = 30
 Y_TITLE_WIDTH = 22
 UNFIT_COLOUR = "#9a9a9a"
@@ -38,9 +38,10 @@ TEXT = ChartText(
 
 
 def percent(fraction: float) -> str:
-    """A relative error as a reader reads it: 8 %, 0.4 %, 175 %."""
+    """A relative error as a reader reads it: 8 %, 0.4 %, 175 % (a no-break space: a heading's line
+    never ends before its %)."""
     value = 100 * fraction
-    return f"{value:.1f} %" if value < 1 else f"{value:,.0f} %"
+    return f"{value:.1f}\u00a0%" if value < 1 else f"{value:,.0f}\u00a0%"
 
 
 def fit_label(row: dict[str, Any]) -> str:
@@ -123,7 +124,7 @@ def fit_chart(task: ChartedTask, rows: dict[str, list[dict[str, Any]]]) -> Chart
     x = alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False, padding=6),
               title=textwrap.wrap(_log(task.batch_title), TITLE_WIDTH), axis=alt.Axis(format=",~g", tickCount=5))
     y = alt.Y("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=6),
-              title=textwrap.wrap(_log(task.unit_title), Y_TITLE_WIDTH), axis=alt.Axis(tickCount=4, format=",~g"))
+              title=[*textwrap.wrap(task.unit_title, Y_TITLE_WIDTH), "(log scale)"], axis=alt.Axis(tickCount=4, format=",~g"))
     where = alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("deployment:N", title="deployment")
     # One dataset, each layer its rows: a facet of layers wants the data at the top.
     base = alt.Chart()
@@ -138,7 +139,7 @@ def fit_chart(task: ChartedTask, rows: dict[str, list[dict[str, Any]]]) -> Chart
         strokeDash=alt.condition("datum.is_fit_for_use", alt.value([1, 0]), alt.value(UNFIT_DASH)),
         tooltip=[*where, alt.Tooltip("batch_limit:Q", title=task.batch_title, format=",.4~g"),
                  alt.Tooltip("fitted_wh_per_unit:Q", title=f"fitted energy ({task.unit_title})", format=",.4~g")])
-    chart = alt.layer(lines, points, data=alt.Data(name="fit_curves")).properties(width=200, height=130).facet(
+    chart = alt.layer(lines, points, data=alt.Data(name="fit_curves")).properties(width=185, height=130).facet(
         alt.Facet("panel:N", title=None, sort=panels, header=alt.Header(
             labelExpr="split(datum.value, '|')", labelFontSize=10, labelLimit=0, labelAlign="left",
             labelAnchor="start")), columns=4).resolve_scale(y="independent")

@@ -50,7 +50,7 @@ def fit_table(page: str, task: str) -> list[list[str]]:
 
 def reads_as(fraction: float) -> str:
     value = 100 * fraction
-    return f"{value:.1f} %" if value < 1 else f"{value:,.0f} %"
+    return f"{value:.1f}\u00a0%" if value < 1 else f"{value:,.0f}\u00a0%"  # no break before the %
 
 
 @pytest.mark.parametrize("slug", PAGES)
@@ -86,7 +86,7 @@ def test_a_model_page_draws_its_stored_fits_and_says_how_good_they_are(report: P
             assert ("not monotone" in label) == (fit["fit_status"] == "not monotone"), where
             assert (f"above the {reads_as(MAX_IN_SAMPLE_ERROR)} bound" in label) == (
                 fit["fit_status"] == "error above bound"), where
-        assert label in text
+        assert " ".join(label.split()) in text
         panel = [row for row in rows if (row["gpu"], row["deployment"]) == where]
         assert {row["panel"] for row in panel} and all(
             " ".join(row["panel"].split("|")) == f"{fit['gpu']}, {fit['deployment']} {label}" for row in panel)
