@@ -16,6 +16,10 @@ interleaved, medians reported:
 - parse_floor (floor_parse.py): msgspec parsing every file, one process per core: the physical
   reference no reading can beat;
 - pandas_baseline (baseline_pandas.py): json.load + pandas.json_normalize + to_parquet.
+- fitting (fit_curves.py): the build's fitting step alone, pipeline.fits.fit_curves over the index
+  snapshot's curve points read from the refresh's database, in one process; its seconds exclude the
+  interpreter and the read, and its import of scipy is reported beside it (`import`). The full refresh
+  of a new snapshot includes it (in its build step); a no-op refresh refits nothing.
 
 At scale 1 it also times the light commands against the interpreter they run in: `python -c pass`,
 `python -c "import duckdb"`, `energy-index --version`, `energy-index sql "select 1"` and
@@ -167,7 +171,8 @@ def _bench_scale(source: Path, runs: int, work: Path, light: bool) -> dict[str, 
     cli = str(Path(sys.executable).with_name("energy-index"))
     samples: dict[str, list[dict[str, float]]] = {
         name: [] for name in (
-            "full_refresh", "noop_refresh", "duckdb_alone", "export_writer", "floor", "parse_floor", "pandas_baseline"
+            "full_refresh", "noop_refresh", "duckdb_alone", "export_writer", "floor", "parse_floor", "pandas_baseline",
+            "fitting",
         )
     }
     make = ["make", "-s", f"SOURCE={source}", f"OUT={work / 'make'}"]
@@ -180,6 +185,10 @@ def _bench_scale(source: Path, runs: int, work: Path, light: bool) -> dict[str, 
         samples["noop_refresh"].append({"seconds": seconds, "peak_rss_mb": rss})
 
         samples["duckdb_alone"].append(_measure_into_folder("floor_duckdb.py", source, work / f"duckdb-{run}"))
+
+        _, rss, printed = _measure(_script("fit_curves.py", out / "energy_index.duckdb"))
+        imported, fitted = (float(value) for value in printed.split()[-2:])
+        samples["fitting"].append({"seconds": fitted, "import": imported, "peak_rss_mb": rss})
 
         written = work / f"writer-{run}"
         _, rss, printed = _measure(_script("floor_export_writer.py", out / "index", written))
@@ -246,6 +255,12 @@ def _report(scale: int, runs: int, measured: dict[str, Any]) -> None:
     refresh = measured["full_refresh"]
     shares = ", ".join(f"{step} {refresh[step]:.2f} s" for step in STEPS if step in refresh)
     print(f"  refresh steps: {shares}")
+    if "fitting" in measured:
+        fitting = measured["fitting"]
+        print(f"  fitting (fit_curves on one snapshot, within the build step): {fitting['seconds']:.2f} s, "
+              f"{fitting['seconds'] / refresh.get('build', float('nan')):.0%} of the build step, "
+              f"{fitting['seconds'] / refresh['seconds']:.0%} of the full refresh; importing it (scipy) "
+              f"{fitting['import']:.2f} s more")
     print(f"  pandas baseline / full refresh: {measured['pandas_baseline']['seconds'] / refresh['seconds']:.2f}; "
           f"pandas baseline / ingest: {measured['pandas_baseline']['seconds'] / refresh.get('ingest', float('nan')):.2f}")
     for target, outcome in targets(scale, measured).items():
