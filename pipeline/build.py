@@ -17,8 +17,9 @@ import msgspec
 import pyarrow
 import pyarrow.parquet as pq
 
+from pipeline import __version__
 from pipeline.database import connect
-from pipeline.errors import NEXT_STEP, PipelineError
+from pipeline.errors import NEXT_STEP, PipelineError, snapshot_id_for
 from pipeline.files import atomic_path, read_toml, write_bytes_atomic
 from pipeline.fingerprint import data_sha256, files_sha256
 from pipeline.progress import progress
@@ -27,7 +28,7 @@ from pipeline.paths import (
     hive_key,
 )
 from pipeline.source_card import load_source_card
-from schemas import REFERENCE_TABLES, TABLE_NAMES, arrow_schema, ddl, described, dictionary
+from schemas import REFERENCE_TABLES, TABLE_NAMES, arrow_schema, ddl, described, dictionary, for_readers
 from schemas.rules import RATED_BOARD_POWER_W
 
 # Two snapshots' floats that differ by less than this, relative to the larger, are the same value: the
@@ -500,8 +501,10 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
             rows = connection.sql(f"select * from {call} order by all", params=list(unit)).to_arrow_table()
             if table in FITTED:
                 rows = _fitted(table, rows)
+            schema = for_readers(rows.schema, hive_key(table))
             with atomic_path(paths.parquet_path(table, unit[-1])) as tmp:
-                pq.write_table(rows.replace_schema_metadata({"inputs": inputs}), tmp, compression="zstd")
+                pq.write_table(rows.cast(schema.with_metadata({**(schema.metadata or {}), b"inputs": inputs})), tmp,
+                               compression="zstd")
             bar.update(1)
     # Units gone from the history go, and so do folders of an earlier layout (another key), which a hive
     # reader would read as a second partition column.
@@ -545,9 +548,33 @@ def _column_source(table: str, column: str) -> str:
     return "pipeline (ingest)" if json_path is None else f"{source}.{'.'.join(json_path)}"
 
 
+def _table_macro_columns(connection: duckdb.DuckDBPyConnection) -> list[tuple[str, int, str, str]]:
+    """Each table macro's result columns as (macro, position, column, type): what DESCRIBE binds for a
+    call with null arguments (binding runs none of the macro's checks). A macro's trailing parameters may
+    have defaults, so the call gives as many as bind, from all of them down."""
+    columns = []
+    for name, parameters in connection.execute(
+        "select function_name, parameters from duckdb_functions() where function_type = 'table_macro'"
+        " and schema_name = 'main' and not internal order by function_name"
+    ).fetchall():
+        for count in range(len(parameters), -1, -1):
+            try:
+                described = connection.execute(
+                    f"describe select * from {name}({', '.join(['null'] * count)})").fetchall()
+            except duckdb.BinderException:
+                continue
+            columns += [(name, position, column, data_type)
+                        for position, (column, data_type, *_) in enumerate(described)]
+            break
+        else:
+            raise PipelineError(f"{sql_path(name)}: its result columns cannot be described (no call binds)")
+    return columns
+
+
 def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
-    """Comment every table, view and column from the field dictionary and fill data_dictionary.
-    A column with no dictionary entry fails the build: nothing reaches a reader undocumented."""
+    """Comment every table, view and column from the field dictionary and fill data_dictionary, with the
+    table macros' result columns too. A column with no dictionary entry fails the build: nothing reaches a
+    reader undocumented."""
     # Created empty first, so that it lists itself.
     _create_table(connection, "data_dictionary", [])
     objects = dict(connection.execute(
@@ -570,6 +597,14 @@ def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
             continue
         statements.append(f"comment on column {name}.{column} is {_sql_literal(entry.description)};")
         rows.append((name, objects[name], descriptions[name], column, position, data_type, entry.unit,
+                     entry.description, _column_source(name, column)))
+    for name, position, column, data_type in _table_macro_columns(connection):
+        try:
+            entry = dictionary.column(name, column)
+        except KeyError as error:
+            missing.append(str(error).strip("'\""))
+            continue
+        rows.append((name, "table macro", view_description(name), column, position, data_type, entry.unit,
                      entry.description, _column_source(name, column)))
     if missing:
         raise PipelineError("columns missing from the field dictionary (schemas/dictionary.toml)", missing)
@@ -598,10 +633,11 @@ def build(
         with connect(str(staging), config=storage) as connection:
             _load_tables(connection, paths, loaded)
             ingested = connection.execute("select list(snapshot_id order by snapshot_id) from snapshots").fetchone()[0]
+            snapshot_id = snapshot_id and snapshot_id_for(snapshot_id, ingested)
             if snapshot_id is not None and snapshot_id not in ingested:
                 raise PipelineError(f"snapshot {snapshot_id} is not in the Parquet tables; "
                                     f"ingested: {', '.join(ingested)}")
-            parameters = (snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE)
+            parameters = (snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE, __version__)
             load_reference_tables(connection, parameters, latency_tiers)
             _publish_reference_tables(connection, paths)
             create_views(connection, lambda table: _store(connection, paths, table, notices))

@@ -1,8 +1,10 @@
 """The report's charts: Altair (Vega-Lite) specifications of one task's figures, for the index page (a
-colour and a shape per model, one panel per GPU) or for a model's page (a colour and a shape per GPU), and
-the check that a chart tells its categories apart."""
+colour and a shape per model, the GPU a panel or a dash) or for a model's page (a colour and a shape per
+GPU, the same on every model page; a deployment a dash), and the check that a chart tells its categories
+apart. Colour means one thing on a page: the model on the index page, the GPU on a model's page."""
 
-from collections.abc import Iterator
+import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -51,12 +53,15 @@ class ChartedTask(Protocol):
 MODEL_COLOURS = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6",
                  "#9d755d", "#bab0ac"]
 MODEL_SHAPES = ["circle", "square", "triangle-up", "diamond", "triangle-down", "cross", "triangle-right"]
+# A GPU's colour and shape, by its place among every GPU of the index snapshot (gpu_styles): the same on
+# every page and chart that colours GPUs.
 GPU_COLOURS = ["#1b6ca8", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e"]
 GPU_SHAPES = ["circle", "square", "triangle-up", "diamond", "cross", "triangle-down"]
-DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3], [10, 2]]
+NEUTRAL = "#444"
+# Ten dash patterns a reader tells apart: a model's page has up to ten deployments on one GPU.
+DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3], [10, 2], [4, 4, 1, 4], [12, 3, 2, 3, 2, 3], [3, 6],
+          [8, 2, 1, 2, 1, 2, 1, 2]]
 FADED_OPACITY = 0.12
-# Tick values for a log axis in small panels: the powers of ten (Vega's default crowds them).
-DECADES = [10.0 ** power for power in range(-4, 6)]
 # The kinds of chart this process has checked against Vega-Lite's schema: one of each kind is enough, and
 # checking every model page's took most of the report's time.
 _VALIDATED: set[str] = set()
@@ -91,9 +96,35 @@ def _log(title: str) -> str:
     return title[:-1] + ", log scale)" if title.endswith(")") else f"{title} (log scale)"
 
 
-def _energy_y(task: ChartedTask, column: str = "wh_per_unit", padding: int = 8, **axis: Any) -> Any:
+def log_ticks(values: Iterable[float | None]) -> list[float]:
+    """Labelled ticks for a log axis across the whole range of `values`: 1, 2 and 5 times the powers of ten
+    within it, every digit's when that gives fewer than three, and else the range's ends (and middle) at two
+    significant digits, so that a range inside one decade (12 to 17 Wh) is labelled too."""
+    numbers = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not numbers:
+        return []
+    low, high = min(numbers), max(numbers)
+    decades = range(math.floor(math.log10(low)), math.floor(math.log10(high)) + 1)
+
+    def two_digits(value: float, up: bool) -> float:
+        scale = 10.0 ** (math.floor(math.log10(value)) - 1)
+        return float(f"{(math.ceil if up else math.floor)(value / scale) * scale:.3g}")
+
+    for mantissas in ((1, 2, 5), range(1, 10)):
+        ticks = [float(f"{m}e{k}") for k in decades for m in mantissas if low <= m * 10.0 ** k <= high]
+        if len(ticks) >= 3 or (len(ticks) >= 2 and mantissas == (1, 2, 5) and high / low > 20):
+            # An end more than half as far again from the nearest label gets its own (12.18 below 20).
+            ends = [two_digits(low, True)] * (ticks[0] > 1.5 * low) + [two_digits(high, False)] * (
+                ticks[-1] < high / 1.5)
+            return sorted({*ticks, *ends})
+    ends = [two_digits(low, True), two_digits(math.sqrt(low * high), True), two_digits(high, False)]
+    return sorted({*ticks, *(v for v in ends if low <= v <= high)}) or [float(f"{low:.2g}")]
+
+
+def _energy_y(task: ChartedTask, ticks: list[float], column: str = "wh_per_unit", padding: int = 8,
+              **axis: Any) -> Any:
     return alt.Y(f"{column}:Q", scale=alt.Scale(type="log", nice=False, padding=padding),
-                 title=f"{task.unit_title} (log scale)", axis=alt.Axis(**(axis or {"tickCount": 6})))
+                 title=f"{task.unit_title} (log scale)", axis=alt.Axis(values=ticks, format=",~g", **axis))
 
 
 def _tooltip(task: ChartedTask, columns: list[str]) -> list[Any]:
@@ -117,16 +148,28 @@ def _series(column: str, domain: list[str], colours: list[str], shapes: list[str
             "shape": alt.Shape(f"{column}:N", scale=alt.Scale(domain=domain, range=shapes), **titled)}
 
 
-def _gpu_series(gpus: list[str]) -> dict[str, Any]:
-    return _series("gpu", gpus, GPU_COLOURS[:len(gpus)], GPU_SHAPES[:len(gpus)], "GPU", symbolOpacity=1)
+def series_styles(gpus: Iterable[str], models: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """Each GPU's and each model's colour and shape, by its place among every GPU (or model) of the snapshot:
+    the same in every chart and on every page. Models' colour and shape pairs are unique up to
+    len(MODEL_COLOURS) * len(MODEL_SHAPES) models; more share pairs, which ambiguous_encodings reports."""
+    ordered_gpus, ordered_models = sorted(set(gpus)), sorted(set(models), key=lambda model: (model.lower(), model))
+    return {**{gpu: (GPU_COLOURS[i % len(GPU_COLOURS)], GPU_SHAPES[i % len(GPU_SHAPES)])
+               for i, gpu in enumerate(ordered_gpus)},
+            **{model: (MODEL_COLOURS[i % len(MODEL_COLOURS)], MODEL_SHAPES[i % len(MODEL_SHAPES)])
+               for i, model in enumerate(ordered_models)}}
+
+
+def _gpu_series(gpus: list[str], styles: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    return _series("gpu", gpus, [styles[gpu][0] for gpu in gpus], [styles[gpu][1] for gpu in gpus], "GPU",
+                   symbolOpacity=1)
 
 
 def _by_series(base: Any, series: str, domain: list[str], rows: list[dict[str, Any]], tooltip: list[Any],
-               line: dict[str, Any], size: int, **line_encoding: Any) -> Any:
+               line: dict[str, Any], size: int, styles: dict[str, tuple[str, str]], **line_encoding: Any) -> Any:
     """A line and points per model (a legend click highlights one, the legend's entries the full model ids)
     or per GPU."""
     if series == "gpu":
-        channels = _gpu_series(domain)
+        channels = _gpu_series(domain, styles)
         return alt.layer(base.mark_line(**line).encode(color=channels["color"], detail="gpu:N"),
                          base.mark_point(filled=True, size=size).encode(tooltip=tooltip, **channels))
     # Vega-Lite's defaults (click selects, double-click clears): naming `on` loses the legend's click handling.
@@ -134,12 +177,12 @@ def _by_series(base: Any, series: str, domain: list[str], rows: list[dict[str, A
     base = base.encode(opacity=alt.condition(selection, alt.value(1.0), alt.value(FADED_OPACITY)))
     # The lines take each model's colour as a value, without a scale or a legend: Vega-Lite merges one
     # field's legends across layers, and a merged legend loses the legend binding's click handling.
-    colour = {model: MODEL_COLOURS[index % len(MODEL_COLOURS)] for index, model in enumerate(domain)}
     for row in rows:
-        row["line_colour"] = colour[row["model_id"]]
+        row["line_colour"] = styles[row["model_id"]][0]
     lines = base.mark_line(**line).encode(stroke=alt.Stroke("line_colour:N", scale=None), detail="model_id:N",
                                           **line_encoding)
-    channels = _series("model_id", domain, MODEL_COLOURS, MODEL_SHAPES, None, title="model (click to highlight)",
+    channels = _series("model_id", domain, [styles[m][0] for m in domain], [styles[m][1] for m in domain], None,
+                       title="model (click to highlight)",
                        labelLimit=0, symbolLimit=0, columns=1, labelFontSize=10, symbolSize=60)
     return alt.layer(lines, base.mark_point(filled=True, size=size).encode(tooltip=tooltip, **channels)
                      .add_params(selection))
@@ -151,9 +194,9 @@ def _by_gpu(chart: Any, gpus: list[str]) -> Any:
 
 
 def task_charts(task: ChartedTask, data: dict[str, list[dict[str, Any]]], models: list[str] | None,
-                texts: dict[str, ChartText], one_snapshot: str) -> list[Chart]:
+                texts: dict[str, ChartText], one_snapshot: str, styles: dict[str, tuple[str, str]]) -> list[Chart]:
     """The charts of one task: the index page's (`models` lists the task's models in order) or, when
-    `models` is None, one model's page's, whose rows `data` holds."""
+    `models` is None, one model's page's, whose rows `data` holds; `styles`: series_styles of the snapshot."""
     index_page = models is not None
     page, series = ("index", "model_id") if index_page else ("model", "gpu")
     gpus = sorted({row["gpu"] for rows in ([data["best"]] if index_page else data.values())
@@ -162,7 +205,13 @@ def task_charts(task: ChartedTask, data: dict[str, list[dict[str, Any]]], models
     repeated = 0 if index_page else sum(1 for row in data["curves"] if row["n_repeats"] > 1)
     snapshots = [row["snapshot_id"] for row in data["snapshots"]]
     tips = {name: _tooltip(task, text.tooltip) for name, text in texts.items()}
-    by_gpu = _gpu_series(gpus)
+    by_gpu = _gpu_series(gpus, styles)
+    # The GPU as a dash where colour is the model's (the index page).
+    gpu_dash = alt.StrokeDash("gpu:N", title="GPU", scale=alt.Scale(domain=gpus, range=DASHES[:len(gpus)]),
+                              legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=1.5))
+
+    def ticks(name: str, *columns: str) -> list[float]:
+        return log_ticks(row.get(column) for row in data[name] for column in columns or ("wh_per_unit",))
     model_axis = alt.Y("model_id:N", title=None, sort=models, axis=alt.Axis(labelLimit=0, labelFontSize=11))
     charts = []
 
@@ -182,40 +231,53 @@ def task_charts(task: ChartedTask, data: dict[str, list[dict[str, Any]]], models
         charts.append(Chart(name, text.title, answers, spec))
 
     if index_page and data["best"]:
-        add("best", alt.Chart(alt.Data(name="best")).mark_point(filled=True, size=90, opacity=0.9).encode(
+        # A panel per GPU: colour is the model's on this page, and the model is the row.
+        add("best", _by_gpu(alt.Chart(alt.Data(name="best")).mark_point(filled=True, size=90, opacity=0.9).encode(
             x=alt.X("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=10),
-                    title=f"{task.unit_title} (log scale)"),
-            y=model_axis, href="href:N", tooltip=tips["best"], **by_gpu).properties(width=520, height=alt.Step(16)))
+                    title=f"{task.unit_title} (log scale)",
+                    axis=alt.Axis(values=ticks("best"), format=",~g", labelOverlap=True)),
+            y=model_axis, href="href:N", tooltip=tips["best"], color=alt.value(NEUTRAL),
+            shape=alt.value("circle")).properties(width=max(200, 520 // max(1, len(gpus))), height=alt.Step(16)),
+            gpus))
     if data["curves"]:
-        curve_series = by_gpu if index_page else _series(
-            "deployment", sorted({row["deployment"] for row in data["curves"]}), MODEL_COLOURS, MODEL_SHAPES,
-            "deployment (GPUs, precision, parallelism)", labelLimit=0, titleLimit=0, orient="bottom", columns=2,
-            symbolOpacity=1)
+        deployments = sorted({row["deployment"] for row in data["curves"]})
+        deployment_dash = alt.StrokeDash("deployment:N", title="deployment (GPUs, precision, parallelism)",
+                                         scale=alt.Scale(domain=deployments, range=DASHES), legend=alt.Legend(
+                                             orient="bottom", columns=2, labelLimit=0, titleLimit=0,
+                                             symbolType="stroke", symbolStrokeWidth=1.5))
         curves = alt.Chart(alt.Data(name="curves")).encode(
             x=alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False), title=_log(task.batch_title),
-                    **({"axis": alt.Axis(values=DECADES[4:], format=",~g")} if index_page else {})),
-            color=curve_series["color"], detail="deployment:N")
+                    axis=alt.Axis(values=ticks("curves", "batch_limit"), format=",~g", labelOverlap=True)),
+            detail="deployment:N")
         if index_page:
-            add("curves", curves.mark_line(point=alt.OverlayMarkDef(filled=True, size=22), strokeWidth=1.2).encode(
-                y=_energy_y(task, padding=6, values=DECADES, format=",~g"), href="href:N", tooltip=tips["curves"],
-                shape=curve_series["shape"]).properties(width=235, height=150).facet(
+            # Small panels, one per model: the model is the panel, the GPU the dash; colour stays the model's
+            # meaning on this page, so the lines are neutral.
+            add("curves", curves.mark_line(point=alt.OverlayMarkDef(filled=True, size=22, color=NEUTRAL),
+                                           strokeWidth=1.2, color=NEUTRAL).encode(
+                y=_energy_y(task, ticks("curves"), padding=6, labelOverlap=True), href="href:N",
+                tooltip=tips["curves"], strokeDash=gpu_dash).properties(width=235, height=150).facet(
                 alt.Facet("model_id:N", title=None, sort=models, header=alt.Header(
                     labelExpr="split(datum.value, '/')[1]", labelFontSize=11, labelLimit=250)), columns=4))
         else:
             # The spread's layer only where there is a spread: an empty layer leaves its scales without extent.
+            # Colour and shape are the GPU's (as on every chart of a model's page), the dash the deployment's.
+            energy_ticks = ticks("curves", "wh_per_unit", "wh_per_unit_min", "wh_per_unit_max")
             spread = curves.transform_filter("datum.n_repeats > 1").mark_rule(strokeWidth=2).encode(
-                y=_energy_y(task, "wh_per_unit_min"), y2="wh_per_unit_max:Q", tooltip=tips["curves"])
+                y=_energy_y(task, energy_ticks, "wh_per_unit_min"), y2="wh_per_unit_max:Q", tooltip=tips["curves"],
+                color=by_gpu["color"])
             add("curves", _by_gpu(alt.layer(
-                *([spread] if repeated else []), curves.mark_line(strokeWidth=1.5).encode(y=_energy_y(task)),
-                curves.mark_point(filled=True, size=40).encode(y=_energy_y(task), tooltip=tips["curves"],
-                                                               shape=curve_series["shape"])
+                *([spread] if repeated else []), curves.mark_line(strokeWidth=1.5).encode(
+                    y=_energy_y(task, energy_ticks), color=by_gpu["color"], strokeDash=deployment_dash),
+                curves.mark_point(filled=True, size=40).encode(y=_energy_y(task, energy_ticks),
+                                                               tooltip=tips["curves"], **by_gpu)
             ).properties(width=330, height=240), gpus))
     if index_page and data["frontier"]:
         base = alt.Chart(alt.Data(name="frontier")).encode(
-            x=alt.X("latency:Q", scale=alt.Scale(type="log", nice=False, padding=8), title=_log(task.metric.title)),
-            y=_energy_y(task))
+            x=alt.X("latency:Q", scale=alt.Scale(type="log", nice=False, padding=8), title=_log(task.metric.title),
+                    axis=alt.Axis(values=ticks("frontier", "latency"), format=",~g", labelOverlap=True)),
+            y=_energy_y(task, ticks("frontier")))
         add("frontier", _by_gpu(_by_series(base, series, domain, data["frontier"], tips["frontier"],
-                                           {"strokeWidth": 1.6}, 45, order="latency:Q")
+                                           {"strokeWidth": 1.6}, 45, styles, order="latency:Q")
                                 .properties(width=360, height=330), gpus))
     elif data["frontier"]:
         shown = {row["latency_metric"] for row in data["frontier"]}
@@ -223,8 +285,9 @@ def task_charts(task: ChartedTask, data: dict[str, list[dict[str, Any]]], models
         metric = alt.param(name="metric", value=metrics[0].latency_metric, bind=alt.binding_select(
             options=[m.latency_metric for m in metrics], labels=[m.title for m in metrics], name="latency metric: "))
         encoding = {"x": alt.X("latency:Q", scale=alt.Scale(type="log", nice=False, padding=8),
-                               title=f"latency ({task.metric.unit}, log scale; metric chosen below)"),
-                    "y": _energy_y(task)}
+                               title=f"latency ({task.metric.unit}, log scale; metric chosen below)",
+                               axis=alt.Axis(values=ticks("points", "latency"), format=",~g", labelOverlap=True)),
+                    "y": _energy_y(task, ticks("points"))}
         everything = alt.Chart(alt.Data(name="points")).transform_filter("datum.latency_metric == metric").mark_point(
             size=30, opacity=0.35).encode(tooltip=tips["frontier"], **encoding, **by_gpu)
         best = alt.Chart(alt.Data(name="frontier")).transform_filter("datum.latency_metric == metric").encode(
@@ -263,22 +326,27 @@ def task_charts(task: ChartedTask, data: dict[str, list[dict[str, Any]]], models
             ).properties(width=220 if len(task.metrics) > 1 else 320, height=200).facet(column=by_metric))
     if not index_page and data["estimates"]:
         base = alt.Chart(alt.Data(name="estimates")).encode(
-            x=alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False), title=task.concurrency_title),
+            x=alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False), title=task.concurrency_title,
+                    axis=alt.Axis(values=ticks("estimates", "concurrency"), format=",~g", labelOverlap=True)),
             detail="deployment:N", color=by_gpu["color"])
+        energy_ticks = ticks("estimates", "wh_per_unit", "wh_per_unit_low", "wh_per_unit_high")
         dashes = alt.StrokeDash("deployment:N", title="deployment (GPUs, precision, parallelism)", scale=alt.Scale(
             domain=sorted({row["deployment"] for row in data["estimates"]}), range=DASHES), legend=alt.Legend(
             orient="bottom", columns=2, labelLimit=0, titleLimit=0, symbolType="stroke", symbolStrokeWidth=1.5))
         add("estimate", alt.layer(
-            base.mark_area(opacity=0.18).encode(y=_energy_y(task, "wh_per_unit_low"), y2="wh_per_unit_high:Q"),
-            base.mark_line(strokeWidth=1.5).encode(y=_energy_y(task), strokeDash=dashes),
-            base.mark_point(filled=True, size=18).encode(y=_energy_y(task), tooltip=tips["estimate"], **by_gpu),
+            base.mark_area(opacity=0.18).encode(y=_energy_y(task, energy_ticks, "wh_per_unit_low"),
+                                                y2="wh_per_unit_high:Q"),
+            base.mark_line(strokeWidth=1.5).encode(y=_energy_y(task, energy_ticks), strokeDash=dashes),
+            base.mark_point(filled=True, size=18).encode(y=_energy_y(task, energy_ticks), tooltip=tips["estimate"],
+                                                         **by_gpu),
         ).properties(width=640, height=300))
     if data["history"]:
         base = alt.Chart(alt.Data(name="history")).encode(
             x=alt.X("snapshot_id:O", title="snapshot, in upstream commit order", sort=snapshots,
-                    scale=alt.Scale(domain=snapshots), axis=alt.Axis(labelAngle=-40)), y=_energy_y(task))
+                    scale=alt.Scale(domain=snapshots), axis=alt.Axis(labelAngle=-40)),
+            y=_energy_y(task, ticks("history")))
         chart = _by_series(base, series, domain, data["history"], tips["history"],
-                           {"strokeWidth": 1.4 if index_page else 1.5}, 45 if index_page else 60)
+                           {"strokeWidth": 1.4 if index_page else 1.5}, 45 if index_page else 60, styles)
         add("history", _by_gpu(chart.properties(width=max(220, 34 * len(snapshots)), height=260), gpus) if index_page
             else chart.properties(width=max(160, 40 * len(snapshots)), height=240))
     return sorted(charts, key=lambda chart: list(texts).index(chart.name))
@@ -328,10 +396,12 @@ def ambiguous_encodings(spec: dict[str, Any]) -> list[str]:
     for name, palette in colours.items():
         values = domains.get(name) or sorted(
             {row.get(name) for rows in spec.get("datasets", {}).values() for row in rows} - {None}, key=str)
-        if len(values) <= len(palette) or name in identified:
+        # Distinct colours: a range listed per value (a model's colour on every chart) may repeat them.
+        if len(values) <= len(set(palette)) or name in identified:
             continue
         if name not in shapes:
-            problems.append(f"{name}: {len(values)} values coloured with {len(palette)} colours and no other channel")
+            problems.append(f"{name}: {len(values)} values coloured with {len(set(palette))} colours and no other "
+                            "channel")
             continue
         pairs = {(palette[index % len(palette)], shapes[name][index % len(shapes[name])])
                  for index in range(len(values))}

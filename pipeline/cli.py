@@ -20,9 +20,10 @@ from typing import Any
 import click
 
 from pipeline import __version__, settings
-from pipeline.errors import NEXT_STEP, PROG, PipelineError, command_name, nearest, next_step, out_option
+from pipeline.errors import (NEXT_STEP, PROG, PipelineError, command_name, nearest, next_step, out_option,
+                             snapshot_id_for)
 from pipeline.paths import Paths
-from pipeline.progress import say, seconds_since
+from pipeline.progress import say, seconds_since, set_quiet
 
 
 # ---- parameter types: each a function that returns the value or raises ValueError saying why, which click
@@ -122,6 +123,12 @@ BUILD = options(
     option(settings.ITL_DEADLINE_MS, type=positive_number, metavar="MS"),
     option(settings.LATENCY_TIERS, type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="FILE"),
 )
+# Every command that writes: quiet when all went well and nothing needs a person (cron mails what is printed).
+QUIET = click.option("--quiet", "-q", is_flag=True, help="print nothing unless it needs attention: a failure, a "
+                     "warning, or audit findings the previous published build did not have (refresh, history)")
+# The commands that publish: an exit status of its own for new audit findings, for whoever wants an alert on them.
+ALERT = click.option("--alert-new-findings", is_flag=True, help="exit with status 3 (not 0) when the build "
+                     "published has audit findings the previous published build did not have (docs/operating.md)")
 EXPORT = options(
     option(settings.AS_OF, type=calendar_date, metavar="YYYY-MM-DD"),
     option(settings.RETRIEVED, type=calendar_date, metavar="YYYY-MM-DD"),
@@ -151,7 +158,8 @@ def _one_of(args: SimpleNamespace, first: str, second: str, required: bool = Fal
 def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> Callable:
     """A command's handler(args, paths) run as `mode` says: "read" (no lock; a reader that has gone is
     the end of the output), "lock" (one writer per OUT) or "stage" (into a new generation, published
-    if it completes). Every failure is one line: 1 for the pipeline's, 2 for usage (before any work)."""
+    if it completes). Every failure is one line: 1 for the pipeline's, 2 for usage (before any work); a
+    handler may return another status (3: published with new audit findings, when asked for)."""
 
     def decorate(handler: Callable[[SimpleNamespace, Paths], None]) -> Callable[..., int]:
         @functools.wraps(handler)
@@ -160,6 +168,7 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
             if check is not None:
                 check(args)
             paths = Paths(values.get("out", settings.DEFAULT_OUT))
+            set_quiet(bool(values.get("quiet")))
             try:
                 with ExitStack() as stack:
                     if mode == "read":
@@ -170,13 +179,13 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
                         stack.enter_context(exclusive_lock(paths))
                         if mode == "stage":
                             paths = stack.enter_context(new_generation(paths))
-                    handler(args, paths)
+                    status = handler(args, paths)
             except (Exception, KeyboardInterrupt) as error:
                 if (message := _failure(error, paths.out)) is None:
                     raise
                 say(f"{PROG}: error: {message}")
                 return 1
-            return 0
+            return status or 0
 
         return run
 
@@ -244,6 +253,7 @@ def cli() -> None:
     "energy-index fetch --source ../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788"))
 @OUT
 @FETCH
+@QUIET
 @step("lock", lambda args: _one_of(args, "source", "commit"))
 def fetch_command(args: SimpleNamespace, paths: Paths) -> None:
     """Copy an upstream snapshot (by default the upstream's newest commit that changed public/data; or --commit,
@@ -258,8 +268,9 @@ def fetch_command(args: SimpleNamespace, paths: Paths) -> None:
 @cli.command("ingest", cls=ListsTables, short_help="flatten the fetched snapshot into validated Parquet tables",
              epilog=_examples("energy-index ingest", "energy-index ingest --snapshot 2026-02-16-7885788"))
 @OUT
-@click.option("--snapshot", metavar="ID", help="snapshot id under OUT/raw/ to ingest (default: the one the last "
-              "fetch delivered)")
+@click.option("--snapshot", metavar="ID", help="snapshot id under OUT/raw/ to ingest, or its bare commit hash "
+              "(default: the one the last fetch delivered)")
+@QUIET
 @step("stage")
 def ingest_command(args: SimpleNamespace, paths: Paths) -> None:
     """Flatten a fetched snapshot into OUT/parquet/<table>/snapshot_id=<id>/data.parquet, one file per table
@@ -267,7 +278,8 @@ def ingest_command(args: SimpleNamespace, paths: Paths) -> None:
     written unless all tables pass."""
     from pipeline.refresh import run_ingest
 
-    run_ingest(paths, args.snapshot)
+    fetched = [folder.name for folder in paths.raw_dir.iterdir()] if paths.raw_dir.is_dir() else []
+    run_ingest(paths, args.snapshot and snapshot_id_for(args.snapshot, fetched))
 
 
 @cli.command("build", short_help="build OUT/energy_index.duckdb from the Parquet tables and sql/ views",
@@ -275,10 +287,11 @@ def ingest_command(args: SimpleNamespace, paths: Paths) -> None:
                               "energy-index build --itl-deadline-ms 250 --snapshot 2026-01-01-6e70d23"))
 @OUT
 @BUILD
-@click.option("--snapshot", "index_snapshot", metavar="ID", help="snapshot the index and the current-snapshot "
-              "views are built from (default: the newest ingested)")
+@click.option("--snapshot", "index_snapshot", metavar="ID", help="snapshot (id or bare commit hash) the index and "
+              "the current-snapshot views are built from (default: the newest ingested)")
 @click.option("--full", is_flag=True, help="load every snapshot's Parquet into a new database (default: append "
               "what is new to a copy of the published database when it was built by this code; the result is the same)")
+@QUIET
 @step("stage")
 def build_command(args: SimpleNamespace, paths: Paths) -> None:
     """Bring OUT/energy_index.duckdb up to the Parquet tables (appending to a copy of the published database,
@@ -292,6 +305,7 @@ def build_command(args: SimpleNamespace, paths: Paths) -> None:
              epilog=_examples("energy-index export --as-of 2026-09-27"))
 @OUT
 @EXPORT
+@QUIET
 @step("stage")
 def export_command(args: SimpleNamespace, paths: Paths) -> None:
     """Write OUT/index/<task>/models/<slug>.json per model and OUT/index/<task>/index.json and tiers.json per
@@ -312,8 +326,10 @@ def export_command(args: SimpleNamespace, paths: Paths) -> None:
 @click.option("--as-index", is_flag=True, help="publish the fetched snapshot as the index even when the database "
               "holds a newer one (default: an older snapshot is ingested into the history and the index stays on "
               "the newest, which refresh says)")
+@QUIET
+@ALERT
 @step("lock", lambda args: _one_of(args, "source", "commit"))
-def refresh_command(args: SimpleNamespace, paths: Paths) -> None:
+def refresh_command(args: SimpleNamespace, paths: Paths) -> int:
     """Run fetch, ingest, build and export in order, holding a lock on OUT so that two refreshes never
     interleave. Without --source it follows the upstream: one conditional request when nothing changed there.
     A failure at any step leaves the previous outputs in place; with the content, parameters and code of the
@@ -321,7 +337,8 @@ def refresh_command(args: SimpleNamespace, paths: Paths) -> None:
     shows the newest snapshot in the database; --as-index publishes an older one as the index."""
     from pipeline.refresh import Options, refresh
 
-    refresh(paths, Options.of(args), args.as_index)
+    published = refresh(paths, Options.of(args), args.as_index)
+    return 0 if published is None else published.status(args.alert_new_findings)
 
 
 def _history_sources(args: SimpleNamespace) -> None:
@@ -347,8 +364,10 @@ def _history_sources(args: SimpleNamespace) -> None:
 @TRANSFER
 @BUILD
 @EXPORT
+@QUIET
+@ALERT
 @step("lock", _history_sources)
-def history_command(args: SimpleNamespace, paths: Paths) -> None:
+def history_command(args: SimpleNamespace, paths: Paths) -> int:
     """Fetch and ingest every snapshot given, or with --upstream every upstream commit that changed public/data
     (in upstream commit order), then build and export once: the database holds all of them, the index shows the
     newest. Snapshots already in OUT stay."""
@@ -356,7 +375,8 @@ def history_command(args: SimpleNamespace, paths: Paths) -> None:
 
     if args.since and not args.upstream:
         raise PipelineError("--since goes with --upstream; to choose among local snapshots, name them in --source")
-    history(paths, Options.of(args, source=None), list(args.source), args.upstream, args.since)
+    published = history(paths, Options.of(args, source=None), list(args.source), args.upstream, args.since)
+    return 0 if published is None else published.status(args.alert_new_findings)
 
 
 @cli.command("snapshots", short_help="list the snapshots in the published database",
@@ -386,7 +406,7 @@ def snapshots_command(args: SimpleNamespace, paths: Paths) -> None:
 
 
 @cli.command("diff", short_help="show what changed between two ingested snapshots", epilog=_examples(
-    "energy-index diff 2025-11-30-9fa07d1 2026-02-16-7885788",
+    "energy-index diff 2025-11-30-9fa07d1 2026-02-16-7885788", "energy-index diff 9fa07d1 7885788",
     "energy-index diff 2025-12-01-f74deb8 2025-12-15-e0ba9ed --format json"))
 @OUT
 @click.argument("old", metavar="OLD")
@@ -397,10 +417,12 @@ def snapshots_command(args: SimpleNamespace, paths: Paths) -> None:
               help="in text, list at most N configurations and index rows per group")
 @step("read")
 def diff_command(args: SimpleNamespace, paths: Paths) -> None:
-    """Report what changed from snapshot OLD to NEW ('energy-index snapshots' lists them), from the published
-    database's table macros configuration_diff and index_diff: a summary (configurations added, removed and
-    changed per task; index rows moved), then the index rows, largest move first, the configurations added
-    and removed, and every changed field (numbers compared with a relative tolerance of 1e-9)."""
+    """Report what changed from snapshot OLD to NEW (ids or bare upstream commit hashes; 'energy-index
+    snapshots' lists them), from the published database's table macros configuration_diff and index_diff: a
+    summary (configurations added, removed and changed per task; index rows moved), then the index rows,
+    largest move first, each with the upstream commits that moved it (and their subjects below), the
+    configurations added and removed, and every changed field (numbers compared with a relative tolerance
+    of 1e-9)."""
     from pipeline.diff import format_json, format_text, snapshot_diff
 
     found = snapshot_diff(paths, args.old, args.new)
@@ -433,6 +455,7 @@ def diff_command(args: SimpleNamespace, paths: Paths) -> None:
               help="write the result to FILE (replaced atomically) instead of standard output; never inside OUT")
 @option(settings.SQL_TIMEOUT, type=positive_number, metavar="SECONDS")
 @option(settings.SQL_MEMORY_LIMIT, type=memory_size, metavar="SIZE")
+@QUIET
 @step("read")
 def sql_command(args: SimpleNamespace, paths: Paths) -> None:
     """Run QUERY, one read-only SQL statement, against OUT/energy_index.duckdb and print the result. The
@@ -626,6 +649,7 @@ def _point(wh_per_unit: float, repeats: int) -> str:
 @cli.command("report", short_help="write OUT/report/index.html: tables and charts of the published database",
              epilog=_examples("energy-index report", "energy-index report --out /srv/energy-index/build"))
 @OUT
+@QUIET
 @step("lock")
 def report_command(args: SimpleNamespace, paths: Paths) -> None:
     """Write OUT/report/index.html, a self-contained page (no network needed to open it) with, per task, the
@@ -643,6 +667,7 @@ def report_command(args: SimpleNamespace, paths: Paths) -> None:
 @cli.command("release", short_help="write OUT/release/<snapshot-id>/: a citable data release",
              epilog=_examples("energy-index release", "energy-index release --out /srv/energy-index/build"))
 @OUT
+@QUIET
 @step("lock")
 def release_command(args: SimpleNamespace, paths: Paths) -> None:
     """Write OUT/release/<snapshot-id>/ for the index snapshot: the index JSON files, Parquet and CSV of the
@@ -663,6 +688,7 @@ def release_command(args: SimpleNamespace, paths: Paths) -> None:
               "e.g. s3a://bucket/energy-index/parquet after copying it there (default: OUT/parquet's absolute path "
               "on this machine)")
 @click.option("--output", metavar="FILE", help="write the script to FILE (default: standard output)")
+@QUIET
 @step("read")
 def spark_sql_command(args: SimpleNamespace, paths: Paths) -> None:
     """Write a Spark SQL script: a temporary view over the published Parquet for every table (ingested, stored
@@ -688,6 +714,7 @@ def spark_sql_command(args: SimpleNamespace, paths: Paths) -> None:
 @click.option("--target", required=True, metavar="DIR",
               help="folder to write the synthetic snapshot into (replaced if it exists)")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the value perturbations")
+@QUIET
 @step("read")
 def synth_command(args: SimpleNamespace, paths: Paths) -> None:
     """Write a snapshot with the upstream's layout and fields, N times the source's configurations: every model

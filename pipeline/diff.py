@@ -5,19 +5,21 @@ from collections import Counter
 from typing import Any
 
 from pipeline.database import connect, fetch_dicts
-from pipeline.errors import NEXT_STEP, PipelineError, command_name, nearest, out_option
+from pipeline.errors import NEXT_STEP, PipelineError, command_name, nearest, out_option, snapshot_id_for
 from pipeline import jsontext
 from pipeline.export import energy_decimals
 from pipeline.paths import Paths
 
 
 def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
-    """Configuration and index changes from `old` to `new`, compared oldest first (`swapped` says
-    whether the two were given newest first)."""
+    """Configuration and index changes from `old` to `new` (snapshot ids or bare upstream commit hashes),
+    compared oldest first (`swapped` says whether the two were given newest first); each index change
+    names the upstream commits between the two that moved the row (`moved_by`)."""
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with connect(str(paths.database), read_only=True) as connection:
         positions = dict(connection.execute("select snapshot_id, position from snapshot_history").fetchall())
+        old, new = snapshot_id_for(old, positions), snapshot_id_for(new, positions)
         for snapshot_id in (old, new):
             if snapshot_id not in positions:
                 close = nearest(snapshot_id, positions)
@@ -38,6 +40,9 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
             from index_diff($older, $newer)
             order by abs(relative_change) desc nulls last, change, task, model_id, gpu""", pair)
         tolerance = connection.execute("select change_relative_tolerance from build_parameters").fetchone()[0]
+        commits, moves = _moves_by_commit(connection, positions[older], positions[newer])
+    for row in index:
+        row["moved_by"] = moves.get((row["task"], row["model_id"], row["gpu"]), [])
     per_task: dict[str, Counter[str]] = {}
     for row in configurations:
         per_task.setdefault(row["task"], Counter())[row["change"]] += 1
@@ -51,9 +56,33 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
             "index_rows_changed": len(index),
             "index_changes_by_kind": dict(Counter(row["change"] for row in index)),
         },
+        "commits": commits,
         "index_changes": index,
         "configuration_changes": configurations,
     }
+
+
+def _moves_by_commit(connection: Any, older: int, newer: int) -> tuple[
+        list[dict[str, Any]], dict[tuple[str, str, str], list[dict[str, Any]]]]:
+    """The upstream commits after position `older` up to `newer`, in commit order; and each index row that moved from one snapshot to the next between positions `older` and `newer`: the
+    upstream commits that moved it, oldest first (index_diff of each snapshot and its predecessor)."""
+    steps = fetch_dicts(connection, """
+        select snapshot_id, previous_snapshot_id, commit, commit_subject from snapshot_history
+        where position > $older and position <= $newer order by position""", {"older": older, "newer": newer})
+    moves: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for step in steps:
+        for row in fetch_dicts(connection, "select task, model_id, gpu, change, relative_change "
+                               "from index_diff($previous, $snapshot)",
+                               {"previous": step["previous_snapshot_id"], "snapshot": step["snapshot_id"]}):
+            moves.setdefault((row["task"], row["model_id"], row["gpu"]), []).append({
+                "snapshot_id": step["snapshot_id"], "commit": step["commit"],
+                "commit_subject": step["commit_subject"], "change": row["change"],
+                "relative_change": row["relative_change"]})
+    return [{key: step[key] for key in ("snapshot_id", "commit", "commit_subject")} for step in steps], moves
+
+
+def _short_commit(move: dict[str, Any]) -> str:
+    return (move["commit"] or move["snapshot_id"])[:7]
 
 
 def format_json(diff: dict[str, Any]) -> str:
@@ -144,11 +173,17 @@ def format_text(diff: dict[str, Any], limit: int, width: int | None = None) -> s
              f"{_figure(r['old_wh_per_unit'], r)} → {_figure(r['new_wh_per_unit'], r)}",
              f"Wh per {r['unit_label']}", SHORT_CHANGE.get(r["change"], r["change"]), r["task"], r["model_id"],
              r["gpu"], f"{_configuration(r['old_row_id'], r['old_repeat'])} → "
-             f"{_configuration(r['new_row_id'], r['new_repeat'])}"] for r in index[:limit]]
+             f"{_configuration(r['new_row_id'], r['new_repeat'])}",
+             ",".join(_short_commit(move) for move in r["moved_by"]) or "—"] for r in index[:limit]]
     # One row per task, model and GPU: their configurations need not read apart.
     lines += _table(f"Index rows, largest move first ({len(rows)} of {len(index)})",
-                    ["move", "figure", "unit", "change", "task", "model", "GPU", "configuration"], rows, width,
-                    [5, 7, 4], told_apart=(7,))
+                    ["move", "figure", "unit", "change", "task", "model", "GPU", "configuration", "moved by"],
+                    rows, width, [5, 7, 4], told_apart=(7,))
+    moved = Counter(move["snapshot_id"] for r in index for move in r["moved_by"])
+    lines += _table("Upstream commits behind these moves, in commit order",
+                    ["commit", "snapshot", "rows moved", "subject"],
+                    [[_short_commit(c), c["snapshot_id"], str(moved[c["snapshot_id"]]), c["commit_subject"] or "—"]
+                     for c in diff["commits"] if moved[c["snapshot_id"]]], width, [3])
     added = [c for c in configurations if c["change"] in ("added", "removed")]
     rows = [[c["change"], c["task"], c["model_id"], _configuration(f"-/{c['configuration']}", c["repeat"])]
             for c in added[:limit]]

@@ -65,3 +65,18 @@ class PipelineError(Exception):
 
     def __str__(self) -> str:
         return "\n".join([self.args[0], *(f"  - {detail}" for detail in self.details)])
+
+
+def snapshot_id_for(given: str, snapshot_ids: Iterable[str]) -> str:
+    """The snapshot id `given` names: the id itself, or a bare upstream commit hash (4 to 40 hex digits,
+    e.g. 7885788) matched against the abbreviated commit that ends each id; `given` unchanged when it
+    names none, so that the caller's own error names it. Two snapshots of one abbreviation are an error."""
+    ids = list(snapshot_ids)
+    if given in ids or not 4 <= len(given) <= 40 or any(c not in "0123456789abcdef" for c in given.lower()):
+        return given
+    short = given.lower()[:7]
+    matches = sorted(i for i in ids if i.rsplit("-", 1)[-1].lower().startswith(short))
+    if len(matches) > 1:
+        raise PipelineError(f"commit {given} is ambiguous: snapshots {', '.join(matches)}; give more of the hash "
+                            "or the snapshot id")
+    return matches[0] if matches else given

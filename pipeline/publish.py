@@ -17,9 +17,9 @@ from pathlib import Path
 import msgspec
 
 from pipeline.errors import PipelineError
-from pipeline.files import read_typed, write_json_atomic
+from pipeline.files import atomic_path, read_typed, write_json_atomic
 from pipeline.fingerprint import file_sha256
-from pipeline.paths import PUBLISHED_OUTPUTS, Paths
+from pipeline.paths import PARQUET_FILE, PUBLISHED_OUTPUTS, Paths
 
 STAGING_PREFIX = "staging-"
 # In a generation made by refresh or history: the snapshots, parameters and code it was made from. They
@@ -28,6 +28,8 @@ REFRESH_RECORD = "refresh.json"
 # In every published generation: each file's size and sha256 as published, so that a refresh with
 # nothing to do can tell that what it leaves published is intact.
 FILE_RECORD = "published-files.json"
+# In a generation whose Parquet files are all typed for readers (_type_for_readers).
+TYPED_FOR_READERS = "typed-for-readers"
 
 
 class _FileRecord(msgspec.Struct):
@@ -65,14 +67,38 @@ def new_generation(paths: Paths) -> Iterator[Paths]:
     staging = paths.generations_dir / f"{STAGING_PREFIX}{os.getpid()}"
     if paths.current.is_dir():
         shutil.copytree(paths.current.resolve(), staging, copy_function=os.link, symlinks=True)
+        _type_for_readers(staging)
     else:
         staging.mkdir()
+        (staging / TYPED_FOR_READERS).touch()  # every file of it is written by this code
     (staging / REFRESH_RECORD).unlink(missing_ok=True)
     try:
         yield paths.staged(staging)
         _publish(paths, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _type_for_readers(generation: Path) -> None:
+    """Builds before the files were typed for readers (schemas.for_readers) stored the folder's key column
+    as plain text, which pyarrow and pandas cannot read beside a hive folder name: the staged links to such
+    files are replaced by typed copies, once (a marker in the generation says it is done; the published
+    files stay as they are)."""
+    import pyarrow.parquet as pq
+
+    from schemas import for_readers
+
+    marker = generation / TYPED_FOR_READERS
+    if marker.is_file():
+        return
+    for path in sorted(generation.glob("parquet/*/*=*/" + PARQUET_FILE)):
+        key = path.parent.name.partition("=")[0]
+        schema = pq.read_schema(path)
+        typed = for_readers(schema, key)
+        if schema.field(key).type != typed.field(key).type or schema.metadata != typed.metadata:
+            with atomic_path(path) as tmp:
+                pq.write_table(pq.read_table(path, partitioning=None).cast(typed), tmp, compression="zstd")
+    marker.touch()
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -85,6 +111,12 @@ def _fsync_directory(directory: Path) -> None:
 
 def _published_generations(paths: Paths) -> list[Path]:
     return sorted((p for p in paths.generations_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+
+
+def published_generations(paths: Paths) -> list[Path]:
+    """The published generations, oldest first: the last is OUT/current, the one before it (if any) the build
+    published before, kept until the next publish."""
+    return _published_generations(paths) if paths.generations_dir.is_dir() else []
 
 
 def _recorded(generation: Path) -> dict[str, tuple[int, str]] | None:

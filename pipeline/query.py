@@ -120,8 +120,13 @@ def run_sql(paths: Paths, sql: str, parameters: dict[str, Any], output_format: s
             relation = connection.sql(sql, params=parameters or None)
             if sys.stdout.isatty():  # fitted to the terminal, for reading
                 relation = relation.project(_rounded_columns(relation))
-            width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 10_000
-            relation.show(max_width=width, max_rows=10_000)
+                width = shutil.get_terminal_size().columns
+                if not explain and (records := _records_wider_than(relation, width)) is not None:
+                    sys.stdout.write(records)
+                    return None
+            else:
+                width = 10_000
+            relation.show(max_width=width, max_rows=TERMINAL_ROWS)
             return None
         if explain:
             raise PipelineError("an explain statement prints as a table: --format table")
@@ -150,6 +155,36 @@ def run_sql(paths: Paths, sql: str, parameters: dict[str, Any], output_format: s
             shutil.copyfileobj(written, sys.stdout.buffer)
         sys.stdout.flush()
     return None
+
+
+# The most rows a terminal table shows (DuckDB's box and the one-field-per-line form alike).
+TERMINAL_ROWS = 10_000
+
+
+def _records_wider_than(relation: duckdb.DuckDBPyRelation, width: int) -> str | None:
+    """The result one field per line, record after record, when DuckDB's box would be wider than `width`
+    (the box would drop middle columns, which may be the ones that tell the rows apart); None when it fits.
+    A value longer than the line continues on the next, indented."""
+    rows = relation.limit(TERMINAL_ROWS).fetchall()
+    names = relation.columns
+    cells = [["NULL" if value is None else str(value) for value in row] for row in rows]
+    # DuckDB's box: a border, then per column its widest cell (name, type or value), a space each side and a border.
+    widths = [max([len(name), len(str(kind)), *(len(row[i]) for row in cells)])
+              for i, (name, kind) in enumerate(zip(names, relation.types))]
+    if 1 + sum(w + 3 for w in widths) <= width:
+        return None
+    label = min(max(map(len, names)), max(10, width // 3))
+    room = max(20, width - label - 3)
+    lines = []
+    for number, row in enumerate(cells, 1):
+        lines.append(f"-[ record {number} of {len(cells)} ]".ljust(min(width, 40), "-"))
+        for name, value in zip(names, row):
+            parts = [value[start:start + room] for start in range(0, len(value), room)] or [""]
+            lines.append(f"{name[:label].ljust(label)} | {parts[0]}")
+            lines += [f"{'':{label}} | {part}" for part in parts[1:]]
+    if not cells:
+        lines.append(f"(no rows; columns: {', '.join(names)})")
+    return "\n".join(lines) + "\n"
 
 
 def _rounded_columns(relation: duckdb.DuckDBPyRelation) -> str:

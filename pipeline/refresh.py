@@ -8,13 +8,16 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline import settings
 from pipeline.archive import FetchResult
 from pipeline.errors import PipelineError
 from pipeline.paths import Paths
 from pipeline.progress import say, seconds_since
+
+if TYPE_CHECKING:  # DuckDB's, which a refresh with nothing to do never loads
+    from pipeline.outcome import Outcome
 
 
 @dataclass(frozen=True)
@@ -195,9 +198,22 @@ def _repair(staged: Paths, damaged: list[tuple[str, str]], ingesting: list[str])
     return [snapshot_id for snapshot_id in dict.fromkeys(again) if snapshot_id not in ingesting]
 
 
-def refresh(paths: Paths, options: Options, as_index: bool = False) -> None:
+def announce(paths: Paths, what: str, started: float) -> "Outcome":
+    """After a publish: the audit findings the previous published build did not have (printed even when
+    quiet), then the one summary line, `what` was published and what it moved (quiet: only after new
+    findings); what it found."""
+    from pipeline.outcome import publish_outcome
+
+    outcome = publish_outcome(paths, what, time.perf_counter() - started)
+    for line in outcome.new_findings:
+        say(line, always=True)
+    say(outcome.summary, always=bool(outcome.new_findings))
+    return outcome
+
+
+def refresh(paths: Paths, options: Options, as_index: bool = False) -> "Outcome | None":
     """Fetch one snapshot and publish it with what the database holds: nothing when the published build
-    already is this one; the index on the newest snapshot in the database, or on the fetched one with
+    already is this one (None); the index on the newest snapshot in the database, or on the fetched one with
     `as_index`."""
     started = time.perf_counter()
     snapshot = (fetched := run_fetch(options, paths)).snapshot_id
@@ -207,13 +223,13 @@ def refresh(paths: Paths, options: Options, as_index: bool = False) -> None:
     published = publish("refresh", options, paths, {snapshot: fetched.content_sha256})
     if published is None:
         say(f"refresh: {snapshot} is built and published with these parameters and this code; nothing to do")
-        return
+        return None
     index_snapshot, where = published[0], ""
     if index_snapshot != snapshot:
         say(f"refresh: {snapshot} is older than {index_snapshot}, the newest snapshot in the database: it is in "
             f"the history now and the index stays on {index_snapshot} (--as-index publishes {snapshot} as the index)")
         where = f" into the history, the index on {index_snapshot}"
-    say(f"refresh: published {snapshot}{where} ({time.perf_counter() - started:.1f} s)")
+    return announce(paths, f"refresh: published {snapshot}{where}", started)
 
 
 def snapshot_sources(sources: list[str]) -> list[str]:
@@ -259,9 +275,10 @@ def fetch_upstream_history(options: Options, paths: Paths, since: str | None) ->
 
 
 def history(paths: Paths, options: Options, sources: list[str], upstream: bool = False,
-            since: str | None = None) -> None:
+            since: str | None = None) -> "Outcome | None":
     """Fetch every snapshot of `sources`, or with `upstream` every upstream commit that changed public/data
-    (since `since`), and publish them all, in upstream commit order, the index on the newest."""
+    (since `since`), and publish them all, in upstream commit order, the index on the newest (None: the
+    published build already was this one)."""
     from pipeline.archive import commit_moment, content_digest, read_manifest
 
     started = time.perf_counter()
@@ -287,6 +304,6 @@ def history(paths: Paths, options: Options, sources: list[str], upstream: bool =
     if (published := publish("history", options, paths, digests)) is None:
         say(f"history: {len(in_order)} snapshot(s) built and published with these parameters and this code; "
             "nothing to do")
-        return
-    say(f"history: published {len(in_order)} snapshot(s), {published[1]} ingested, the index on the newest "
-        f"({time.perf_counter() - started:.1f} s)")
+        return None
+    return announce(paths, f"history: published {len(in_order)} snapshot(s), {published[1]} ingested, the index "
+                    "on the newest", started)

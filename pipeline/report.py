@@ -3,13 +3,16 @@
 The views compute every figure, latency metric, title and unit; this module selects the rows, rounds them
 to the field dictionary's decimals (the index files' rounding) and lays them out with the words of
 report.toml. Charts are Altair (Vega-Lite) specifications drawn by vega-embed, whose JavaScript is inlined
-in index.html and shared by the model pages as vega.js: nothing is fetched from a network. Each chart of
+in index.html and shared by the model pages as vega.js: nothing is fetched from a network. Beside each
+table and chart, a CSV of its rows (OUT/report/csv/<page>/<id>.csv, linked relatively). Each chart of
 the index page is also a PNG (vl-convert); ENERGY_INDEX_REPORT_PNGS, when set, names the only ones to draw
 (comma-separated chart ids), for a test that checks one.
 """
 
+import csv
 import functools
 import html
+import io
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,7 +27,7 @@ try:
 except ImportError:  # the report extra is not installed: write_report says how to install it
     vl_convert = None
 
-from pipeline.charts import ENERGY_COLUMNS, ChartText, Metric, alt, ambiguous_encodings, task_charts
+from pipeline.charts import ENERGY_COLUMNS, ChartText, Metric, alt, ambiguous_encodings, series_styles, task_charts
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.export import TIER_FIELDS, energy_decimals, index_snapshot, task_plans
@@ -178,12 +181,21 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
     return data
 
 
-def _cell(value: Any, hover: str | None = None, link: str | None = None, sort: Any = None) -> str:
-    """A table cell; a number is shown as the index file holds it and sorts as a number (empty cells last)."""
+def _configuration(row_id: str | None) -> str | None:
+    """A configuration as a tier cell prints it under its figure: the row_id less the model slug and the GPU
+    (the row's), e.g. 8/32 (GPU count, batch limit) of qwen3-8b/H100/8/32."""
+    return None if row_id is None else row_id.split("/", 2)[-1]
+
+
+def _cell(value: Any, hover: str | None = None, link: str | None = None, sort: Any = None,
+          note: str | None = None) -> str:
+    """A table cell; a number is shown as the index file holds it and sorts as a number (empty cells last);
+    `note`, printed under the value in small type, says what gives it (the configuration of a figure)."""
     number = not isinstance(value, str)  # None too: an empty number, which sorts last
     text = "" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
     sort = ("" if value is None else value) if number else sort
     text = html.escape(text) if link is None else f'<a href="{html.escape(link)}">{html.escape(text)}</a>'
+    text += "" if note is None else f'<span class="config">{html.escape(note)}</span>'
     return ("<td" + ' class="number"' * number + ("" if sort is None else f' data-value="{html.escape(str(sort))}"')
             + ("" if hover is None else f' title="{html.escape(hover)}"') + f">{text}</td>")
 
@@ -210,7 +222,7 @@ def _index_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True
     digits = task.decimals["wh_per_unit"]
     headers = ["model"] * with_model + ["GPU", "configuration", "GPUs", task.batch_title, task.metric.title,
                                         task.unit_title, "range (repeats)", "validity", "class", "times measured",
-                                        "runner-up within the deadline"]
+                                        "runner-up within the deadline", "runner-up configuration"]
     return _table("index-table", headers, [_model_cell(row, with_model) + [
         *(_cell(row[column]) for column in ("gpu", "row_id", "num_gpus", "batch_limit", "latency", "wh_per_unit")),
         # the index format's version 2 range, validity codes and class beside the figure (docs/index-files.md)
@@ -224,6 +236,7 @@ def _index_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True
               f"repeats from {row['wh_repeat_min']} to {row['wh_repeat_max']}"),
         _cell(row["runner_up_wh_per_unit"],
               hover=f"{row['runner_up_row_id'] or 'none'}; the index row: {row['choice_basis']}"),
+        _cell(row["runner_up_row_id"] or "", hover=row["choice_basis"]),
     ] for row in rows])
 
 
@@ -241,49 +254,96 @@ def _tier_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True)
     groups = [("", 1 + with_model)] + [(m.title, sum(1 for other, _ in tiers if other == m)) for m in metrics]
     return _table("tier-table", headers, [
         _model_cell(next(iter(values.values())), with_model) + [_cell(gpu)] + [
-            _cell(values[m.latency_metric, limit]["wh_per_unit"], hover=values[m.latency_metric, limit]["row_id"])
+            _cell(values[m.latency_metric, limit]["wh_per_unit"], hover=values[m.latency_metric, limit]["row_id"],
+                  note=_configuration(values[m.latency_metric, limit]["row_id"]))
             if (m.latency_metric, limit) in values else _cell("", sort="") for m, limit in tiers]
         for (_, gpu), values in cells.items()], groups)
 
 
+# Columns a CSV download leaves out: links and drawing aids, not data.
+NOT_IN_CSV = {"href", "slug", "line_colour"}
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    """Rows as CSV, the columns of the first row (less NOT_IN_CSV), numbers as the page shows them."""
+    if not rows:
+        return ""
+    columns = [column for column in rows[0] if column not in NOT_IN_CSV]
+    written = io.StringIO()
+    writer = csv.writer(written, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([row.get(column) for column in columns] for row in rows)
+    return written.getvalue()
+
+
+@dataclass
+class Downloads:
+    """The CSV files of a page, by name, in the folder `folder` (relative to OUT/report) that `link` reaches
+    from the page."""
+
+    folder: str
+    link: str
+    files: dict[str, str] = field(default_factory=dict)
+
+    def add(self, name: str, datasets: dict[str, list[dict[str, Any]]]) -> str:
+        """A CSV of each dataset under `name`; the links to them, for beside a heading."""
+        links = []
+        for dataset, rows in datasets.items():
+            file = name if len(datasets) == 1 else f"{name}-{dataset}"
+            self.files[f"{file}.csv"] = _csv(rows)
+            label = "CSV" if len(datasets) == 1 else f"CSV: {dataset}"
+            links.append(f'<a class="csv" href="{html.escape(self.link)}/{html.escape(file)}.csv" '
+                         f'download>{html.escape(label)}</a>')
+        return f'<span class="downloads">{" ".join(links)}</span>'
+
+
 def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str, Any]]],
-             models: list[str] | None) -> tuple[str, dict[str, dict[str, Any]]]:
+             models: list[str] | None, styles: dict[str, tuple[str, str]],
+             downloads: Downloads) -> tuple[str, dict[str, dict[str, Any]]]:
     """A task's section of the index page (`models`: the task's models in order) or of a model's page: what its
-    figures rest on, the index table, the charts and the tier table; and the charts' specifications by id."""
+    figures rest on, the index table, the tier table, then the charts, each with a CSV of its rows beside it;
+    and the charts' specifications by id."""
     text, header = _texts().index if models else _texts().model, task.header
     facts = {**snapshot, **header, **header["source"], "unit": task.unit_title, "deadline": task.deadline,
              "commit_time": snapshot["commit_time"] or "unknown time"}
-    heading = '<h3>{}</h3><p class="answers">{}</p>'.format
+    heading = '<h3>{}</h3><p class="answers">{} {}</p>'.format
     parts = [f'<section id="{task.task}"><h2>{html.escape(task.display_name)} ({task.task})</h2><dl class="facts">',
              *(f"<dt>{html.escape(name)}</dt><dd>{html.escape(fact.format(**facts))}</dd>"
                for name, fact in _texts().facts.items()), "</dl>",
-             heading(*(part.format(models=len(models or ()), task=task.task) for part in text.index_table)),
-             _index_table(task, rows["best"], with_model=bool(models))]
+             heading(*(part.format(models=len(models or ()), task=task.task) for part in text.index_table),
+                     downloads.add(f"{task.task}-index", {"best": rows["best"]})),
+             _index_table(task, rows["best"], with_model=bool(models)),
+             heading(*text.tier_table, downloads.add(f"{task.task}-tiers", {"latency_cost": rows["latency_cost"]})),
+             _tier_table(task, rows["latency_cost"], bool(models))]
     specs = {}
-    for chart in task_charts(task, rows, models, text.charts, _texts().one_snapshot):
+    for chart in task_charts(task, rows, models, text.charts, _texts().one_snapshot, styles):
         chart_id = f"{task.task}-{chart.name}"
         if problems := ambiguous_encodings(chart.spec):
             raise PipelineError(f"report: chart {chart_id} would not tell its categories apart", problems)
         specs[chart_id] = chart.spec
-        parts.append(heading(html.escape(chart.title), html.escape(chart.answers))
+        parts.append(heading(html.escape(chart.title), html.escape(chart.answers),
+                             downloads.add(chart_id, chart.spec["datasets"]))
                      + f'<div class="chart" id="{html.escape(chart_id)}"></div>')
-    if models is None and (chart := fit_chart(task, rows)):  # a model's page: its fitted curves, their status
+    if models is None and (chart := fit_chart(task, rows, styles)):  # a model's page: its fitted curves, their status
         specs[chart_id := f"{task.task}-{chart.name}"] = chart.spec
         headings, values = fit_table(task, rows["fits"], task.decimals["wh_per_unit"])
-        parts += [heading(html.escape(chart.title), html.escape(chart.answers)),
-                  f'<div class="chart" id="{html.escape(chart_id)}"></div>',
-                  _table("fit-table", headings, [[_cell(value) for value in row] for row in values])]
-    parts += [heading(*text.tier_table), _tier_table(task, rows["latency_cost"], bool(models)), "</section>"]
+        fits = [{key: value for key, value in row.items() if key != "panel"} for row in rows["fits"]]
+        parts += [heading(html.escape(chart.title), html.escape(chart.answers),
+                          downloads.add(chart_id, {"fits": fits, **chart.spec["datasets"]})),
+                  _table("fit-table", headings, [[_cell(value) for value in row] for row in values]),
+                  f'<div class="chart" id="{html.escape(chart_id)}"></div>']
+    parts.append("</section>")
     return "".join(parts), specs
 
 
 def _page(text: PageText, snapshot: dict[str, Any], sections: Iterable[tuple[Task, dict[str, Any], list[str] | None]],
-          script: str, **values: Any) -> tuple[str, dict[str, dict[str, Any]]]:
+          script: str, styles: dict[str, tuple[str, str]], downloads: Downloads,
+          **values: Any) -> tuple[str, dict[str, dict[str, Any]]]:
     """A whole page of (task, rows, models) sections, each task's linked from the page's opening; and its charts'
     specifications by id."""
     assets, specs, nav, bodies = Path(__file__).parent, {}, [], []
     for task, rows, models in sections:
-        body, charts = _section(task, snapshot, rows, models)
+        body, charts = _section(task, snapshot, rows, models, styles, downloads)
         nav.append(f'<a href="#{task.task}">{html.escape(task.display_name)}</a>')
         bodies.append(body)
         specs.update(charts)
@@ -320,6 +380,13 @@ def _model_rows(task: Task, model_id: str) -> dict[str, list[dict[str, Any]]]:
     return rows
 
 
+def _write_downloads(staging: Path, downloads: Downloads) -> None:
+    folder = staging / downloads.folder
+    folder.mkdir(parents=True)
+    for name, text in downloads.files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+
+
 def write_report(paths: Paths) -> tuple[Path, int]:
     """Write OUT/report (replaced whole); return its index.html and the number of charts of the index page."""
     if alt is None or vl_convert is None:
@@ -337,14 +404,19 @@ def write_report(paths: Paths) -> tuple[Path, int]:
                                    "group by slug order by slug").fetchall()
     if clashes := [f"{slug}: {' and '.join(ids)}" for slug, ids in pages if len(ids) > 1]:
         raise PipelineError("model ids that would share one report page (slug)", clashes)
+    # A GPU's (and a model's) colour and shape on every page: by its place among the snapshot's GPUs (models).
+    styles = series_styles((row["gpu"] for task in tasks for row in task.data["curves"]),
+                           (row["model_id"] for task in tasks for row in task.data["curves"]))
     with staged_directory(paths.out / "report") as staging:
         (staging / "models").mkdir()
         bundle = vl_convert.javascript_bundle()
         (staging / "vega.js").write_text(bundle, encoding="utf-8")
+        downloads = Downloads("csv/index", "csv/index")
         index, specs = _page(_texts().index, snapshot, ((task, task.data, _models(task)) for task in
                                                          each(tasks, "report: index page", unit="task")),
-                             f"<script>{bundle}</script>", snapshot_id=snapshot["snapshot_id"],
+                             f"<script>{bundle}</script>", styles, downloads, snapshot_id=snapshot["snapshot_id"],
                              snapshot_count=snapshot_count)
+        _write_downloads(staging, downloads)
         chosen = os.environ.get("ENERGY_INDEX_REPORT_PNGS")
         for name in each([name for name in specs if chosen is None or name in chosen.split(",")], "report: PNGs",
                          unit="chart"):
@@ -353,7 +425,9 @@ def write_report(paths: Paths) -> tuple[Path, int]:
         for slug, (model_id,) in each(pages, "report: model pages", unit="model"):
             sections = [(task, _model_rows(task, model_id), None) for task in tasks
                         if any(row["model_id"] == model_id for row in task.data["curves"])]
-            page, _ = _page(_texts().model, snapshot, sections, '<script src="../vega.js"></script>',
-                            model_id=model_id, snapshot_id=snapshot["snapshot_id"])
+            downloads = Downloads(f"csv/{slug}", f"../csv/{slug}")
+            page, _ = _page(_texts().model, snapshot, sections, '<script src="../vega.js"></script>', styles,
+                            downloads, model_id=model_id, snapshot_id=snapshot["snapshot_id"])
             (staging / "models" / f"{slug}.html").write_text(page, encoding="utf-8")
+            _write_downloads(staging, downloads)
     return paths.out / "report" / "index.html", len(specs)

@@ -5,15 +5,15 @@ chart's panel headings and in a table beside it.
 
 SQL reads the rows and samples the fitted curve from the stored parameters (the formula of the macro
 energy_from_fit); this module only words the status and lays the chart out. Colour is the page's GPU
-colour; a fit not fit for use is drawn dashed and grey, and a curve with too few points has no line."""
+colour; a fit not fit for use is drawn grey and thinner (not dashed: on these pages a dash marks a
+deployment), and a curve with too few points has no line."""
 
 import textwrap
 from typing import Any
 
 import duckdb
 
-from pipeline.charts import (GPU_COLOURS, GPU_SHAPES, Chart, ChartedTask, ChartText, _log, _series, alt,
-                             ambiguous_encodings)
+from pipeline.charts import Chart, ChartedTask, ChartText, _log, _series, alt, ambiguous_encodings
 from pipeline.database import fetch_dicts
 from pipeline.fits import MAX_IN_SAMPLE_ERROR, MIN_POINTS, SATURATION_FRACTION
 
@@ -24,7 +24,7 @@ HEADING_WIDTH = 36
 TITLE_WIDTH = 30
 Y_TITLE_WIDTH = 22
 UNFIT_COLOUR = "#9a9a9a"
-UNFIT_DASH = [5, 3]
+UNFIT_WIDTH = 1.0
 # Chart ids end in this, after the task's name: <task>-fits.
 CHART = "fits"
 TEXT = ChartText(
@@ -32,7 +32,7 @@ TEXT = ChartText(
     answers="How closely does a smooth curve follow the measured energy per output as the batch limit rises? "
             "Points: the measured batch limits of the index snapshot (repeats averaged); line: the logistic "
             "y = b0 + L·sigmoid(k·(log2 batch limit − x0)) of efficiency_curve_fits, drawn across the measured "
-            "range only. Solid in the GPU's colour where the fit is fit for use; dashed and grey where it is not; "
+            "range only. In the GPU's colour where the fit is fit for use; thin and grey where it is not; "
             "no line where too few points were measured. Each panel's heading, and the table below, say which.",
 )
 
@@ -109,17 +109,18 @@ def gather(connection: duckdb.DuckDBPyConnection, task: str, deployment: str) ->
     return data
 
 
-def fit_chart(task: ChartedTask, rows: dict[str, list[dict[str, Any]]]) -> Chart | None:
+def fit_chart(task: ChartedTask, rows: dict[str, list[dict[str, Any]]],
+              styles: dict[str, tuple[str, str]]) -> Chart | None:
     """One model's fitted curves (`rows`: the model's page's rows, gather's among them), a small panel per
-    deployment, GPU by the page's colours and shapes (its GPUs, as pipeline/charts.py: task_charts orders
-    them); None when the model has no measured curve."""
+    deployment, each GPU in its colour and shape of every chart (`styles`: pipeline/charts.py's
+    series_styles); None when the model has no measured curve."""
     if not rows["fits"]:
         return None
     gpus = sorted({row["gpu"] for values in rows.values() for row in values if "gpu" in row})
     panels = list(dict.fromkeys(row["panel"] for row in sorted(
         rows["fits"], key=lambda row: (gpus.index(row["gpu"]), row["num_gpus"], row["deployment"]))))
-    by_gpu = _series("gpu", gpus, GPU_COLOURS[:len(gpus)], GPU_SHAPES[:len(gpus)], "GPU", symbolOpacity=1,
-                     orient="top", direction="horizontal")
+    by_gpu = _series("gpu", gpus, [styles[gpu][0] for gpu in gpus], [styles[gpu][1] for gpu in gpus], "GPU",
+                     symbolOpacity=1, orient="top", direction="horizontal")
     # Titles in lines a small panel holds: a title longer than its axis stretches the panel.
     x = alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False, padding=6),
               title=textwrap.wrap(_log(task.batch_title), TITLE_WIDTH), axis=alt.Axis(format=",~g", tickCount=5))
@@ -134,9 +135,9 @@ def fit_chart(task: ChartedTask, rows: dict[str, list[dict[str, Any]]]) -> Chart
                            alt.Tooltip("wh_per_unit:Q", title=f"energy, mean of the repeats ({task.unit_title})")],
         **by_gpu)
     line_colour = alt.condition("datum.is_fit_for_use", by_gpu["color"], alt.value(UNFIT_COLOUR))
-    lines = base.transform_filter("datum.kind == 'fitted'").mark_line(strokeWidth=1.6).encode(
+    lines = base.transform_filter("datum.kind == 'fitted'").mark_line().encode(
         x=x, y=alt.Y("fitted_wh_per_unit:Q"), color=line_colour, detail="deployment:N",
-        strokeDash=alt.condition("datum.is_fit_for_use", alt.value([1, 0]), alt.value(UNFIT_DASH)),
+        strokeWidth=alt.condition("datum.is_fit_for_use", alt.value(1.8), alt.value(UNFIT_WIDTH)),
         tooltip=[*where, alt.Tooltip("batch_limit:Q", title=task.batch_title, format=",.4~g"),
                  alt.Tooltip("fitted_wh_per_unit:Q", title=f"fitted energy ({task.unit_title})", format=",.4~g")])
     chart = alt.layer(lines, points, data=alt.Data(name="fit_curves")).properties(width=185, height=130).facet(

@@ -61,9 +61,10 @@ def ddl(table: str) -> str:
     return ", ".join(columns)
 
 
-def described(table: str, schema: Any) -> Any:
+def described(table: str, schema: Any, partition_key: str | None = None) -> Any:
     """An Arrow schema as stored: each field's description and unit as Parquet field metadata and the
-    table's as schema metadata, so that tools reading the files directly see them."""
+    table's as schema metadata, so that tools reading the files directly see them; typed for readers
+    (for_readers)."""
     import pyarrow
 
     fields = []
@@ -71,13 +72,42 @@ def described(table: str, schema: Any) -> Any:
         facts = dictionary.column(table, field.name)
         metadata = {"description": facts.description, **({"unit": facts.unit} if facts.unit else {})}
         fields.append(field.with_metadata(metadata))
-    return pyarrow.schema(fields, metadata={"description": dictionary.table_description(table)})
+    return for_readers(pyarrow.schema(fields, metadata={"description": dictionary.table_description(table)}),
+                       partition_key)
+
+
+# pandas' own names of its nullable dtypes, by Arrow type: what pyarrow's to_pandas reads from a file's
+# pandas metadata, where without it an integer column with a null becomes float64 and a boolean one object.
+_PANDAS_NULLABLE = {"int8": "Int8", "int16": "Int16", "int32": "Int32", "int64": "Int64", "bool": "boolean"}
+
+
+def for_readers(schema: Any, partition_key: str | None = None) -> Any:
+    """`schema` as the files are written, so that dataset readers agree with the database with their defaults:
+    - the column a hive folder is named after (`partition_key`, <table>/<key>=<id>/) is dictionary-encoded
+      text, the type pyarrow (and pandas through it) gives a hive partition column, so that a folder read as
+      one dataset has that column once instead of failing on "string vs dictionary" (polars, DuckDB and
+      Spark read it as text either way);
+    - the pandas metadata names pandas' nullable dtype (Int64, boolean) for each integer or boolean column
+      that may be null, so that pandas.read_parquet keeps them integers (and other readers ignore it)."""
+    import json
+
+    import pyarrow
+
+    fields = [field.with_type(pyarrow.dictionary(pyarrow.int32(), pyarrow.string()))
+              if field.name == partition_key else field for field in schema]
+    nullable = [{"name": field.name, "field_name": field.name, "pandas_type": str(field.type),
+                 "numpy_type": _PANDAS_NULLABLE[str(field.type)], "metadata": None}
+                for field in schema if field.nullable and str(field.type) in _PANDAS_NULLABLE]
+    metadata = {key: value for key, value in (schema.metadata or {}).items() if key != b"pandas"}
+    if nullable:
+        metadata[b"pandas"] = json.dumps({"index_columns": [], "column_indexes": [], "columns": nullable}).encode()
+    return pyarrow.schema(fields, metadata=metadata or None)
 
 
 @functools.cache
 def arrow_schema(table: str, stored: bool = False) -> Any:
-    """The table's Arrow schema as ingest reads and validates it, or as stored: typed dates and times, and
-    described."""
+    """The table's Arrow schema as ingest reads and validates it, or as stored in its per-snapshot files
+    (<table>/snapshot_id=<id>/): typed dates and times, described, and typed for readers (for_readers)."""
     import pyarrow
 
     fields = []
@@ -86,4 +116,4 @@ def arrow_schema(table: str, stored: bool = False) -> Any:
         fields.append(pyarrow.field(name, arrow_type(field_type.stored if stored else field_type.arrow),
                                     nullable=presence.may_be_null()))
     schema = pyarrow.schema(fields)
-    return described(table, schema) if stored else schema
+    return described(table, schema, partition_key="snapshot_id") if stored else schema

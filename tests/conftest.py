@@ -1,25 +1,30 @@
 """Shared fixtures: the real upstream snapshots in ../shared, and helpers to run the CLI."""
 
 import fcntl
+import functools
 import hashlib
+import http.server
+import io
+import json
 import os
 import re
-import json
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from pipeline.cli import main
 from pipeline.archive import snapshot_id_of
-from pipeline.settings import GITHUB_API, GITHUB_RAW
 from pipeline.paths import Paths
+from pipeline.settings import GITHUB_API, GITHUB_RAW
 
 # No test reaches GitHub: a refresh without a source that a test forgets to point elsewhere is refused
 # at once (port 9, discard, is closed), in this process and in every make or CLI it starts.
@@ -32,8 +37,15 @@ UPSTREAM = SHARED / "upstream" / "ml-energy-leaderboard"
 SEED = SHARED / "seed" / "llama-4-scout-17b-16e-instruct.json"
 NEWEST = UPSTREAM / "2026-02-16-7885788"
 SNAPSHOTS = sorted(path for path in UPSTREAM.iterdir() if path.is_dir()) if UPSTREAM.is_dir() else []
+def examples(everyday: int, full: int) -> int:
+    """How many examples a hypothesis property draws: `everyday` in `make test`, `full` with EXAMPLES=full
+    (`make test-all`)."""
+    return full if os.environ.get("EXAMPLES") == "full" else everyday
+
+
 # The dates the seed was built with (../shared/README.md).
 SEED_AS_OF, SEED_RETRIEVED = "2026-09-27", "2026-09-26"
+CLI = str(Path(sys.executable).with_name("energy-index"))
 
 
 def snapshot_id(folder: Path) -> str:
@@ -83,20 +95,30 @@ def upstream_rows(snapshot: Path, task: str) -> list[dict[str, Any]]:
     return read_json(snapshot / "tasks" / f"{task}.json")["configurations"]
 
 
-def _shared_build(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str, arguments: list[str]) -> Paths:
-    """A build made once per test session, shared by the xdist workers (the first to take the lock
-    builds it; the others wait and read it). Tests only read it, or write beside it under OUT's lock."""
+def shared_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str,
+                  make: Callable[[Path], object]) -> Path:
+    """A folder `make` fills once per test session, shared by the xdist workers (the first to take the
+    lock makes it; the others wait and read it). Tests only read it, or write beside it under a lock."""
     base = tmp_path_factory.getbasetemp()
     root = base if worker_id == "master" else base.parent  # the parent is this session's, shared by workers
-    out = root / f"shared-{name}" / "out"
+    folder = root / f"shared-{name}"
     with open(root / f"shared-{name}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        done = root / f"shared-{name}" / "done"
+        done = folder / "done"
         if not done.exists():
-            shutil.rmtree(out.parent, ignore_errors=True)
-            assert main([*arguments, "--out", str(out)]) == 0
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
             done.touch()
-    return Paths(out)
+    return folder
+
+
+def _shared_build(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str, arguments: list[str]) -> Paths:
+    """`energy-index ARGUMENTS --out OUT`, made once per test session (shared_folder)."""
+    def build(folder: Path) -> None:
+        assert main([*arguments, "--out", str(folder / "out")]) == 0
+
+    return Paths(shared_folder(tmp_path_factory, worker_id, name, build) / "out")
 
 
 @pytest.fixture(scope="session")
@@ -117,12 +139,41 @@ def source_copy(tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.fixture(scope="session")
+def snapshot_refresh(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[[Path], Paths]:
+    """`energy-index refresh --source SNAPSHOT` with the defaults into an OUT of its own, for each shared
+    snapshot asked for, made once per test session whichever worker asks first."""
+    return lambda snapshot: _shared_build(tmp_path_factory, worker_id, snapshot.name,
+                                          ["refresh", "--source", str(snapshot)])
+
+
 @pytest.fixture(scope="session", params=SNAPSHOTS, ids=lambda path: path.name)
-def snapshot_build(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Paths]:
+def snapshot_build(request: pytest.FixtureRequest, snapshot_refresh: Callable[[Path], Paths]) -> tuple[Path, Paths]:
     """A refresh of each shared snapshot, built once per test session."""
-    out = tmp_path_factory.mktemp(request.param.name) / "out"
-    assert main(refresh_args(request.param, out)) == 0
-    return request.param, Paths(out)
+    return request.param, snapshot_refresh(request.param)
+
+
+@pytest.fixture(scope="session")
+def plain_build(snapshot_refresh: Callable[[Path], Paths]) -> Paths:
+    """A refresh of the newest shared snapshot with the defaults (`energy-index refresh --source NEWEST`):
+    what a test that needs some published build starts from, as a copy (copy_build)."""
+    return snapshot_refresh(NEWEST)
+
+
+def copy_build(build: Paths, out: Path) -> Path:
+    """A writable copy of a shared build at `out` (its links to the published generation kept as links):
+    the same files a refresh into `out` would have published, without running it again."""
+    shutil.copytree(build.out, out, symlinks=True)
+    return out
+
+
+@pytest.fixture(scope="session", autouse=True)
+def history_started_beside_the_first_build(request: pytest.FixtureRequest, worker_id: str) -> None:
+    """The second xdist worker starts with the eleven-snapshot history when the selected tests read it,
+    while the first makes the newest snapshot's build its first tests need: neither waits for the other
+    to make both."""
+    if worker_id == "gw1" and any("history_build" in item.fixturenames for item in request.session.items):
+        request.getfixturevalue("history_build")
 
 
 @pytest.fixture(scope="session")
@@ -163,7 +214,7 @@ def busy_loops(load: str) -> Iterator[None]:
             loop.wait()
 
 
-def write_once(build: Paths, command: str, timeout: int = 400) -> str:
+def write_once(build: Paths, command: str) -> str:
     """`energy-index COMMAND --out` over a shared session build, run by one xdist worker only: each worker
     has its own module fixtures, and two write commands at once in one OUT would meet its lock. The
     others wait for it. Returns what the run printed on stderr (empty for the workers that waited)."""
@@ -172,8 +223,140 @@ def write_once(build: Paths, command: str, timeout: int = 400) -> str:
         done = build.out.parent / f"{command}-done"
         if done.exists():
             return ""
-        made = subprocess.run([str(Path(sys.executable).with_name("energy-index")), command, "--out", str(build.out)],
-                              capture_output=True, text=True, timeout=timeout)
+        made = cli(command, "--out", build.out)
         assert made.returncode == 0, made.stderr
         done.touch()
         return made.stderr
+
+
+def cli(*args: str | Path, columns: int = 100) -> subprocess.CompletedProcess[str]:
+    """`energy-index ARGS` run in this process, COLUMNS wide: its exit status and what it printed, as a
+    process of its own would give them (a usage error is click's SystemExit, status 2)."""
+    stdout, stderr = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True) for _ in range(2))
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(columns)
+    try:
+        with redirect_stdout(stdout), redirect_stderr(stderr):
+            try:
+                code = main([str(arg) for arg in args])
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+    finally:
+        if saved is None:
+            os.environ.pop("COLUMNS")
+        else:
+            os.environ["COLUMNS"] = saved
+    printed = [stream.buffer.getvalue().decode("utf-8") for stream in (stdout, stderr)]
+    return subprocess.CompletedProcess(["energy-index", *map(str, args)], code, *printed)
+
+
+def cli_process(*args: str | Path, columns: int = 100, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """`energy-index ARGS` as a process of its own, COLUMNS wide: for tests whose subject is the process
+    (its environment, its exit, its signals, its memory)."""
+    environment = {**kwargs.pop("env", os.environ), "COLUMNS": str(columns)}
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=600, env=environment,
+                          **kwargs)
+
+
+def make(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["make", "-s", "-C", str(PROJECT), *args], capture_output=True, text=True, timeout=300)
+
+
+def make_refresh(out: Path, source: Path | str, *extra: str, umask: int | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "-s", "-C", str(PROJECT), f"SOURCE={source}", f"OUT={out}", *extra],
+        capture_output=True, text=True, timeout=300,
+        preexec_fn=(lambda: os.umask(umask)) if umask is not None else None,
+    )
+
+
+def published_snapshot(out: Path) -> str:
+    with duckdb.connect(str(out / "energy_index.duckdb"), read_only=True) as connection:
+        return connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
+
+
+def writable_copy(snapshot: Path, target: Path) -> Path:
+    shutil.copytree(snapshot, target)
+    for path in [target, *target.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return target
+
+
+# The newest shared snapshot's upstream commit, under which the fault server serves it.
+SERVED_COMMIT = "7885788e837b80ad172e02e6e8c47e8d0b85520e"
+
+
+class FaultyHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves a folder, but for the paths given a fault: a redirect, a stall (no answer until the test
+    ends), a trickle (a byte every 0.2 s, 12 s at most), an endless body (256 MiB at most, past every
+    client cap the tests set) or a declared length of 10**12 with no body."""
+
+    redirects: dict[str, str] = {}
+    stalled: set[str] = set()
+    trickling: set[str] = set()
+    endless: set[str] = set()
+    huge_length: set[str] = set()
+    released = threading.Event()  # set when the test ends: a stalled answer is never sent before that
+
+    def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        if self.path in self.stalled:
+            self.released.wait()
+            return
+        if self.path in self.huge_length:
+            self.send_response(200)
+            self.send_header("Content-Length", str(10**12))
+            self.end_headers()
+            self.released.wait()  # the body never comes
+            return
+        if self.path in self.trickling:
+            self.send_response(200)
+            self.end_headers()
+            for _ in range(60):
+                try:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                except OSError:
+                    return
+                if self.released.wait(0.2):
+                    return
+            return
+        if self.path in self.endless:
+            self.send_response(200)
+            self.end_headers()
+            for _ in range(4096):
+                try:
+                    self.wfile.write(b"[" * 65536)
+                except OSError:
+                    return
+            return
+        if self.path in self.redirects:
+            self.send_response(302)
+            self.send_header("Location", self.redirects[self.path])
+            self.end_headers()
+            return
+        super().do_GET()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The one test server, on 127.0.0.1: serves tmp_path/www, where the shared newest snapshot is linked
+    in at <SERVED_COMMIT>/public/data, with the faults a test gives FaultyHandler's paths."""
+    www = tmp_path / "www"
+    (www / SERVED_COMMIT / "public").mkdir(parents=True)
+    os.symlink(NEWEST, www / SERVED_COMMIT / "public" / "data")
+    FaultyHandler.redirects = {}
+    FaultyHandler.stalled, FaultyHandler.trickling, FaultyHandler.endless, FaultyHandler.huge_length = (
+        set(), set(), set(), set())
+    FaultyHandler.released = threading.Event()
+    handler = functools.partial(FaultyHandler, directory=str(www))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", www
+    finally:
+        FaultyHandler.released.set()
+        httpd.shutdown()
+        httpd.server_close()

@@ -2,12 +2,11 @@
 energy-latency frontier and GPU comparisons, on literal rows and on the real snapshots."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import duckdb
-from conftest import SEED
+from conftest import SEED, cli
 from test_views import connect, fetch, measured
 
 from pipeline.paths import Paths
@@ -148,16 +147,16 @@ def test_tiers_json_is_written_with_the_index_header_and_sorted_rows(newest_buil
 def test_estimate_prints_the_range_and_each_deployment(newest_build: Paths) -> None:
     arguments = [CLI, "estimate", "--out", str(newest_build.out), "--task", "text-to-image",
                  "--model", "stabilityai/stable-diffusion-3.5-medium", "--gpu", "B200", "--concurrency", "3"]
-    text = subprocess.run(arguments, capture_output=True, text=True, timeout=60)
+    text = cli(*arguments[1:])
     assert text.returncode == 0, text.stderr
     assert "Wh per image over" in text.stdout and "interpolated" in text.stdout
-    document = json.loads(subprocess.run([*arguments, "--format", "json"], capture_output=True, text=True).stdout)
+    document = json.loads(cli(*arguments[1:], "--format", "json").stdout)
     with duckdb.connect(str(newest_build.database), read_only=True) as connection:
         expected = connection.execute("""
             select min(wh_per_unit), max(wh_per_unit), count(*) from energy_at_concurrency(
                 'text-to-image', 'stabilityai/stable-diffusion-3.5-medium', 'B200', 3)""").fetchone()
     assert (document["min_wh_per_unit"], document["max_wh_per_unit"], document["deployments_measured"]) == expected
-    unknown = subprocess.run([*arguments[:7], "Nobody/Nothing", *arguments[8:]], capture_output=True, text=True)
+    unknown = cli(*arguments[1:7], "Nobody/Nothing", *arguments[8:])
     assert unknown.returncode == 1 and "unknown model 'Nobody/Nothing'; none of the 46" in unknown.stderr
 
 

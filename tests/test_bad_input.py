@@ -8,7 +8,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import BUILD_OUTPUTS, refresh_args, tree_digest
+from conftest import BUILD_OUTPUTS, cli, copy_build, refresh_args, tree_digest
 
 from pipeline.cli import main
 from pipeline.paths import Paths
@@ -26,9 +26,8 @@ def change_rows(source: Path, task: str, change: Callable[[list[dict[str, Any]]]
 
 
 @pytest.fixture
-def good_build(source_copy: Path, tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
-    out = tmp_path / "out"
-    assert main(refresh_args(source_copy, out)) == 0
+def good_build(source_copy: Path, plain_build: Paths, tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    out = copy_build(plain_build, tmp_path / "out")  # a published build of the snapshot source_copy copies
     # What the tests damage is then a snapshot of its own (a published one never changes), so it is
     # validated rather than refused for differing from the published 2026-02-16-7885788.
     (source_copy / "snapshot.json").unlink()
@@ -226,3 +225,15 @@ def test_a_null_where_a_value_is_required_fails_validation(good_build, run_cli, 
     path.write_text(json.dumps(document, indent=2))
     message = refresh_fails(good_build, run_cli)
     assert "validation failed" in message and field in message
+
+
+@pytest.mark.parametrize("gpu", ["../../etc", "H100/../x", ".hidden", "H100\n"])
+def test_a_gpu_name_that_is_not_a_name_is_refused_at_ingest(source_copy: Path, tmp_path: Path, gpu: str) -> None:
+    path = source_copy / "tasks" / "gpqa.json"
+    document = json.loads(path.read_text())
+    document["configurations"][0]["gpu_model"] = gpu
+    path.write_text(json.dumps(document))
+    result = cli("refresh", "--source", source_copy, "--out", tmp_path / "out")
+    assert result.returncode == 1
+    assert "gpu_model must be a GPU name" in result.stderr and repr(gpu) in result.stderr, result.stderr
+    assert not (tmp_path / "out" / "energy_index.duckdb").exists()

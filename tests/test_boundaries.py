@@ -3,12 +3,12 @@ ranges and sources (pipeline/boundary_factors.toml), on literal rows and on the 
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import cli as energy_index
 from test_views import connect, diffusion_measured, fetch, measured
 
 from pipeline.build import load_boundary_factors
@@ -191,7 +191,7 @@ def test_estimate_scales_to_the_boundary_and_labels_it(newest_build: Paths) -> N
                  "--gpu", "H100", "--concurrency", "100", "--format", "json"]
     documents = {}
     for boundary in BOUNDARIES:
-        done = subprocess.run([*arguments, "--boundary", boundary], capture_output=True, text=True, timeout=60)
+        done = energy_index(*arguments[1:], "--boundary", boundary)
         assert done.returncode == 0, done.stderr
         documents[boundary] = json.loads(done.stdout)
     measured = documents["gpu_only"]["deployments"][0]
@@ -206,7 +206,7 @@ def test_estimate_scales_to_the_boundary_and_labels_it(newest_build: Paths) -> N
     for field in ("wh_per_unit_low", "wh_per_unit_high", "lower_wh_per_unit", "upper_wh_per_unit"):
         assert facility[field] == pytest.approx(measured[field] * 1.6 * 1.2)
     assert documents["facility"]["boundary"] == "facility" and documents["facility"]["min_wh_per_unit"] == facility["wh_per_unit"]
-    text = subprocess.run([*arguments[:-2], "--boundary", "server"], capture_output=True, text=True, timeout=60).stdout
+    text = energy_index(*arguments[1:-2], "--boundary", "server").stdout
     assert "server boundary: GPU energy × 1.6 (range 1.21 to 1.6; assumed factors" in text
     assert f"{gpu * 1.6:.4g} (boundary factors give {gpu * 1.21:.4g} to {gpu * 1.6:.4g})" in text
 

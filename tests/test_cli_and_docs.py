@@ -176,3 +176,23 @@ def test_a_misspelt_dictionary_entry_is_an_error_naming_it(tmp_path, monkeypatch
     finally:
         monkeypatch.undo()
         dictionary.entries.cache_clear()
+
+
+def test_every_count_the_docs_state_is_the_builds(history_build: Paths) -> None:
+    from pipeline.build import view_files
+    from schemas import TABLES
+
+    with duckdb.connect(str(history_build.database), read_only=True) as connection:
+        tables = connection.execute("select count(*) from duckdb_tables() where not internal").fetchone()[0]
+        views = connection.execute("select count(*) from duckdb_views() where not internal").fetchone()[0]
+    truth = {"views and macros": len(view_files()), "tables": tables, "views": views, "ingested tables": len(TABLES)}
+    stated = []
+    for path in [PROJECT / "README.md", *sorted((PROJECT / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        stated += [(path.name, "views and macros", int(n)) for n in re.findall(r"\b(\d+) views and macros", text)]
+        for n_tables, n_views in re.findall(r"\b(\d+) tables and (\d+) views", text):
+            stated += [(path.name, "tables", int(n_tables)), (path.name, "views", int(n_views))]
+        stated += [(path.name, "ingested tables", int(n)) for n in re.findall(r"rows in (\d+) tables", text)]
+    assert stated, "no counts found"
+    wrong = [f"{name}: {count} {what}, the build has {truth[what]}" for name, what, count in stated if count != truth[what]]
+    assert wrong == []

@@ -9,7 +9,7 @@ import shutil
 import hypothesis.strategies as st
 import msgspec
 import pytest
-from conftest import SEED_AS_OF, SEED_RETRIEVED, tree_digest
+from conftest import SEED_AS_OF, SEED_RETRIEVED, examples, tree_digest
 from hypothesis import given, settings
 
 import pipeline.export
@@ -26,7 +26,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(60, 600), deadline=None)
 @given(st.dictionaries(st.text(max_size=8), json_values, max_size=6))
 def test_dumps_is_json_dumps_byte_for_byte(document):
     assert dumps(document) == json.dumps(document, indent=2).encode("ascii")
@@ -43,7 +43,7 @@ def test_dumps_escapes_what_ascii_cannot_hold():
         dumps({"lone surrogate": "\ud800"})
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(200, 2000), deadline=None)
 @given(st.floats(min_value=PLAIN_FLOAT_RANGE[0], max_value=PLAIN_FLOAT_RANGE[1], exclude_max=True), st.booleans())
 def test_floats_in_the_plain_range_print_alike(value, negative):
     value = -value if negative else value

@@ -1,71 +1,30 @@
 """Fetching a snapshot by URL from a server on 127.0.0.1, and the fetch's refusals."""
 
-import functools
-import http.server
 import json
 import os
-import threading
+import resource
+import shutil
+import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from conftest import NEWEST, read_json, refresh_args
+from conftest import (
+    NEWEST,
+    SERVED_COMMIT,
+    UPSTREAM,
+    FaultyHandler,
+    cli,
+    cli_process,
+    read_json,
+    refresh_args,
+    tree_digest,
+    writable_copy,
+)
 
 from pipeline.paths import Paths
 
-COMMIT = "7885788e837b80ad172e02e6e8c47e8d0b85520e"
-
-
-class _Handler(http.server.SimpleHTTPRequestHandler):
-    redirects: dict[str, str] = {}
-    stalled: set[str] = set()
-    endless: set[str] = set()
-    released = threading.Event()  # set when the test ends: a stalled answer is never sent before that
-
-    def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
-        if self.path in self.stalled:
-            self.released.wait()
-            return
-        if self.path in self.endless:
-            self.send_response(200)
-            self.end_headers()
-            # Bounded so the test server stops by itself: 64 MiB, far past the client's cap.
-            for _ in range(1024):
-                try:
-                    self.wfile.write(b"[" * 65536)
-                except OSError:
-                    return
-            return
-        if self.path in self.redirects:
-            self.send_response(302)
-            self.send_header("Location", self.redirects[self.path])
-            self.end_headers()
-            return
-        super().do_GET()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """Serves tmp_path/www; the shared snapshot is linked in at <commit>/public/data."""
-    www = tmp_path / "www"
-    (www / COMMIT / "public").mkdir(parents=True)
-    os.symlink(NEWEST, www / COMMIT / "public" / "data")
-    _Handler.redirects, _Handler.stalled, _Handler.endless = {}, set(), set()
-    _Handler.released = threading.Event()
-    handler = functools.partial(_Handler, directory=str(www))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", www
-    finally:
-        _Handler.released.set()
-        httpd.shutdown()
-        httpd.server_close()
+COMMIT = SERVED_COMMIT
+SERVED = f"/{COMMIT}/public/data"
 
 
 def test_fetch_by_url_gets_the_same_files_as_a_local_fetch(server, tmp_path: Path, run_cli) -> None:
@@ -117,12 +76,12 @@ def test_a_missing_model_file_is_named_and_the_previous_snapshot_kept(server, tm
 def test_a_redirect_to_another_scheme_or_host_is_refused(server, tmp_path: Path, run_cli) -> None:
     base, _ = server
     url = f"{base}/{COMMIT}/public/data"
-    _Handler.redirects[f"/{COMMIT}/public/data/index.json"] = "file:///etc/passwd"
+    FaultyHandler.redirects[f"/{COMMIT}/public/data/index.json"] = "file:///etc/passwd"
     result = run_cli(*refresh_args(url, tmp_path / "out"))
     assert result.exit_code == 1
     assert "refused redirect to file:///etc/passwd" in result.stderr
 
-    _Handler.redirects[f"/{COMMIT}/public/data/index.json"] = "http://example.invalid/index.json"
+    FaultyHandler.redirects[f"/{COMMIT}/public/data/index.json"] = "http://example.invalid/index.json"
     result = run_cli(*refresh_args(url, tmp_path / "out"))
     assert "refused redirect to http://example.invalid/index.json" in result.stderr
 
@@ -158,7 +117,7 @@ def test_a_local_source_without_commit_facts_gets_a_content_id(source_copy: Path
 
 def test_a_server_that_stalls_is_given_up_on_after_the_timeout(server, tmp_path: Path, run_cli) -> None:
     base, _ = server
-    _Handler.stalled.add(f"/{COMMIT}/public/data/tasks/gpqa.json")
+    FaultyHandler.stalled.add(f"/{COMMIT}/public/data/tasks/gpqa.json")
     started = time.monotonic()
     result = run_cli(*refresh_args(f"{base}/{COMMIT}/public/data", tmp_path / "out", "--timeout", "1"))
     assert result.exit_code == 1
@@ -168,7 +127,7 @@ def test_a_server_that_stalls_is_given_up_on_after_the_timeout(server, tmp_path:
 
 def test_an_endless_body_stops_at_the_size_cap(server, tmp_path: Path, run_cli) -> None:
     base, _ = server
-    _Handler.endless.add(f"/{COMMIT}/public/data/index.json")
+    FaultyHandler.endless.add(f"/{COMMIT}/public/data/index.json")
     result = run_cli(*refresh_args(f"{base}/{COMMIT}/public/data", tmp_path / "out", "--max-file-bytes", "1000000"))
     assert result.exit_code == 1
     assert "index.json: larger than the size cap of 1000000 bytes" in result.stderr
@@ -200,3 +159,83 @@ def test_the_archive_is_a_copy_that_an_edit_of_the_source_does_not_reach(
         handle.write(b" }")
     assert (archived / "tasks" / "gpqa.json").read_bytes() == before
     assert run_cli("ingest", "--out", out).exit_code == 0
+
+
+def test_a_folder_without_snapshot_json_is_dated_with_a_warning_or_refused_in_a_history(tmp_path: Path) -> None:
+    undated = tmp_path / "undated"
+    shutil.copytree(NEWEST, undated)
+    (undated / "snapshot.json").unlink()
+    out = tmp_path / "out"
+    alone = cli("refresh", "--source", undated, "--out", out)
+    assert alone.returncode == 0
+    assert "has no commit time (no snapshot.json)" in alone.stderr
+    assert "placed in the history by the day it was first fetched" in alone.stderr
+    assert "--commit-time" in alone.stderr and "COMMIT_TIME=" in alone.stderr
+    # Between two dated snapshots its place would be a guess: refused, naming it and what to do.
+    oldest, newest = sorted(UPSTREAM.iterdir())[0], sorted(UPSTREAM.iterdir())[-1]
+    mixed = cli("history", "--source", oldest, undated, newest, "--out", tmp_path / "mixed")
+    assert mixed.returncode == 1
+    assert "have no commit time (no snapshot.json)" in mixed.stderr and str(undated) in mixed.stderr
+    # Given a commit time, it takes its place and the warning goes.
+    dated = cli("refresh", "--source", undated, "--out", tmp_path / "dated", "--commit-time", "2025-12-20T12:00:00Z")
+    assert dated.returncode == 0 and "has no commit time" not in dated.stderr
+
+
+def test_an_edit_of_the_source_in_place_leaves_the_archive_as_fetched(tmp_path: Path) -> None:
+    out, source = tmp_path / "out", writable_copy(NEWEST, tmp_path / "source")
+    (source / "snapshot.json").unlink()
+    assert cli("fetch", "--source", source, "--out", out).returncode == 0
+    snapshot_id = (out / "raw" / "LATEST").read_text().strip()
+    archived = tree_digest(out, f"raw/{snapshot_id}")
+    # cp -p over the source file: same inode, content changed in place.
+    edited = tmp_path / "edited.json"
+    edited.write_text((source / "index.json").read_text().replace("\n", "\n ", 1))
+    subprocess.run(["cp", "-p", str(edited), str(source / "index.json")], check=True)
+    assert tree_digest(out, f"raw/{snapshot_id}") == archived
+    assert cli("ingest", "--out", out, "--snapshot", snapshot_id).returncode == 0
+
+
+def test_a_trickling_server_cannot_extend_the_deadline(server, tmp_path: Path) -> None:
+    base, _ = server
+    url = f"{base}{SERVED}"
+    FaultyHandler.trickling.add(f"{SERVED}/index.json")
+    started = time.monotonic()
+    result = cli("refresh", "--source", url, "--out", tmp_path / "out", "--timeout", "1.5")
+    assert result.returncode == 1
+    assert "index.json: timed out: not received within 1.5 s" in result.stderr
+    assert time.monotonic() - started < 6
+
+
+def test_a_whole_fetch_deadline_holds_too(server, tmp_path: Path) -> None:
+    base, _ = server
+    url = f"{base}{SERVED}"
+    FaultyHandler.trickling.add(f"{SERVED}/index.json")
+    result = cli("refresh", "--source", url, "--out", tmp_path / "out", "--fetch-deadline", "1")
+    assert result.returncode == 1
+    assert "the fetch did not finish within its 1 s deadline" in result.stderr
+
+
+def test_an_endless_body_is_streamed_to_disk_not_held_in_memory(server, tmp_path: Path) -> None:
+    base, _ = server
+    url = f"{base}{SERVED}"
+    FaultyHandler.endless.add(f"{SERVED}/index.json")
+    cap = 200 * 1024 * 1024
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    result = cli_process("refresh", "--source", url, "--out", tmp_path / "out", "--max-file-bytes", str(cap))
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert result.returncode == 1
+    assert f"index.json: larger than the size cap of {cap} bytes" in result.stderr
+    # The child's peak stays far below the 200 MiB it received (it would be above it if held).
+    assert peak_kib < 120 * 1024 or peak_kib == before, peak_kib
+    assert not list((tmp_path / "out" / "raw").glob(".staging-*"))
+
+
+def test_a_declared_length_over_the_cap_is_refused_before_reading(server, tmp_path: Path) -> None:
+    base, _ = server
+    url = f"{base}{SERVED}"
+    FaultyHandler.huge_length.add(f"{SERVED}/index.json")
+    started = time.monotonic()
+    result = cli("refresh", "--source", url, "--out", tmp_path / "out")
+    assert result.returncode == 1
+    assert "(Content-Length 1000000000000)" in result.stderr
+    assert time.monotonic() - started < 4

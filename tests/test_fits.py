@@ -15,7 +15,12 @@ from pipeline.build import build
 from pipeline.cli import main
 from conftest import NEWEST, read_json, snapshot_id
 
-LogisticModel = pytest.importorskip("mlenergy.data.modeling").LogisticModel
+
+
+@pytest.fixture(scope="module")
+def LogisticModel() -> Any:  # noqa: N802 - the toolkit's class, under its own name
+    """The reference: the leaderboard toolkit's own fit (PyPI mlenergy-data, in the interop extra)."""
+    return pytest.importorskip("mlenergy.data.modeling").LogisticModel
 
 TOKEN_TASKS = ("gpqa", "lm-arena-chat", "sourcegraph-fim", "image-chat", "video-chat")
 # The raw fields each token quantity is read from, and how the figure is made from it.
@@ -92,8 +97,10 @@ def sample(fits: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
     return fitted[::every]
 
 
-@pytest.mark.parametrize("every", [pytest.param(12, id="a twelfth"), pytest.param(1, id="all", marks=pytest.mark.slow)])
-def test_fits_equal_the_toolkits_on_the_raw_points(fits, every):
+# The toolkit's sigmoid overflows np.exp on steep grid points (harmlessly: 1 / inf is 0); it warns each time.
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+@pytest.mark.parametrize("every", [pytest.param(24, id="a 24th"), pytest.param(1, id="all", marks=pytest.mark.slow)])
+def test_fits_equal_the_toolkits_on_the_raw_points(fits, every, LogisticModel):
     """Predictions as mlenergy-data's LogisticModel.fit gives them on the same points, within the
     documented tolerance of 1 % at every measured point."""
     curves = raw_curves()
@@ -111,8 +118,9 @@ def test_fits_equal_the_toolkits_on_the_raw_points(fits, every):
     assert compared == len(range(0, 94 * len(RAW), every))
 
 
-@pytest.mark.parametrize("every", [pytest.param(12, id="a twelfth"), pytest.param(1, id="all", marks=pytest.mark.slow)])
-def test_errors_and_flags_rederived(fits, every):
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+@pytest.mark.parametrize("every", [pytest.param(24, id="a 24th"), pytest.param(1, id="all", marks=pytest.mark.slow)])
+def test_errors_and_flags_rederived(fits, every, LogisticModel):
     curves = raw_curves()
     fitted = agreeing = 0
     unfitted = [fit for fit in fits if fit["L"] is None] if every == 1 else []

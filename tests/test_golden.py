@@ -1,12 +1,15 @@
 """The export reproduces the user's golden file byte for byte, through the CLI and through make; a
 refresh or a make with nothing changed does no work."""
 
+import hashlib
+import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import msgspec
-from conftest import NEWEST, PROJECT, SEED, SEED_AS_OF, SEED_RETRIEVED, tree_digest
+from conftest import NEWEST, PROJECT, SEED, SEED_AS_OF, SEED_RETRIEVED, cli, copy_build, tree_digest
 
 from pipeline.paths import Paths
 
@@ -44,9 +47,8 @@ def _mtimes(out: Path) -> dict[Path, int]:
     return {path: path.lstat().st_mtime_ns for path in out.rglob("*") if path.name != ".lock"}
 
 
-def test_refresh_rerun_on_unchanged_input_does_no_work(tmp_path: Path, run_cli) -> None:
-    out = tmp_path / "out"
-    assert run_cli("refresh", "--source", NEWEST, "--out", out).exit_code == 0
+def test_refresh_rerun_on_unchanged_input_does_no_work(tmp_path: Path, run_cli, plain_build: Paths) -> None:
+    out = copy_build(plain_build, tmp_path / "out")  # what the first refresh publishes
     first, mtimes = tree_digest(out, "index", "parquet", "raw"), _mtimes(out)
     rerun = run_cli("refresh", "--source", NEWEST, "--out", out)
     assert rerun.exit_code == 0
@@ -56,9 +58,8 @@ def test_refresh_rerun_on_unchanged_input_does_no_work(tmp_path: Path, run_cli) 
     assert _mtimes(out) == mtimes
 
 
-def test_a_refresh_after_another_write_builds_again(tmp_path: Path, run_cli) -> None:
-    out = tmp_path / "out"
-    assert run_cli("refresh", "--source", NEWEST, "--out", out).exit_code == 0
+def test_a_refresh_after_another_write_builds_again(tmp_path: Path, run_cli, plain_build: Paths) -> None:
+    out = copy_build(plain_build, tmp_path / "out")
     first = tree_digest(out, "index")
     assert run_cli("build", "--out", out, "--itl-deadline-ms", "50").exit_code == 0
     assert run_cli("export", "--out", out).exit_code == 0
@@ -68,23 +69,54 @@ def test_a_refresh_after_another_write_builds_again(tmp_path: Path, run_cli) -> 
     assert tree_digest(out, "index") == first
 
 
-def test_make_follows_a_changed_source_file_and_not_a_touched_one(tmp_path: Path, source_copy: Path) -> None:
+def test_a_refresh_follows_a_changed_source_file_and_not_a_touched_one(tmp_path: Path, source_copy: Path) -> None:
     out = tmp_path / "out"
+    seed_dates = ("--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED)
     # Without commit facts the snapshot's id follows its content, so an edited file is a new snapshot.
     (source_copy / "snapshot.json").unlink()
-    assert _make(out, f"SOURCE={source_copy}").returncode == 0
+    assert cli("refresh", "--source", source_copy, "--out", out, *seed_dates).returncode == 0
     task_file = source_copy / "tasks" / "gpqa.json"
     # A touch: a new mtime (and ctime) with the same content, set rather than waited for.
     stat = task_file.stat()
     os.utime(task_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
-    touched = _make(out, f"SOURCE={source_copy}")
+    touched = cli("refresh", "--source", source_copy, "--out", out, *seed_dates)
     assert touched.returncode == 0, touched.stderr
     assert "nothing to do" in touched.stderr and "ingest:" not in touched.stderr
-    assert "nothing to do" in _make(out, f"SOURCE={source_copy}").stderr
+    assert "nothing to do" in cli("refresh", "--source", source_copy, "--out", out, *seed_dates).stderr
 
     document = msgspec.json.decode(task_file.read_bytes())
     document["configurations"][0]["avg_power_watts"] *= 0.5
     task_file.write_bytes(msgspec.json.format(msgspec.json.encode(document), indent=2))
-    changed = _make(out, f"SOURCE={source_copy}")
+    changed = cli("refresh", "--source", source_copy, "--out", out, *seed_dates)
     assert changed.returncode == 0, changed.stderr
     assert "ingest:" in changed.stderr
+
+
+# The diffusion files' provenance sentence before it was corrected, exactly as the export wrote it.
+OLD_DIFFUSION_SENTENCE = ("{count} stable configurations: the leaderboard publishes the runs that passed its stability "
+                          "filter; every run, including the unstable ones, is in the gated Hugging Face dataset "
+                          "ml-energy/benchmark-v3")
+
+
+def test_the_diffusion_files_change_in_their_provenance_sentence_only(newest_build: Paths) -> None:
+    from pipeline.source_card import load_source_card
+
+    before = json.loads((Path(__file__).parent / "index_sha256_before_diffusion_wording.json").read_text())
+    sentence = load_source_card().diffusion.configurations
+    assert "stability filter applies to LLM runs only" in sentence and "passed its" not in sentence
+    pattern = re.compile(re.escape(json.dumps(sentence)).replace(re.escape("{count}"), r"(\d+)"))
+    # version 1's files (the index format's version 2 and the JSON Schemas sit beside them in v2/ and schema/)
+    files = {p.relative_to(newest_build.index_dir).as_posix(): p for p in newest_build.index_dir.rglob("*.json")
+             if p.relative_to(newest_build.index_dir).parts[0] not in ("v2", "schema")}
+    assert sorted(files) == sorted(before)
+    changed = []
+    for name, path in sorted(files.items()):
+        text = path.read_text(encoding="utf-8")
+        diffusion = name.split("/")[0] in ("text-to-image", "text-to-video")
+        assert ("passed its stability filter" in text) != diffusion, name
+        if diffusion:
+            text, count = pattern.subn(lambda m: json.dumps(OLD_DIFFUSION_SENTENCE.format(count=m.group(1))), text)
+            assert count == 1, name
+            changed.append(name)
+        assert hashlib.sha256(text.encode()).hexdigest() == before[name], f"{name} changed beyond the sentence"
+    assert len(changed) > 10

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import NEWEST, PROJECT
+from conftest import NEWEST, PROJECT, shared_folder
 
 from pipeline.cli import main
 from pipeline.paths import Paths
@@ -18,14 +18,17 @@ from history_chain import chain  # noqa: E402
 STORED = ("configuration_changes", "index_changes")
 
 
-@pytest.fixture(scope="module")
-def six(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    return chain(NEWEST, tmp_path_factory.mktemp("chain") / "snapshots", 6, seed=3)
+@pytest.fixture(scope="session")
+def six(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> list[Path]:
+    folder = shared_folder(tmp_path_factory, worker_id, "chain-6",
+                           lambda folder: chain(NEWEST, folder / "snapshots", 6, seed=3))
+    return sorted(path for path in (folder / "snapshots").iterdir() if path.is_dir())
 
 
-@pytest.fixture(scope="module")
-def in_order(six: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Paths:
-    return history(tmp_path_factory.mktemp("in-order") / "out", *six)
+@pytest.fixture(scope="session")
+def in_order(six: list[Path], tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Paths:
+    return Paths(shared_folder(tmp_path_factory, worker_id, "chain-6-in-order",
+                               lambda folder: history(folder / "out", *six)) / "out")
 
 
 def rows(paths: Paths, sql: str, *parameters: object) -> list[tuple]:
@@ -120,3 +123,10 @@ def test_a_refresh_appends_to_the_published_database_and_equals_a_full_build(
     rebuilt = everything(Paths(out))
     assert sorted(rebuilt) == sorted(appended)
     assert [name for name in appended if rebuilt[name] != appended[name]] == []
+
+
+def test_the_pair_tables_are_the_stored_tables_of_consecutive_pairs() -> None:
+    from pipeline.build import STORED
+    from pipeline.paths import PAIR_TABLES
+
+    assert sorted(table for table, (_, kind) in STORED.items() if kind == "pair") == sorted(PAIR_TABLES)

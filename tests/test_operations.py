@@ -1,22 +1,33 @@
 """Operating guarantees: readers are never blocked or shown a mix, refreshes never interleave, and a
-refresh killed at any point leaves the last good build intact."""
+refresh killed at any point leaves the last good build intact, a full or read-only disk is one clear line,
+and published files honour the umask."""
 
 import fcntl
 import json
+import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import pytest
-from conftest import BUILD_OUTPUTS, NEWEST, SNAPSHOTS, refresh_args, tree_digest
+from conftest import (
+    BUILD_OUTPUTS,
+    CLI,
+    NEWEST,
+    SNAPSHOTS,
+    cli,
+    copy_build,
+    published_snapshot,
+    refresh_args,
+    tree_digest,
+)
 
 from pipeline.cli import main
 from pipeline.paths import Paths
 
 OLDER = next(path for path in SNAPSHOTS if path.name == "2025-12-01-f74deb8")
-CLI = str(Path(sys.executable).with_name("energy-index"))
 
 READER = """
 import sys, duckdb
@@ -29,14 +40,8 @@ for line in sys.stdin:
 """
 
 
-def published_snapshot(out: Path) -> str:
-    with duckdb.connect(str(out / "energy_index.duckdb"), read_only=True) as connection:
-        return connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
-
-
-def test_a_reader_holding_the_database_keeps_its_view_and_does_not_block(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    assert main(refresh_args(OLDER, out)) == 0
+def test_a_reader_holding_the_database_keeps_its_view_and_does_not_block(tmp_path: Path, snapshot_refresh) -> None:
+    out = copy_build(snapshot_refresh(OLDER), tmp_path / "out")
     reader = subprocess.Popen(
         [sys.executable, "-c", READER, str(out / "energy_index.duckdb")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -57,9 +62,8 @@ def test_a_reader_holding_the_database_keeps_its_view_and_does_not_block(tmp_pat
     assert list(out.rglob("*.wal")) == []
 
 
-def test_a_second_writer_is_refused_while_the_lock_is_held(tmp_path: Path, run_cli) -> None:
-    out = tmp_path / "out"
-    assert run_cli(*refresh_args(NEWEST, out)).exit_code == 0
+def test_a_second_writer_is_refused_while_the_lock_is_held(tmp_path: Path, run_cli, plain_build: Paths) -> None:
+    out = copy_build(plain_build, tmp_path / "out")
     digest = tree_digest(out, *BUILD_OUTPUTS)
     with open(Paths(out).lock_file, "w") as holder:
         fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -129,10 +133,10 @@ sys.exit(main(sys.argv[5:]))
     ],
 )
 def test_killing_a_refresh_leaves_the_last_good_build(
-    tmp_path: Path, target: str, attribute: str, when: str, nth: int, published: bool
+    tmp_path: Path, target: str, attribute: str, when: str, nth: int, published: bool, plain_build: Paths,
+    snapshot_refresh,
 ) -> None:
-    out = tmp_path / "out"
-    assert main(refresh_args(NEWEST, out)) == 0
+    out = copy_build(plain_build, tmp_path / "out")
     digest = tree_digest(out, *BUILD_OUTPUTS)
     killed = subprocess.run(
         [sys.executable, "-c", KILLER, target, attribute, when, str(nth), *refresh_args(OLDER, out, "--as-index")],
@@ -142,11 +146,67 @@ def test_killing_a_refresh_leaves_the_last_good_build(
     if published:
         # The switch is one rename: all of the new build, the same as a refresh of OLDER from scratch.
         assert published_snapshot(out) == OLDER.name
-        assert main(refresh_args(OLDER, tmp_path / "clean")) == 0
-        assert tree_digest(tmp_path / "clean", "index") == tree_digest(out, "index")
+        assert tree_digest(snapshot_refresh(OLDER).out, "index") == tree_digest(out, "index")
     else:
         assert tree_digest(out, *BUILD_OUTPUTS) == digest
         assert published_snapshot(out) == NEWEST.name
     assert main(refresh_args(OLDER, out, "--as-index")) == 0
     assert published_snapshot(out) == OLDER.name
     assert [p.name for p in Paths(out).generations_dir.iterdir() if not p.name.isdigit()] == []
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(mount)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a small tmpfs is not permitted here: {mounted.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_is_one_clear_line_and_the_publish_survives(small_disk: Path, plain_build: Paths) -> None:
+    out = copy_build(plain_build, small_disk / "out")
+    published = tree_digest(out, *BUILD_OUTPUTS)
+    filler = small_disk / "filler"
+    subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M", "count=40"], capture_output=True)
+    result = cli("refresh", "--source", NEWEST, "--out", out, "--itl-deadline-ms", "250")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("energy-index: error:")]
+    assert len(error_lines) == 1
+    assert "no space left on the device; free some space and run again" in error_lines[0]
+    assert f"the last published build in {out} is unchanged" in error_lines[0]
+    filler.unlink()
+    assert tree_digest(out, *BUILD_OUTPUTS) == published
+    assert cli("refresh", "--source", NEWEST, "--out", out, "--itl-deadline-ms", "250").returncode == 0
+
+
+def test_a_read_only_file_system_is_one_clear_line(small_disk: Path, plain_build: Paths) -> None:
+    out = copy_build(plain_build, small_disk / "out")
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    result = cli("refresh", "--source", NEWEST, "--out", out, "--itl-deadline-ms", "250")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "read-only file system; choose an --out on a writable file system" in result.stderr
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002])
+def test_published_files_honour_the_umask(tmp_path: Path, umask: int) -> None:
+    out = tmp_path / "out"
+    previous = os.umask(umask)  # as cron's or a login shell's would be
+    try:
+        assert cli("refresh", "--source", NEWEST, "--out", out).returncode == 0
+    finally:
+        os.umask(previous)
+    expected = 0o666 & ~umask
+    published = [
+        out / "current" / "refresh.json", out / "raw" / "LATEST", out / "current" / "energy_index.duckdb",
+        *(out / "current" / "parquet").rglob("*.parquet"), *(out / "current" / "index").rglob("*.json"),
+        *(out / "raw").rglob("manifest.json"), *(out / "raw").rglob("tasks/*.json"),
+    ]
+    modes = {str(path.relative_to(out)): oct(path.stat().st_mode & 0o777) for path in published}
+    assert set(modes.values()) == {oct(expected)}, modes

@@ -1,14 +1,12 @@
 """README.md is the entry point: short, and what it shows a first run printing is what a first run prints."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import NEWEST, PROJECT
+import pytest
+from conftest import NEWEST, PROJECT, cli
 
 README = (PROJECT / "README.md").read_text(encoding="utf-8")
-CLI = str(Path(sys.executable).with_name("energy-index"))
 MOST_LINES = 300
 
 
@@ -28,12 +26,10 @@ def test_the_readme_is_an_entry_point_not_a_manual() -> None:
     assert not re.search(r"\bissue \d+", README, re.IGNORECASE)
 
 
-def test_the_readme_shows_what_a_first_run_prints(tmp_path: Path) -> None:
+def test_the_readme_shows_what_a_first_run_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "build"
-    run = subprocess.run(
-        [CLI, "refresh", "--source", str(NEWEST), "--out", str(out)],
-        capture_output=True, text=True, cwd=tmp_path, check=False,
-    )
+    monkeypatch.chdir(tmp_path)
+    run = cli("refresh", "--source", NEWEST, "--out", out)
     assert run.returncode == 0, run.stderr
     printed = [_without_timings(line.replace(f"{out}/", "build/").replace(str(NEWEST), "../shared/upstream/ml-energy-leaderboard/2026-02-16-7885788"))
                for line in run.stderr.splitlines()]

@@ -3,6 +3,8 @@ rebuild gives the same bytes, the checksums hold and the data load in DuckDB and
 
 import hashlib
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,13 +13,11 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-
-from conftest import write_once
+from conftest import NEWEST, PROJECT, cli, write_once
 
 from pipeline.paths import Paths
 from pipeline.release import RELEASE_TABLES
 
-CLI = str(Path(sys.executable).with_name("energy-index"))
 BIN = Path(sys.executable).parent
 
 
@@ -77,7 +77,7 @@ def test_a_rebuilt_release_is_byte_identical(release: Path, history_build: Paths
     # tests reading it on the other worker.
     copy = tmp_path / "out"
     shutil.copytree(history_build.out, copy, symlinks=True, ignore=shutil.ignore_patterns("raw", "release", ".lock"))
-    again = subprocess.run([CLI, "release", "--out", str(copy)], capture_output=True, text=True)
+    again = cli("release", "--out", copy)
     assert again.returncode == 0, again.stderr
     first = copy / "release" / release.name
     assert sorted(p.relative_to(first) for p in first.rglob("*")) == sorted(p.relative_to(release) for p in release.rglob("*"))
@@ -149,3 +149,105 @@ def test_the_release_carries_the_boundaries_with_each_factors_source(release: Pa
     assert boundaries.num_rows == 3 * best.num_rows
     adapter = json.loads((release / "adapters" / "ecologits.json").read_text())
     assert adapter["boundary"].startswith("gpu_only") and "twice" in adapter["boundary"]
+
+
+DOCS = PROJECT / "docs" / "release.md"
+
+
+def release_of(build: Paths, out: Path) -> Path:
+    """A release of `build`'s database, written in an OUT of its own (hard links to the build's files),
+    so that the shared build is only read and its lock never taken."""
+    generation = out / "current"
+    generation.mkdir(parents=True)
+    os.link(build.database, generation / "energy_index.duckdb")
+    shutil.copytree(build.index_dir, generation / "index", copy_function=os.link)
+    made = cli("release", "--out", out)
+    assert made.returncode == 0, made.stderr
+    return out / "release" / NEWEST.name
+
+
+@pytest.fixture(scope="module")
+def releases(newest_build: Paths, history_build: Paths, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("releases")
+    return release_of(newest_build, root / "one"), release_of(history_build, root / "eleven")
+
+
+def test_a_release_has_the_same_bytes_whatever_else_the_database_holds(releases: tuple[Path, Path]) -> None:
+    one, eleven = releases
+    files = sorted(p.relative_to(one).as_posix() for p in one.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(eleven).as_posix() for p in eleven.rglob("*") if p.is_file())
+    differing = [name for name in files if (one / name).read_bytes() != (eleven / name).read_bytes()]
+    # CHANGES.md lists the changes since the snapshot before, which a one-snapshot database lacks.
+    assert differing == ["CHANGES.md", "SHA256SUMS"]
+
+    def sums(release: Path) -> list[str]:
+        return [line for line in (release / "SHA256SUMS").read_text().splitlines() if not line.endswith("  CHANGES.md")]
+
+    assert sums(one) == sums(eleven) and len(sums(one)) == len(files) - 2
+
+
+def test_the_ecologits_refit_gives_the_same_floats_run_after_run(history_build: Paths) -> None:
+    with duckdb.connect(str(history_build.database), read_only=True) as connection:
+        connection.execute("set threads = 4")
+        results = {
+            tuple(connection.execute("select * from ecologits_refit order by all").fetchall()) for _ in range(20)
+        }
+    assert len(results) == 1 and len(next(iter(results))) > 50
+
+
+def test_release_files_are_named_after_the_views_they_hold(releases: tuple[Path, Path], newest_build: Paths) -> None:
+    one, _ = releases
+    package = json.loads((one / "datapackage.json").read_text())
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        views = {row[0] for row in connection.execute("select view_name from duckdb_views() where not internal").fetchall()}
+        tables = {row[0] for row in connection.execute("select table_name from duckdb_tables() where not internal").fetchall()}
+    stems = sorted(Path(resource["path"]).stem for resource in package["resources"])
+    assert stems == sorted(Path(p).stem for p in os.listdir(one / "data") if p.endswith(".csv"))
+    for resource in package["resources"]:
+        stem = Path(resource["path"]).stem
+        kind = "view" if stem in views else "reference table" if stem in tables else None
+        assert kind and resource["description"].startswith(f"The {kind} {stem} "), stem
+    assert "configurations" in stems and "diffusion_configurations_current" in stems
+
+
+def test_the_documented_typed_reads_give_every_release_csv_column_its_declared_type(releases: tuple[Path, Path]) -> None:
+    import pandas as pd
+    pl = pytest.importorskip("polars", reason="the interop extra is not installed (make test installs it)")
+
+    one, _ = releases
+    blocks = re.findall(r"^```python\n(.*?)^```", DOCS.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    block = next((block for block in blocks if "curves_pl" in block), None)
+    assert block, f"{DOCS} has no typed CSV read"
+    code = block.replace("build/release/2026-02-16-7885788", str(one))
+    namespace: dict = {}
+    exec(compile(code, str(DOCS), "exec"), namespace)  # noqa: S102 (our own docs)
+    assert namespace["curves_pl"].height == namespace["curves_pd"].shape[0] > 0
+    # The same calls on every CSV of the release.
+    polars_read = re.search(r"pl\.read_csv\(f\"\{release\}/data/efficiency_curves\.csv\", (.*)\)", code).group(1)
+    pandas_read = re.search(r"pd\.read_csv\(f\"\{release\}/data/efficiency_curves\.csv\", (.*)\)", code).group(1)
+    polars_types = {"integer": {"Int64"}, "number": {"Float64", "Int64"}, "boolean": {"Boolean"}, "string": {"String"}}
+    pandas_types = {"integer": {"int64[pyarrow]"}, "number": {"double[pyarrow]", "int64[pyarrow]"},
+                    "boolean": {"bool[pyarrow]"}, "string": {"string[pyarrow]"}}
+    package = json.loads((one / "datapackage.json").read_text())
+    wrong = []
+    for resource in package["resources"]:
+        path = one / resource["path"]
+        by_polars = eval(f"pl.read_csv(path, {polars_read})", {"pl": pl, "path": path})  # noqa: S307
+        by_pandas = eval(f"pd.read_csv(path, {pandas_read})", {"pd": pd, "path": path})  # noqa: S307
+        for field in resource["schema"]["fields"]:
+            name, declared = field["name"], field["type"]
+            if str(by_polars.schema[name]) not in polars_types[declared]:
+                wrong.append(f"polars {resource['path']}:{name} {declared} -> {by_polars.schema[name]}")
+            if str(by_pandas.dtypes[name]) not in pandas_types[declared]:
+                wrong.append(f"pandas {resource['path']}:{name} {declared} -> {by_pandas.dtypes[name]}")
+    assert wrong == []
+
+
+def test_the_release_citation_names_every_author_of_the_paper(releases: tuple[Path, Path]) -> None:
+    import yaml
+
+    one, _ = releases
+    citation = yaml.safe_load((one / "CITATION.cff").read_text())
+    authors = [(a["given-names"], a["family-names"]) for a in citation["preferred-citation"]["authors"]]
+    assert authors == [("Jae-Won", "Chung"), ("Jeff J.", "Ma"), ("Ruofan", "Wu"), ("Jiachen", "Liu"),
+                       ("Oh Jun", "Kweon"), ("Yuxuan", "Xia"), ("Zhiyu", "Wu"), ("Mosharaf", "Chowdhury")]

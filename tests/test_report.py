@@ -98,7 +98,8 @@ def table_rows(page: Path, task: str, css_class: str) -> list[list[str]]:
     section = re.search(rf'<section id="{task}">(.*?)</section>', page.read_text(encoding="utf-8"), re.S).group(1)
     table = re.search(rf'<table class="sortable {css_class}">(.*?)</table>', section, re.S).group(1)
     body = table.split("<tbody>")[1]
-    return [[html.unescape(re.sub(r"<[^>]+>", "", cell)) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+    return [[html.unescape(re.sub(r"<[^>]+>", "", re.sub(r'<span class="config">.*?</span>', "", cell)))
+             for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
             for row in re.findall(r"<tr>(.*?)</tr>", body)]
 
 

@@ -97,7 +97,7 @@ def test_a_model_page_draws_its_stored_fits_and_says_how_good_they_are(report: P
         assert [(row["batch_limit"], row["n_repeats"]) for row in measured] == [e[:2] for e in expected]
         for row, (_, _, wh) in zip(measured, expected):
             assert row["wh_per_unit"] == pytest.approx(wh, rel=5e-3, abs=1e-4)
-        # The line: the stored logistic, from the smallest to the largest measured batch limit; dashed and
+        # The line: the stored logistic, from the smallest to the largest measured batch limit; thin and
         # grey (is_fit_for_use false) where not fit for use; none where nothing was fitted.
         line = [row for row in panel if row["kind"] == "fitted"]
         if fit["L"] is None:

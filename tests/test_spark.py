@@ -17,6 +17,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 import sqlglot
+from conftest import cli
 from sqlglot import exp
 
 from pipeline.build import REFERENCE_TABLES, view_files
@@ -118,13 +119,11 @@ def test_the_reference_tables_are_published_as_parquet_with_the_databases_rows(n
 
 def test_the_cli_writes_the_script_and_refuses_a_folder_without_a_build(newest_build: Paths, tmp_path: Path) -> None:
     target = tmp_path / "views.sql"
-    written = subprocess.run([CLI, "spark-sql", "--out", str(newest_build.out), "--output", str(target)],
-                             capture_output=True, text=True, timeout=120)
+    written = cli("spark-sql", "--out", newest_build.out, "--output", target)
     assert written.returncode == 0, written.stderr
     assert f"temporary views -> {target}" in written.stderr
     assert target.read_text() == spark_sql(newest_build)
-    missing = subprocess.run([CLI, "spark-sql", "--out", str(tmp_path / "nothing")], capture_output=True, text=True,
-                             timeout=120)
+    missing = cli("spark-sql", "--out", tmp_path / "nothing")
     assert missing.returncode == 1 and missing.stdout == ""
     assert "no published build to describe" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
 

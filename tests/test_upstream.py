@@ -57,13 +57,13 @@ def folder_facts(short_sha: str) -> dict[str, str]:
     return facts
 
 
-def test_make_follows_the_upstream_asks_once_when_unchanged_and_takes_a_new_commit(
-    github: FakeGitHub, tmp_path: Path
+def test_a_refresh_follows_the_upstream_asks_once_when_unchanged_and_takes_a_new_commit(
+    github: FakeGitHub, tmp_path: Path, run_cli
 ) -> None:
     github.commits = [COMMITS["f76e8d3"], COMMITS["82e15a4"], COMMITS["0578467"]]
     out = tmp_path / "out"
-    first = make(out)
-    assert first.returncode == 0, first.stderr
+    first = run_cli("refresh", "--out", out, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED)
+    assert first.exit_code == 0, first.stderr
     # The newest commit: its UTC date is a day after its committer's (2026-02-13T19:02:00-05:00).
     assert (out / "current" / "refresh.json").is_file() and snapshot_ids(out) == ["2026-02-14-0578467"]
     manifest = read_json(Paths(out).raw_snapshot("2026-02-14-0578467") / "manifest.json")
@@ -77,17 +77,17 @@ def test_make_follows_the_upstream_asks_once_when_unchanged_and_takes_a_new_comm
     # Nothing new upstream: one conditional request, answered 304, and not a file of OUT touched.
     github.requests.clear()
     before, digest = mtimes(out), tree_digest(out, ".")
-    second = make(out)
-    assert second.returncode == 0, second.stderr
+    second = run_cli("refresh", "--out", out, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED)
+    assert second.exit_code == 0, second.stderr
     assert "nothing to do" in second.stderr
     assert [(r["path"], r["if_none_match"] is not None) for r in github.requests] == [(listing, True)]
     assert mtimes(out) == before and tree_digest(out, ".") == digest
 
-    # A new commit upstream: fetched, ingested and published by the next make; its index is the seed's.
+    # A new commit upstream: fetched, ingested and published by the next refresh; its index is the seed's.
     github.commits.append(COMMITS["7885788"])
     github.requests.clear()
-    third = make(out)
-    assert third.returncode == 0, third.stderr
+    third = run_cli("refresh", "--out", out, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED)
+    assert third.exit_code == 0, third.stderr
     assert "refresh: published 2026-02-16-7885788" in third.stderr
     assert snapshot_ids(out) == ["2026-02-14-0578467", "2026-02-16-7885788"]
     exported = out / "index" / "lm-arena-chat" / "models" / SEED.name

@@ -3,8 +3,8 @@
 -- the figure per unit (wh_per_unit per unit_label, joules_per_unit), the batch limit (max_num_seqs or
 -- batch size), throughput, whether the configuration is within its latency limit (token: median ITL
 -- within the deadline; diffusion: batch latency within the ceiling), and its preference: the index's
--- tie-break as one key to order by, lowest energy, then fewer GPUs, the smaller batch, the earlier
--- repeat and entry. Every view that picks a best row (the index, tiers, runner-up, refit) orders by it.
+-- tie-break as one number to order by within a snapshot's task, lowest energy, then fewer GPUs, the
+-- smaller batch, the earlier repeat and entry. Every view that picks a best row (the index, tiers, runner-up, refit) orders by it.
 -- grain: one row per snapshot × task file entry
 -- key: snapshot_id, task, row_id, repeat
 create or replace view unified_configurations as
@@ -44,7 +44,9 @@ both_families as (
 select
     both_families.*,
     snapshot_id in (select snapshot_id from index_snapshot) as in_index_snapshot,
-    {
-        'energy': joules_per_unit, 'gpus': num_gpus, 'batch': batch_limit, 'repeat': repeat, 'entry': source_ordinal
-    } as preference
+    -- A number rather than a struct of the five, which SQLAlchemy and BI tools cannot type; within a
+    -- snapshot's task file, where every choice among configurations is made, it orders as they do.
+    row_number() over (
+        partition by snapshot_id, task order by joules_per_unit, num_gpus, batch_limit, repeat, source_ordinal
+    ) as preference
 from both_families;

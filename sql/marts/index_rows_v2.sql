@@ -14,9 +14,6 @@ with
 bounds as (
     select
         task, model_id, gpu,
-        max(case when boundary = 'gpu_only' then wh_per_unit_low end) as gpu_only_low,
-        max(case when boundary = 'gpu_only' then wh_per_unit_central end) as gpu_only_central,
-        max(case when boundary = 'gpu_only' then wh_per_unit_high end) as gpu_only_high,
         max(case when boundary = 'server' then wh_per_unit_low end) as server_low,
         max(case when boundary = 'server' then wh_per_unit_central end) as server_central,
         max(case when boundary = 'server' then wh_per_unit_high end) as server_high,
@@ -52,7 +49,8 @@ select
     case when r.n_repeats > 1 then r.wh_repeat_min end as range_low,
     case when r.n_repeats > 1 then r.wh_repeat_max end as range_high,
     r.runner_up_row_id, r.runner_up_wh_per_unit, r.margin_relative,
-    b.gpu_only_low, b.gpu_only_central, b.gpu_only_high,
+    -- gpu_only is the figure itself, whether or not the GPU has factors for the other boundaries.
+    r.wh_per_unit as gpu_only_low, r.wh_per_unit as gpu_only_central, r.wh_per_unit as gpu_only_high,
     b.server_low, b.server_central, b.server_high,
     b.facility_low, b.facility_central, b.facility_high,
     s.factor_low as server_factor_low, s.factor_central as server_factor_central,
@@ -72,9 +70,11 @@ select
     case when r.n_repeats > 1 then r.wh_repeat_min * r.responses_per_unit end as per_response_low,
     case when r.n_repeats > 1 then r.wh_repeat_max * r.responses_per_unit end as per_response_high
 from rows_with_ratios as r
-join bounds as b on b.task = r.task and b.model_id = r.model_id and b.gpu = r.gpu
-join boundary_factor_ranges as s on s.boundary = 'server' and s.gpu = r.gpu
-join boundary_factor_ranges as f on f.boundary = 'facility' and f.gpu = r.gpu
+-- A GPU without boundary factors (no rating) keeps its row, its server and facility boundaries null
+-- (validity code no_boundary_factors).
+left join bounds as b on b.task = r.task and b.model_id = r.model_id and b.gpu = r.gpu
+left join boundary_factor_ranges as s on s.boundary = 'server' and s.gpu = r.gpu
+left join boundary_factor_ranges as f on f.boundary = 'facility' and f.gpu = r.gpu
 left join codes as k on k.task = r.task and k.model_id = r.model_id and k.gpu = r.gpu
 left join energy_classes as e
     on r.family = 'token' and r.wh_per_unit >= e.lower_bound

@@ -34,5 +34,6 @@ where case v.code
     when 'below_stability_rule' then m.stability_ratio < v.threshold
     when 'near_stability_rule' then m.stability_ratio >= r.rule_threshold and m.stability_ratio < v.threshold
     when 'latency_tail' then m.latency_tail_ratio > v.threshold
+    when 'no_boundary_factors' then m.gpu not in (select gpu from boundary_factor_ranges)
     else false
 end;

@@ -1,0 +1,80 @@
+"""The table macros refuse an unknown snapshot, task, model or GPU naming the nearest ones, in every supported engine."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import NEWEST, PROJECT
+
+from pipeline.paths import Paths
+
+ENGINES = re.search(r"^ENGINE_VERSIONS := (.+)$", (PROJECT / "Makefile").read_text(), re.MULTILINE).group(1).split()
+
+
+MACRO_CHECK = r"""
+import json, sys
+import duckdb
+connection = duckdb.connect(sys.argv[1], read_only=True)
+outcome = {}
+for name, sql in json.loads(sys.argv[2]).items():
+    try:
+        outcome[name] = {"rows": len(connection.execute(sql).fetchall())}
+    except duckdb.Error as error:
+        outcome[name] = {"error": str(error).splitlines()[0]}
+print(json.dumps({"version": duckdb.__version__, "outcome": outcome}))
+"""
+
+
+NEWEST_ID = NEWEST.name
+
+
+MACRO_CALLS = {
+    "index_diff, unknown older": f"select * from index_diff('2026-02-16', '{NEWEST_ID}')",
+    "index_diff, both unknown": "select * from index_diff('a', 'b')",
+    "configuration_diff, unknown newer": f"select * from configuration_diff('{NEWEST_ID}', '2026-02-16-788578')",
+    "best_configurations_in, unknown": "select * from best_configurations_in('2026-02-1')",
+    "energy_at_concurrency, unknown model": "select * from energy_at_concurrency('gpqa', 'Qwen/Qwen3-8', 'H100', 100)",
+    "energy_at_concurrency, unknown task": "select * from energy_at_concurrency('chat', 'Qwen/Qwen3-8B', 'H100', 100)",
+    "energy_at_concurrency, unknown GPU": "select * from energy_at_concurrency('gpqa', 'Qwen/Qwen3-8B', 'h100', 100)",
+    # and the known ones still answer
+    "best_configurations_in": f"select * from best_configurations_in('{NEWEST_ID}')",
+    "best_configurations_in, every snapshot": "select * from best_configurations_in(null)",
+    "index_diff, one snapshot against itself": f"select * from index_diff('{NEWEST_ID}', '{NEWEST_ID}')",
+    "energy_at_concurrency": "select * from energy_at_concurrency('gpqa', 'Qwen/Qwen3-8B', 'H100', 100)",
+}
+
+
+EXPECTED = {
+    "index_diff, unknown older": {"error": f"Invalid Input Error: unknown snapshot '2026-02-16'; the nearest: {NEWEST_ID}"},
+    "index_diff, both unknown": {"error": f"Invalid Input Error: unknown snapshot 'a'; the nearest: {NEWEST_ID}"},
+    "configuration_diff, unknown newer": {
+        "error": f"Invalid Input Error: unknown snapshot '2026-02-16-788578'; the nearest: {NEWEST_ID}"},
+    "best_configurations_in, unknown": {"error": f"Invalid Input Error: unknown snapshot '2026-02-1'; the nearest: {NEWEST_ID}"},
+    "energy_at_concurrency, unknown model": {
+        "error": "Invalid Input Error: unknown model 'Qwen/Qwen3-8'; the nearest: Qwen/Qwen3-8B, Qwen/Qwen3-14B, Qwen/Qwen3-32B"},
+    "energy_at_concurrency, unknown task": {
+        "error": "Invalid Input Error: unknown task 'chat'; the nearest: image-chat, video-chat, lm-arena-chat"},
+    "energy_at_concurrency, unknown GPU": {"error": "Invalid Input Error: unknown GPU 'h100'; the nearest: H100, B200"},
+    "best_configurations_in": {"rows": 113},
+    "best_configurations_in, every snapshot": {"rows": 113},
+    "index_diff, one snapshot against itself": {"rows": 0},
+}
+
+
+@pytest.mark.parametrize("version", [*ENGINES, "project"])
+def test_every_macro_refuses_an_unknown_identifier_naming_the_nearest(version: str, newest_build: Paths) -> None:
+    python = Path(sys.executable) if version == "project" else PROJECT / ".engines" / f"duckdb-{version}" / "bin" / "python"
+    if not python.is_file():
+        pytest.fail(f"{python} is missing: make .engines/duckdb-{version}/.installed")
+    run = subprocess.run([str(python), "-c", MACRO_CHECK, str(newest_build.database), json.dumps(MACRO_CALLS)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert version == "project" or result["version"] == version
+    outcome = result["outcome"]
+    for name, expected in EXPECTED.items():
+        assert outcome[name] == expected, (result["version"], name)
+    assert outcome["energy_at_concurrency"]["rows"] >= 1
