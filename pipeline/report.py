@@ -34,7 +34,7 @@ from pipeline.export import TIER_FIELDS, energy_decimals, index_snapshot, task_p
 from pipeline.files import read_toml, staged_directory
 from pipeline.paths import Paths
 from pipeline.progress import each
-from pipeline.report_fits import fit_chart, fit_table
+from pipeline.report_fits import FIT_TABLE_TEXT, fit_chart, fit_table
 from pipeline.report_fits import gather as gather_fits
 from schemas import dictionary
 
@@ -328,10 +328,13 @@ def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str
         specs[chart_id := f"{task.task}-{chart.name}"] = chart.spec
         headings, values = fit_table(task, rows["fits"], task.decimals["wh_per_unit"])
         fits = [{key: value for key, value in row.items() if key != "panel"} for row in rows["fits"]]
-        parts += [heading(html.escape(chart.title), html.escape(chart.answers),
-                          downloads.add(chart_id, {"fits": fits, **chart.spec["datasets"]})),
-                  _table("fit-table", headings, [[_cell(value) for value in row] for row in values]),
-                  f'<div class="chart" id="{html.escape(chart_id)}"></div>']
+        charts_from = next((i for i, part in enumerate(parts) if 'class="chart"' in part), len(parts))
+        parts[charts_from:charts_from] = [  # the table with the other tables, before the charts
+            heading(*map(html.escape, FIT_TABLE_TEXT), downloads.add(f"{task.task}-fit-table", {"fits": fits})),
+            _table("fit-table", headings, [[_cell(value) for value in row] for row in values])]
+        parts.append(heading(html.escape(chart.title), html.escape(chart.answers),
+                             downloads.add(chart_id, chart.spec["datasets"]))
+                     + f'<div class="chart" id="{html.escape(chart_id)}"></div>')
     parts.append("</section>")
     return "".join(parts), specs
 

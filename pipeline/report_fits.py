@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.charts import Chart, ChartedTask, ChartText, _log, _series, alt, ambiguous_encodings
+from pipeline.charts import Chart, ChartedTask, ChartText, _log, _series, alt, ambiguous_encodings, log_ticks
 from pipeline.database import fetch_dicts
 from pipeline.fits import MAX_IN_SAMPLE_ERROR, MIN_POINTS, SATURATION_FRACTION
 
@@ -33,7 +33,7 @@ TEXT = ChartText(
             "Points: the measured batch limits of the index snapshot (repeats averaged); line: the logistic "
             "y = b0 + L·sigmoid(k·(log2 batch limit − x0)) of efficiency_curve_fits, drawn across the measured "
             "range only. In the GPU's colour where the fit is fit for use; thin and grey where it is not; "
-            "no line where too few points were measured. Each panel's heading, and the table below, say which.",
+            "no line where too few points were measured. Each panel's heading, and the fit table above, say which.",
 )
 
 
@@ -122,10 +122,16 @@ def fit_chart(task: ChartedTask, rows: dict[str, list[dict[str, Any]]],
     by_gpu = _series("gpu", gpus, [styles[gpu][0] for gpu in gpus], [styles[gpu][1] for gpu in gpus], "GPU",
                      symbolOpacity=1, orient="top", direction="horizontal")
     # Titles in lines a small panel holds: a title longer than its axis stretches the panel.
+    # Labelled ticks on the log axes (pipeline/charts.py: log_ticks): the batch limits' across the shared x;
+    # on the y of every panel its own points' (a panel's axis shows the ticks within its range).
+    x_ticks = log_ticks(row["batch_limit"] for row in rows["fit_points"])
+    y_ticks = sorted({tick for panel in panels for tick in log_ticks(
+        row["wh_per_unit"] for row in rows["fit_points"] if row["panel"] == panel)})
     x = alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False, padding=6),
-              title=textwrap.wrap(_log(task.batch_title), TITLE_WIDTH), axis=alt.Axis(format=",~g", tickCount=5))
+              title=textwrap.wrap(_log(task.batch_title), TITLE_WIDTH), axis=alt.Axis(format=",~g", values=x_ticks))
     y = alt.Y("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=6),
-              title=[*textwrap.wrap(task.unit_title, Y_TITLE_WIDTH), "(log scale)"], axis=alt.Axis(tickCount=4, format=",~g"))
+              title=[*textwrap.wrap(task.unit_title, Y_TITLE_WIDTH), "(log scale)"],
+              axis=alt.Axis(format=",~g", values=y_ticks))
     where = alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("deployment:N", title="deployment")
     # One dataset, each layer its rows: a facet of layers wants the data at the top.
     base = alt.Chart()
@@ -152,6 +158,13 @@ def fit_chart(task: ChartedTask, rows: dict[str, list[dict[str, Any]]],
     return Chart(CHART, TEXT.title, TEXT.answers, spec)
 
 
+FIT_TABLE_TEXT = (
+    "Fitted curves: how well each deployment's logistic fit follows its measured points",
+    "Whether each deployment's fit (efficiency_curve_fits, energy per output) is fit for use, and if not why, with "
+    "its largest miss of a measured point; its median errors at the measured points and at each interior point "
+    "left out; and, where it is fit for use, the energy floor and the batch limit beyond which batching saves "
+    "little. The chart at the end of the section draws the fits over the points.",
+)
 TABLE_HEADINGS = ("GPU", "deployment", "measured points", "batch limits measured", "the fit",
                   "in-sample median error (%)", "leave-one-out median error (%)", "energy floor ({unit})",
                   "batch limit beyond which batching saves < {saving}")
