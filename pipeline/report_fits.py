@@ -8,6 +8,7 @@ energy_from_fit); this module only words the status and lays the chart out. Colo
 colour; a fit not fit for use is drawn grey and thinner (not dashed: on these pages a dash marks a
 deployment), and a curve with too few points has no line."""
 
+import math
 import textwrap
 from typing import Any
 
@@ -122,40 +123,55 @@ def fit_chart(task: ChartedTask, rows: dict[str, list[dict[str, Any]]],
     by_gpu = _series("gpu", gpus, [styles[gpu][0] for gpu in gpus], [styles[gpu][1] for gpu in gpus], "GPU",
                      symbolOpacity=1, orient="top", direction="horizontal")
     # Titles in lines a small panel holds: a title longer than its axis stretches the panel.
-    # Labelled ticks on the log axes (pipeline/charts.py: log_ticks): the batch limits' across the shared x;
-    # on the y of every panel its own points' (a panel's axis shows the ticks within its range).
-    x_ticks = log_ticks(row["batch_limit"] for row in rows["fit_points"])
-    y_ticks = sorted({tick for panel in panels for tick in log_ticks(
-        row["wh_per_unit"] for row in rows["fit_points"] if row["panel"] == panel)})
+    # Labelled ticks on the log axes (pipeline/charts.py: log_ticks), each panel's own: a panel is a chart
+    # of its own (not a facet, whose panels share their ticks) so that a curve within a few per cent of
+    # its value is labelled as well as one across a decade.
     x = alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False, padding=6),
-              title=textwrap.wrap(_log(task.batch_title), TITLE_WIDTH), axis=alt.Axis(format=",~g", values=x_ticks))
-    y = alt.Y("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=6),
-              title=[*textwrap.wrap(task.unit_title, Y_TITLE_WIDTH), "(log scale)"],
-              axis=alt.Axis(format=",~g", values=y_ticks))
+              title=textwrap.wrap(_log(task.batch_title), TITLE_WIDTH),
+              axis=alt.Axis(format=",~g", values=log_ticks(row["batch_limit"] for row in rows["fit_points"])))
+    y_title = [*textwrap.wrap(task.unit_title, Y_TITLE_WIDTH), "(log scale)"]
     where = alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("deployment:N", title="deployment")
-    # One dataset, each layer its rows: a facet of layers wants the data at the top.
-    base = alt.Chart()
-    points = base.transform_filter("datum.kind == 'measured'").mark_point(filled=True, size=36, opacity=1).encode(
-        x=x, y=y, tooltip=[*where, alt.Tooltip("batch_limit:Q", title=task.batch_title),
-                           alt.Tooltip("n_repeats:Q", title="times measured"),
-                           alt.Tooltip("wh_per_unit:Q", title=f"energy, mean of the repeats ({task.unit_title})")],
-        **by_gpu)
     line_colour = alt.condition("datum.is_fit_for_use", by_gpu["color"], alt.value(UNFIT_COLOUR))
-    lines = base.transform_filter("datum.kind == 'fitted'").mark_line().encode(
-        x=x, y=alt.Y("fitted_wh_per_unit:Q"), color=line_colour, detail="deployment:N",
-        strokeWidth=alt.condition("datum.is_fit_for_use", alt.value(1.8), alt.value(UNFIT_WIDTH)),
-        tooltip=[*where, alt.Tooltip("batch_limit:Q", title=task.batch_title, format=",.4~g"),
-                 alt.Tooltip("fitted_wh_per_unit:Q", title=f"fitted energy ({task.unit_title})", format=",.4~g")])
-    chart = alt.layer(lines, points, data=alt.Data(name="fit_curves")).properties(width=185, height=130).facet(
-        alt.Facet("panel:N", title=None, sort=panels, header=alt.Header(
-            labelExpr="split(datum.value, '|')", labelFontSize=10, labelLimit=0, labelAlign="left",
-            labelAnchor="start")), columns=4).resolve_scale(y="independent")
+
+    def panel_chart(panel: str) -> Any:
+        y = alt.Y("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=6), title=y_title,
+                  axis=alt.Axis(format=",~g", values=_panel_ticks(
+                      [row["wh_per_unit"] for row in rows["fit_points"] if row["panel"] == panel])))
+        base = alt.Chart().transform_filter(alt.FieldEqualPredicate(field="panel", equal=panel))
+        points = base.transform_filter("datum.kind == 'measured'").mark_point(filled=True, size=36, opacity=1).encode(
+            x=x, y=y, tooltip=[*where, alt.Tooltip("batch_limit:Q", title=task.batch_title),
+                               alt.Tooltip("n_repeats:Q", title="times measured"),
+                               alt.Tooltip("wh_per_unit:Q", title=f"energy, mean of the repeats ({task.unit_title})")],
+            **by_gpu)
+        lines = base.transform_filter("datum.kind == 'fitted'").mark_line().encode(
+            x=x, y=alt.Y("fitted_wh_per_unit:Q"), color=line_colour, detail="deployment:N",
+            strokeWidth=alt.condition("datum.is_fit_for_use", alt.value(1.8), alt.value(UNFIT_WIDTH)),
+            tooltip=[*where, alt.Tooltip("batch_limit:Q", title=task.batch_title, format=",.4~g"),
+                     alt.Tooltip("fitted_wh_per_unit:Q", title=f"fitted energy ({task.unit_title})", format=",.4~g")])
+        return alt.layer(lines, points).properties(width=185, height=130, title=alt.TitleParams(
+            panel.split("|"), fontSize=10, fontWeight="normal", anchor="start", limit=0))
+
+    # One dataset at the top, each panel its rows.
+    chart = alt.concat(*map(panel_chart, panels), columns=4, data=alt.Data(name="fit_curves")).resolve_scale(
+        y="independent")
     spec = chart.to_dict(validate=True)
     spec["datasets"] = {"fit_curves": [{**row, "kind": "measured"} for row in rows["fit_points"]]
                                       + [{**row, "kind": "fitted"} for row in rows["fit_lines"]]}
     if problems := ambiguous_encodings(spec):
         raise ValueError(f"fit chart would not tell its GPUs apart: {problems}")
     return Chart(CHART, TEXT.title, TEXT.answers, spec)
+
+
+def _panel_ticks(values: list[float]) -> list[float]:
+    """A panel's energy ticks: log_ticks, and where that labels fewer than two values (points within a few
+    per cent of each other) the range's ends at three significant digits."""
+    ticks = log_ticks(values)
+    if len(ticks) >= 2 or not values:
+        return ticks
+    low, high = min(values), max(values)
+    scale = 10.0 ** (math.floor(math.log10(low)) - 2)
+    ends = [float(f"{math.ceil(low / scale) * scale:.3g}"), float(f"{math.floor(high / scale) * scale:.3g}")]
+    return sorted({*ticks, *(end for end in ends if low <= end <= high)})
 
 
 FIT_TABLE_TEXT = (
