@@ -155,6 +155,5 @@ help: ## this list
 	@echo 'Variables (make VAR=value), passed to the CLI, with its defaults (pipeline/settings.py):'
 	@$(VENV)/bin/python -m pipeline.settings 2>/dev/null || $(PYTHON) -m pipeline.settings
 	@echo 'Variables of this Makefile, as set now:'
-	@printf '  %-16s %s
-' OUT "$$EI_OUT" QUIET "$$EI_QUIET" HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" BENCH_BEFORE "$${EI_BENCH_BEFORE:--}" \
+	@printf '  %-16s %s\n' OUT "$$EI_OUT" QUIET "$$EI_QUIET" HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" BENCH_BEFORE "$${EI_BENCH_BEFORE:--}" \
 		N "$$EI_N" SCALE "$$EI_SCALE" SYNTH_SOURCE "$$EI_SYNTH_SOURCE" SYNTH_DIR "$$EI_SYNTH_DIR" VENV "$(VENV)"

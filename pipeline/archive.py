@@ -10,17 +10,20 @@ import contextlib
 import functools
 import os
 import re
+import shlex
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict
 
+import msgspec
+
 from pipeline import jsontext
-from pipeline.errors import NEXT_STEP, PipelineError
+from pipeline.errors import NEXT_STEP, PipelineError, command_name, out_option
 from pipeline.files import read_typed, replace_directory, write_bytes_atomic, write_json_atomic
-from pipeline.fingerprint import data_sha256
+from pipeline.fingerprint import data_sha256, file_sha256
 from pipeline.paths import Paths
 
 MANIFEST = "manifest.json"
@@ -159,14 +162,91 @@ def stat_key(stat: os.stat_result, path: Path, max_file_bytes: int) -> tuple[int
     return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
 
 
-def held_already(paths: Paths, snapshot_id: str, upstream: dict[str, str], files: list[FileEntry]) -> bool:
-    """True if OUT/raw already holds exactly this snapshot. Different content under the id of a
-    published snapshot is refused; under an unpublished one (a failed earlier fetch) it is replaced."""
+# What index.json and the task files name: the files a whole snapshot holds.
+_Index = msgspec.defstruct("_Index", [("tasks", list[str])])
+_TaskFile = msgspec.defstruct("_TaskFile", [("configurations", list[msgspec.defstruct("_Row", [("model_id", str)])])])
+
+
+def named_files(folder: Path) -> Iterator[str]:
+    """The files a snapshot folder's index.json names: each task's file (tasks/<task>.json) and each of
+    its models' file (models/<model>__<task>.json, from the rows of the task file, when it is there)."""
+    from schemas.rules import MODEL_ID_PATTERN
+
+    tasks = read_typed(folder / "index.json", _Index, "index.json").tasks
+    if not all(dictionary_pattern("tasks", "task").match(task) for task in tasks):
+        raise PipelineError("index.json: field 'tasks' must be a list of task names (lower-case, digits, '-')")
+    for task in tasks:
+        yield (name := f"tasks/{task}.json")
+        if not (folder / name).is_file():
+            continue
+        for model_id in sorted({row.model_id for row in read_typed(folder / name, _TaskFile, name).configurations}):
+            if not re.fullmatch(MODEL_ID_PATTERN, model_id):
+                raise PipelineError(f"{name}: model_id {model_id!r} would not give a safe file name")
+            yield f"models/{model_id.replace('/', '__')}__{task}.json"
+
+
+def archive_damage(paths: Paths, snapshot_id: str, *, full: bool) -> str | None:
+    """What is wrong with the archived copy OUT/raw/<snapshot_id> against its manifest, or None when it is
+    whole: a file missing or of another size (the cheap check, by stat), or, when `full`, of another sha256,
+    or (fetched from a URL, where the commit's tree is the whole snapshot) lacking a file its index.json names."""
+    directory = paths.raw_snapshot(snapshot_id)
+    try:
+        manifest = read_manifest(directory)
+    except PipelineError:
+        return "its manifest is missing or unreadable"
+    for entry in manifest["files"]:
+        try:
+            size = (directory / entry["path"]).stat().st_size
+        except OSError:
+            return f"{entry['path']} is missing"
+        if size != entry["size"]:
+            return f"{entry['path']} has {size:,} bytes, fetched with {entry['size']:,}"
+        if full and file_sha256(directory / entry["path"]) != entry["sha256"]:
+            return f"{entry['path']} differs from what was fetched (sha256)"
+    if full and "://" in manifest["source"]:
+        held = {entry["path"] for entry in manifest["files"]}
+        try:
+            missing = [name for name in named_files(directory) if name not in held]
+        except PipelineError as error:
+            return str(error)
+        if missing:
+            return f"it lacks {missing[0]}, which its index.json names"
+    return None
+
+
+def fetch_again(paths: Paths, snapshot_id: str) -> str:
+    """The command that fetches an archived snapshot again, replacing a damaged copy, as it can be typed here."""
+    try:
+        manifest = read_manifest(paths.raw_snapshot(snapshot_id))
+    except PipelineError:
+        return f"{command_name()} fetch --source FOLDER_OR_URL{out_option(paths.out)}"
+    commit = manifest["upstream"].get("commit")
+    if "://" in manifest["source"] and commit:
+        return f"{command_name()} fetch --commit {commit}{out_option(paths.out)}"
+    return f"{command_name()} fetch --source {shlex.quote(manifest['source'])}{out_option(paths.out)}"
+
+
+def check_archive(paths: Paths, snapshot_ids: list[str]) -> None:
+    """Refuse, before any of them is ingested, snapshots whose archived copy is not whole (the full check),
+    naming the command that fetches each again."""
+    for snapshot_id in snapshot_ids:
+        if (damage := archive_damage(paths, snapshot_id, full=True)) is not None:
+            raise PipelineError(f"{paths.raw_snapshot(snapshot_id)}: {damage}, so it cannot be ingested again; "
+                                f"fetch it again ('{fetch_again(paths, snapshot_id)}') and run again")
+
+
+def held_already(paths: Paths, snapshot_id: str, upstream: dict[str, str], files: list[FileEntry],
+                 full: bool = False) -> bool:
+    """True if OUT/raw already holds exactly this snapshot, whole (archive_damage, cheap or `full`; a
+    damaged copy is replaced). Different content under the id of a published snapshot is refused; under
+    an unpublished one (a failed earlier fetch) it is replaced."""
     if not (paths.raw_snapshot(snapshot_id) / MANIFEST).is_file():
         return False
     previous = read_manifest(paths.raw_snapshot(snapshot_id))
     if previous["files"] == files and previous["upstream"] == upstream:
-        return True
+        return archive_damage(paths, snapshot_id, full=full) is None
+    if previous["upstream"] == upstream and archive_damage(paths, snapshot_id, full=True) is not None:
+        return False  # a damaged or incomplete copy of the same commit: replaced by a whole one
     published = Paths(paths.out)
     if snapshot_id in published.parquet_files("snapshots"):
         before, now = ({entry["path"]: entry for entry in listed} for listed in (previous["files"], files))
@@ -179,18 +259,19 @@ def held_already(paths: Paths, snapshot_id: str, upstream: dict[str, str], files
     return False
 
 
-def store(source: str, paths: Paths,
-          gather: Callable[[Path], tuple[dict[str, str], list[FileEntry], str]]) -> FetchResult:
+def store(source: str, paths: Paths, gather: Callable[[Path], tuple[dict[str, str], list[FileEntry], str]],
+          full_check: bool = False) -> FetchResult:
     """Bring a snapshot into OUT/raw/<snapshot-id>/: `gather(staging)` returns its upstream facts, its
     files' entries and where it came from, having written into `staging` whatever files the archive
-    lacks. An unchanged snapshot is left as it was; LATEST names it either way."""
+    lacks. An unchanged snapshot is left as it was, unless its copy is damaged (archive_damage: by stat, or
+    `full_check` by sha256 too); LATEST names it either way."""
     staging = paths.raw_dir / f".staging-{os.getpid()}"
     for leftover in paths.raw_dir.glob(".staging-*"):  # left by a run that was stopped (we hold OUT's lock)
         shutil.rmtree(leftover, ignore_errors=True)
     try:
         upstream, files, origin = gather(staging)
         target = paths.raw_snapshot(snapshot_id := snapshot_id_of(upstream, files))
-        if changed := not held_already(paths, snapshot_id, upstream, files):
+        if changed := not held_already(paths, snapshot_id, upstream, files, full_check):
             write_json_atomic(staging / MANIFEST, Manifest(
                 snapshot_id=snapshot_id, source=origin, retrieved=datetime.now(timezone.utc).date().isoformat(),
                 upstream=upstream, files=files))

@@ -21,7 +21,7 @@ from pipeline import __version__
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError, snapshot_id_for
 from pipeline.files import atomic_path, read_toml, write_bytes_atomic
-from pipeline.fingerprint import data_sha256, files_sha256
+from pipeline.fingerprint import data_sha256, file_sha256, files_sha256
 from pipeline.progress import progress
 from pipeline.paths import (
     AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, INDEX_V2, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest,
@@ -490,8 +490,10 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
     units = [pair[-arity:] for pair in history if None not in pair[-arity:]]
     stale = {}
     for unit in units:
-        # A digest of what the unit is computed from: its snapshots' files, the build parameters and the SQL.
-        signatures = [f"{input_table}/{snapshot_id}:{_signature(paths.parquet_path(input_table, snapshot_id))}"
+        # A digest of what the unit is computed from: its snapshots' files (their content: the stored file
+        # embeds it, so a file's inode or time would make the same input give other bytes), the build
+        # parameters and the SQL.
+        signatures = [f"{input_table}/{snapshot_id}:{file_sha256(paths.parquet_path(input_table, snapshot_id))}"
                       for snapshot_id in unit for input_table in STORED_INPUT_TABLES]
         inputs = data_sha256("\n".join([context, *signatures]).encode()).encode()
         if _stored_inputs(paths.parquet_path(table, unit[-1]), notices) != inputs:

@@ -7,7 +7,6 @@ import errno
 import functools
 import math
 import os
-import re
 import signal
 import sys
 import time
@@ -75,8 +74,12 @@ def commit_hash(text: str) -> str:
 
 
 def memory_size(text: str) -> str:
-    if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", text.strip(), re.IGNORECASE):
+    if (size := settings.size_bytes(text)) is None:
         raise ValueError(f"{text!r} is not a size, e.g. 500MB or 8GB")
+    low, high = settings.SQL_MEMORY_RANGE
+    if not low <= size <= high:
+        raise ValueError(f"{text!r} is outside the sizes a query can run within ({low // 1000 ** 2}MB to "
+                         f"{high // 1024 ** 6}EiB)")
     return text.strip()
 
 
@@ -169,6 +172,7 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
                 check(args)
             paths = Paths(values.get("out", settings.DEFAULT_OUT))
             set_quiet(bool(values.get("quiet")))
+            status = None  # a reader that has gone ends the handler without one
             try:
                 with ExitStack() as stack:
                     if mode == "read":
@@ -229,6 +233,14 @@ def _reader_may_leave() -> Iterator[None]:
         os.close(devnull)
 
 
+def _checked(paths: Paths, full: bool = False) -> Paths:
+    """`paths`, once the published files are checked against what was published (published.check_published)."""
+    from pipeline.published import check_published
+
+    check_published(paths, full=full)
+    return paths
+
+
 # ---- the command line ----
 
 class InOrder(click.Group):
@@ -259,10 +271,10 @@ def fetch_command(args: SimpleNamespace, paths: Paths) -> None:
     """Copy an upstream snapshot (by default the upstream's newest commit that changed public/data; or --commit,
     a local folder or a URL) into OUT/raw/<snapshot-id>/ with a manifest of each file's sha256 and size, the
     source, the retrieval date and the upstream commit when known. An unchanged snapshot is left as it was,
-    retrieval date included."""
+    retrieval date included; a copy that differs from its manifest is replaced."""
     from pipeline.refresh import Options, run_fetch
 
-    run_fetch(Options.of(args), paths)
+    run_fetch(Options.of(args), paths, full_check=True)
 
 
 @cli.command("ingest", cls=ListsTables, short_help="flatten the fetched snapshot into validated Parquet tables",
@@ -389,7 +401,7 @@ def snapshots_command(args: SimpleNamespace, paths: Paths) -> None:
     from pipeline.database import fetch_dicts
     from pipeline.query import session
 
-    with session(paths) as (connection, _):
+    with session(_checked(paths)) as (connection, _):
         rows = fetch_dicts(connection, """
             select s.position, s.snapshot_id, coalesce(s.commit[:7], '—') as commit,
                    strftime(s.ordered_at, '%Y-%m-%d') as dated,
@@ -425,7 +437,7 @@ def diff_command(args: SimpleNamespace, paths: Paths) -> None:
     of 1e-9)."""
     from pipeline.diff import format_json, format_text, snapshot_diff
 
-    found = snapshot_diff(paths, args.old, args.new)
+    found = snapshot_diff(_checked(paths), args.old, args.new)
     if found["swapped"]:
         say(f"diff: {args.old} is newer than {args.new} in commit order; comparing {args.new} -> {args.old}")
     if args.format == "json":
@@ -474,7 +486,7 @@ def sql_command(args: SimpleNamespace, paths: Paths) -> None:
         query = args.query if args.file is None else args.file.read_text(encoding="utf-8")
     except OSError as error:
         raise PipelineError(f"{args.file}: {error.strerror}") from None
-    count = run_sql(paths, query, dict(args.param), args.format, args.output, args.timeout, args.memory_limit)
+    count = run_sql(_checked(paths), query, dict(args.param), args.format, args.output, args.timeout, args.memory_limit)
     if args.output is not None:
         say(f"sql: {count} row(s) -> {args.output}")
 
@@ -521,8 +533,8 @@ def estimate_command(args: SimpleNamespace, paths: Paths) -> None:
     logistic fit (the SQL table macro energy_from_fit), at the batch limit asked."""
     from pipeline import query
 
-    result = query.estimate(paths, args.task, args.model, args.gpu, args.concurrency, args.gpus, args.precision,
-                            args.boundary, args.output_tokens, args.method)
+    result = query.estimate(_checked(paths), args.task, args.model, args.gpu, args.concurrency, args.gpus,
+                            args.precision, args.boundary, args.output_tokens, args.method)
     if args.carbon_intensity is not None:
         from pipeline.carbon import operational_carbon
 
@@ -660,7 +672,7 @@ def report_command(args: SimpleNamespace, paths: Paths) -> None:
     from pipeline.report import write_report
 
     started = time.perf_counter()
-    page, charts = write_report(paths)
+    page, charts = write_report(_checked(paths, full=True))
     say(f"report: {charts} charts -> {page} (and one PNG per chart beside it) ({seconds_since(started)})")
 
 
@@ -677,7 +689,7 @@ def release_command(args: SimpleNamespace, paths: Paths) -> None:
     from pipeline.release import write_release
 
     started = time.perf_counter()
-    say(f"release: {write_release(paths)} ({seconds_since(started)})")
+    say(f"release: {write_release(_checked(paths, full=True))} ({seconds_since(started)})")
 
 
 @cli.command("spark-sql", short_help="write the Spark SQL of every view over the published Parquet",
@@ -698,7 +710,7 @@ def spark_sql_command(args: SimpleNamespace, paths: Paths) -> None:
     from pipeline.files import write_bytes_atomic
     from pipeline.spark import spark_sql
 
-    script = spark_sql(paths, args.parquet_root)
+    script = spark_sql(_checked(paths), args.parquet_root)
     if args.output is None:
         sys.stdout.write(script)
     else:

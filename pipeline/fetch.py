@@ -22,10 +22,12 @@ _CommitFacts = TypedDict("_CommitFacts", {key: str | None for key in (
 
 
 def fetch_folder(source: str, paths: Paths, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-                 commit_time: str | None = None) -> FetchResult:
-    """Bring the local snapshot folder `source` into OUT/raw/<snapshot-id>/."""
+                 commit_time: str | None = None, full_check: bool = False) -> FetchResult:
+    """Bring the local snapshot folder `source` into OUT/raw/<snapshot-id>/ (a held copy checked by stat,
+    or `full_check` by sha256 too, and copied again when damaged)."""
     return store(source, paths, lambda staging: (
-        *_fetch_local(source, paths, staging, commit_time, max_file_bytes), str(Path(source).resolve())))
+        *_fetch_local(source, paths, staging, commit_time, max_file_bytes, full_check), str(Path(source).resolve())),
+        full_check)
 
 
 def _local_files(source: str) -> tuple[Path, list[str]]:
@@ -53,7 +55,7 @@ def _local_files(source: str) -> tuple[Path, list[str]]:
 
 
 def _fetch_local(source: str, paths: Paths, staging: Path, commit_time: str | None,
-                 max_file_bytes: int) -> tuple[dict[str, str], list[FileEntry]]:
+                 max_file_bytes: int, full_check: bool = False) -> tuple[dict[str, str], list[FileEntry]]:
     """The upstream facts and the files' manifest entries. When the stat cache vouches for every file and
     the archive holds them, nothing is read; otherwise all are copied into `staging` and hashed (the id may
     depend on their content)."""
@@ -63,7 +65,7 @@ def _fetch_local(source: str, paths: Paths, staging: Path, commit_time: str | No
     cached = cache.get(origin, {})
     if all(cached.get(name, ())[:4] == stat_key((root / name).stat(), root / name, max_file_bytes) for name in names):
         files: list[FileEntry] = [{"path": name, "sha256": cached[name][4], "size": cached[name][0]} for name in names]
-        if held_already(paths, snapshot_id_of(upstream, files), upstream, files):
+        if held_already(paths, snapshot_id_of(upstream, files), upstream, files, full_check):
             return upstream, files
     files, cache[origin] = _copy_local(root, names, staging, max_file_bytes)
     write_stat_cache(paths, cache)

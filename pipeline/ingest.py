@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 import schemas
 from pipeline.errors import PipelineError
-from pipeline.archive import TASK_NAME_PATTERN, check_snapshot_id, read_manifest
+from pipeline.archive import TASK_NAME_PATTERN, check_snapshot_id, fetch_again, read_manifest
 from pipeline.files import atomic_path, release_memory
 from pipeline.fingerprint import data_sha256
 from pipeline.paths import Paths
@@ -102,10 +102,11 @@ class _Snapshot:
     id: str
     directory: Path
     digests: dict[str, str]  # file -> sha256
+    fetch_again: str  # the command that replaces a damaged copy
 
     def changed(self, relative: str) -> PipelineError:
-        return PipelineError(
-            f"{self.directory / relative}: missing or changed since it was fetched; fetch the snapshot again")
+        return PipelineError(f"{self.directory / relative}: missing or changed since it was fetched; fetch the "
+                             f"snapshot again ('{self.fetch_again}') and run again")
 
     def read(self, relative: str) -> bytes:
         data = (self.directory / relative).read_bytes()
@@ -365,7 +366,8 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
     """Flatten a fetched snapshot into its Parquet tables, each validated by its schema."""
     directory = paths.raw_snapshot(check_snapshot_id(snapshot_id))
     manifest = read_manifest(directory)
-    snapshot = _Snapshot(snapshot_id, directory, {entry["path"]: entry["sha256"] for entry in manifest["files"]})
+    snapshot = _Snapshot(snapshot_id, directory, {entry["path"]: entry["sha256"] for entry in manifest["files"]},
+                         fetch_again(paths, snapshot_id))
     for relative in snapshot.digests:
         if not (directory / relative).is_file():
             raise snapshot.changed(relative)

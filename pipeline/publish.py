@@ -20,14 +20,12 @@ from pipeline.errors import PipelineError
 from pipeline.files import atomic_path, read_typed, write_json_atomic
 from pipeline.fingerprint import file_sha256
 from pipeline.paths import PARQUET_FILE, PUBLISHED_OUTPUTS, Paths
+from pipeline.published import FILE_RECORD
 
 STAGING_PREFIX = "staging-"
 # In a generation made by refresh or history: the snapshots, parameters and code it was made from. They
 # write it last; any other write makes it unknown, so a new generation starts without it.
 REFRESH_RECORD = "refresh.json"
-# In every published generation: each file's size and sha256 as published, so that a refresh with
-# nothing to do can tell that what it leaves published is intact.
-FILE_RECORD = "published-files.json"
 # In a generation whose Parquet files are all typed for readers (_type_for_readers).
 TYPED_FOR_READERS = "typed-for-readers"
 

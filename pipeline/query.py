@@ -2,19 +2,33 @@
 
 The database is opened read-only with file access and extension loading off and the configuration
 locked, so DuckDB itself refuses to write, attach, install, load or read files; the statement's type is
-checked first, so a refusal is one plain sentence. A query is bounded in time and memory (what it spills
-goes to a private temporary folder, never under OUT). DuckDB writes the results: a box table on a
-terminal, or CSV, JSON lines or Parquet into that private folder, copied to standard output or --output.
+checked first, so a refusal is one plain sentence. `sql` runs its query in a child process (forked: no
+second start of Python), where the bounds hold whatever the query calls: DuckDB holds its buffers to the
+memory limit and the operating system caps the data segment a quarter above it, beyond what the connection
+holds (RLIMIT_DATA, which counts memory written to; an address-space cap would count the 64 MB each of
+malloc's arenas reserves and never uses), every file it writes at that size too (RLIMIT_FSIZE: the result,
+each spill file), the spill at the limit in all (DuckDB's max_temp_directory_size), and the parent kills it
+at the time limit. The private folder the query spills and writes into is the parent's: removed on
+every exit, a kill of the child or a Ctrl-C or stop of the parent; a child whose parent was killed outright
+removes it and ends. DuckDB writes the results: a box table, or CSV, JSON lines or Parquet, copied to standard output or
+--output once the query has finished.
 """
 
+import functools
 import itertools
+import json
+import os
 import re
+import resource
 import shutil
+import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, redirect_stdout, suppress
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,53 +37,75 @@ import duckdb
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError, nearest
 from pipeline.paths import Paths
-from pipeline.settings import BOUNDARIES
+from pipeline.settings import BOUNDARIES, size_bytes
 
 LOCKED_DOWN = ("enable_external_access", "autoload_known_extensions", "autoinstall_known_extensions")
 # An unknown identifier as the table macros report it (sql/macros/checked_name.sql).
 IDENTIFIER_ERROR = re.compile(r"^Invalid Input Error: (?=unknown (snapshot|task|model|GPU) ')")
 COPY_OPTIONS = {"csv": "format csv, header false", "jsonl": "format json", "parquet": "format parquet"}
+# In the private folder: what the query wrote, and how it ended (the child's answer to the parent).
+RESULT, OUTCOME = "result", "outcome.json"
+# DuckDB's buffer manager holds a query to the memory limit (it spills beyond it); the operating system's cap
+# is this much above it, for what DuckDB allocates outside its buffers and the allocator's slack: an
+# aggregation that spills at 200MB measured 1.2 times that of written data segment (and 200MB resident).
+OS_CAP_SHARE = 1.25
+# The longest single wait on the child: a platform's timer holds no more, whatever --timeout says.
+LONGEST_WAIT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """How the child's query ended: a refusal or failure said in one line, or the rows written (to a file)
+    and the CSV header to print before them."""
+
+    error: str | None = None
+    rows: int | None = None
+    header: str | None = None
+
+
+def _memory_message(memory_limit: str) -> str:
+    return f"the query needs more memory than its limit of {memory_limit}; --memory-limit SIZE (e.g. 8GB) allows more"
 
 
 @contextmanager
-def session(paths: Paths, *, timeout_s: float | None = None, memory_limit: str | None = None) -> Iterator[Any]:
-    """A locked-down read-only connection to the published database, its private folder, and a guard
-    that turns DuckDB's refusals, the time limit and the memory limit into one-line PipelineErrors."""
+def session(paths: Paths, *, memory_limit: str | None = None, private: Path | None = None) -> Iterator[Any]:
+    """A locked-down read-only connection to the published database, its private folder (`private`, or a
+    new one removed afterwards), and a guard that turns DuckDB's refusals and the memory limit into
+    one-line PipelineErrors."""
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
-    with tempfile.TemporaryDirectory(prefix="energy-index-sql-") as private:
-        limits = {} if memory_limit is None else {"memory_limit": memory_limit, "max_temp_directory_size": memory_limit}
+    with ExitStack() as stack:
+        if private is None:
+            private = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="energy-index-sql-")))
+        limits = {}
+        if memory_limit is not None and (size := size_bytes(memory_limit)) is not None:
+            limits = {"memory_limit": f"{size}B", "max_temp_directory_size": f"{size}B"}
         try:  # temp_directory: a read-only database would spill beside itself, into the published build
-            connection = connect(str(paths.database), read_only=True, config={"temp_directory": private, **limits})
+            connection = connect(str(paths.database), read_only=True, config={"temp_directory": str(private),
+                                                                               **limits})
         except (duckdb.InvalidInputException, duckdb.ParserException) as error:
             raise PipelineError(f"--memory-limit {memory_limit}: {_one_line(error)}") from None
+        stack.callback(connection.close)
         # Locked down after the bounds are set: with external access off, DuckDB refuses a temp_directory.
-        connection.execute(f"set allowed_directories = ['{_quoted(Path(private))}']")
+        connection.execute(f"set allowed_directories = ['{_quoted(private)}']")
         for setting in LOCKED_DOWN:
             connection.execute(f"set {setting} = false")
         connection.execute("set lock_configuration = true")
-        timer = threading.Timer(timeout_s or 0, connection.interrupt)
-        if timeout_s is not None:
-            timer.start()
         try:
-            yield connection, Path(private)
+            yield connection, private
         except duckdb.PermissionException:
             raise PipelineError("refused: the query reads or writes files or extensions; energy-index sql reads "
                                 "only the database") from None
         except duckdb.InterruptException:
-            if timeout_s is None or timer.is_alive():
-                raise KeyboardInterrupt from None  # Ctrl-C, not the time limit
-            raise PipelineError(f"the query was stopped at its time limit of {timeout_s:g} s; --timeout SECONDS "
-                                "allows more") from None
-        except duckdb.OutOfMemoryException:
-            raise PipelineError(f"the query needs more memory than its limit of {memory_limit}; --memory-limit "
-                                "SIZE (e.g. 8GB) allows more") from None
+            raise KeyboardInterrupt from None
+        except (duckdb.OutOfMemoryException, MemoryError):
+            raise PipelineError(_memory_message(memory_limit or "the machine's")) from None
         except duckdb.Error as error:
+            if memory_limit is not None and "File too large" in str(error):  # RLIMIT_FSIZE: EFBIG
+                raise PipelineError(f"the query writes more than its limit of {memory_limit} (its result or a "
+                                    "spill file); --memory-limit SIZE (e.g. 8GB) allows more") from None
             # The table macros' own identifier errors read as the CLI's: without DuckDB's error class.
             raise PipelineError(IDENTIFIER_ERROR.sub("", _one_line(error))) from None
-        finally:
-            timer.cancel()
-            connection.close()
 
 
 def _statement(connection: duckdb.DuckDBPyConnection, sql: str) -> Any:
@@ -80,10 +116,15 @@ def _statement(connection: duckdb.DuckDBPyConnection, sql: str) -> Any:
         raise PipelineError(f"the query does not parse: {_one_line(error)}") from None
     if len(statements) != 1:
         raise PipelineError(f"give exactly one statement (got {len(statements)})")
-    if statements[0].type not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
+    try:
+        kind = statements[0].type.name
+    except ValueError:  # a statement type this DuckDB's Python client has no name for (update extensions)
+        kind = ""
+    if kind not in ("SELECT", "EXPLAIN"):
         raise PipelineError(
-            f"refused: a {statements[0].type.name} statement. energy-index sql runs read-only queries (select, "
-            "with, from, describe, show, summarize, explain); it never writes, attaches, installs, loads or reads files"
+            f"refused: {f'a {kind}' if kind else 'this kind of'} statement. energy-index sql runs read-only queries "
+            "(select, with, from, describe, show, summarize, explain); it never writes, attaches, installs, loads or "
+            "reads files"
         )
     return statements[0]
 
@@ -107,27 +148,118 @@ def _one_line(error: Exception) -> str:
 
 def run_sql(paths: Paths, sql: str, parameters: dict[str, Any], output_format: str | None, output: Path | None,
             timeout_s: float, memory_limit: str) -> int | None:
-    """Run one read-only statement and write its result in `output_format` (None: a table on a
-    terminal, else CSV) to `output` or standard output; the number of rows written to a file."""
+    """Run one read-only statement within its bounds and write its result in `output_format` (None: a
+    table on a terminal, else CSV) to `output` or standard output; the number of rows written to a file."""
     if output_format == "parquet" and output is None:
         raise PipelineError("--format parquet needs --output FILE")
-    with session(paths, timeout_s=timeout_s, memory_limit=memory_limit) as (connection, private):
+    if not paths.database.is_file():
+        raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
+    terminal = sys.stdout.isatty()
+    with tempfile.TemporaryDirectory(prefix="energy-index-sql-") as folder:
+        private = Path(folder)
+        answer = functools.partial(_answer, paths, sql, parameters, output_format, output is not None, terminal,
+                                   private, memory_limit)
+        outcome = _bounded(answer, private, timeout_s, memory_limit)
+        if outcome.error is not None:
+            raise PipelineError(outcome.error)
+        if output is not None:
+            from pipeline.files import atomic_path
+
+            with atomic_path(output) as temporary:
+                shutil.copyfile(private / RESULT, temporary)
+            return outcome.rows
+        sys.stdout.write(outcome.header or "")
+        sys.stdout.flush()
+        with open(private / RESULT, "rb") as written:
+            shutil.copyfileobj(written, sys.stdout.buffer)
+        sys.stdout.flush()
+    return None
+
+
+def _bounded(answer: Callable[[], _Outcome], private: Path, timeout_s: float, memory_limit: str) -> _Outcome:
+    """`answer`'s outcome, computed in a forked child held to the bounds (module docstring); killed at
+    `timeout_s`, or when this process stops (Ctrl-C, a stop, any error)."""
+    import multiprocessing
+
+    child = multiprocessing.get_context("fork").Process(target=_child, args=(answer, private), daemon=True)
+    child.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while child.exitcode is None and (left := deadline - time.monotonic()) > 0:
+            child.join(min(left, LONGEST_WAIT_S))
+    finally:
+        if child.exitcode is None:
+            child.kill()
+            child.join()
+    if child.exitcode == -signal.SIGKILL and time.monotonic() >= deadline:
+        raise PipelineError(f"the query was stopped at its time limit of {timeout_s:g} s; --timeout SECONDS "
+                            "allows more")
+    try:
+        return _Outcome(**json.loads((private / OUTCOME).read_bytes()))
+    except (OSError, ValueError, TypeError):
+        ended = (f"was ended by {signal.Signals(-child.exitcode).name}" if (child.exitcode or 0) < 0
+                 else f"exited with status {child.exitcode}")
+        raise PipelineError(f"the query's process {ended} without an answer (its memory limit is "
+                            f"{memory_limit}; --memory-limit SIZE allows more)") from None
+
+
+def _child(answer: Callable[[], _Outcome], private: Path) -> None:
+    """The forked child: the parent alone decides on Ctrl-C and stops; a write past RLIMIT_FSIZE fails
+    (EFBIG) rather than killing it unexplained; it ends, removing the private folder, if the parent is killed."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    threading.Thread(target=_end_with_parent, args=(private,), daemon=True).start()
+    try:
+        outcome = answer()
+    except PipelineError as error:
+        outcome = _Outcome(error=str(error))
+    (private / OUTCOME).write_text(json.dumps(asdict(outcome)), encoding="utf-8")
+
+
+def _end_with_parent(private: Path) -> None:
+    from multiprocessing import connection, parent_process
+
+    parent = parent_process()
+    if parent is not None:
+        connection.wait([parent.sentinel])  # readable once the parent has gone, however it ended
+        shutil.rmtree(private, ignore_errors=True)
+        os._exit(1)
+
+
+def _hold_to(limit: int) -> None:
+    """Cap this process's data segment at `limit` bytes beyond what it holds now (the interpreter and the
+    open connection), and every file it writes at `limit` bytes. Neither can be raised again."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        held = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData:"))
+    for kind, bound in ((resource.RLIMIT_DATA, held + limit), (resource.RLIMIT_FSIZE, limit)):
+        hard = resource.getrlimit(kind)[1]
+        bound = bound if hard == resource.RLIM_INFINITY else min(bound, hard)
+        resource.setrlimit(kind, (bound, bound))
+
+
+def _answer(paths: Paths, sql: str, parameters: dict[str, Any], output_format: str | None, to_file: bool,
+            terminal: bool, private: Path, memory_limit: str) -> _Outcome:
+    """In the child: run the statement and write its result into the private folder."""
+    with session(paths, memory_limit=memory_limit, private=private) as (connection, _):
+        _hold_to(int((size_bytes(memory_limit) or 0) * OS_CAP_SHARE))
         statement = _statement(connection, sql)
         explain = statement.type == duckdb.StatementType.EXPLAIN
         if output_format is None:
-            output_format = "table" if explain or (sys.stdout.isatty() and output is None) else "csv"
+            output_format = "table" if explain or (terminal and not to_file) else "csv"
+        result = private / RESULT
         if output_format == "table":
             relation = connection.sql(sql, params=parameters or None)
-            if sys.stdout.isatty():  # fitted to the terminal, for reading
+            if terminal:  # fitted to the terminal, for reading
                 relation = relation.project(_rounded_columns(relation))
-                width = shutil.get_terminal_size().columns
-                if not explain and (records := _records_wider_than(relation, width)) is not None:
-                    sys.stdout.write(records)
-                    return None
-            else:
-                width = 10_000
-            relation.show(max_width=width, max_rows=TERMINAL_ROWS)
-            return None
+            width = shutil.get_terminal_size().columns if terminal else 10_000
+            with open(result, "w", encoding=sys.stdout.encoding, errors=sys.stdout.errors) as printed:
+                if terminal and not explain and (records := _records_wider_than(relation, width)) is not None:
+                    printed.write(records)
+                else:
+                    with redirect_stdout(printed):
+                        relation.show(max_width=width, max_rows=TERMINAL_ROWS)
+            return _Outcome()
         if explain:
             raise PipelineError("an explain statement prints as a table: --format table")
         # On its own lines, so that a comment ending the query cannot swallow the parenthesis.
@@ -136,25 +268,13 @@ def run_sql(paths: Paths, sql: str, parameters: dict[str, Any], output_format: s
         columns = connection.execute(f"describe {query}", parameters or None).fetchall()
         options = COPY_OPTIONS[output_format]
         quoted = [name for name, kind, *_ in columns if kind == "VARCHAR"]
-        if output_format == "csv" and output is None and quoted:  # strings quoted, as the header is
+        if output_format == "csv" and not to_file and quoted:  # strings quoted, as the header is
             options += f", force_quote ({', '.join(map(_identifier, quoted))})"
-        elif output_format == "csv" and output is not None:
+        elif output_format == "csv" and to_file:
             options = "format csv, header true"
-        result = private / "result"
         count = connection.execute(f"copy {query} to '{_quoted(result)}' ({options})", parameters or None).fetchone()[0]
-        if output is not None:
-            from pipeline.files import atomic_path
-
-            with atomic_path(output) as temporary:
-                shutil.copyfile(result, temporary)
-            return count
-        if output_format == "csv":
-            sys.stdout.write(",".join(_identifier(name) for name, *_ in columns) + "\n")
-        sys.stdout.flush()
-        with open(result, "rb") as written:
-            shutil.copyfileobj(written, sys.stdout.buffer)
-        sys.stdout.flush()
-    return None
+        header = ",".join(_identifier(name) for name, *_ in columns) + "\n"
+        return _Outcome(rows=count, header=header if output_format == "csv" and not to_file else None)
 
 
 # The most rows a terminal table shows (DuckDB's box and the one-field-per-line form alike).

@@ -48,9 +48,10 @@ def _warn(label: str, notices: Iterable[str]) -> None:
         say(f"{label}: warning: {notice}")
 
 
-def run_fetch(options: Options, paths: Paths, source: str | None = None) -> FetchResult:
+def run_fetch(options: Options, paths: Paths, source: str | None = None, full_check: bool = False) -> FetchResult:
     """Fetch `source`, options.source, or else the upstream's newest commit that changed its data (or
-    options.commit)."""
+    options.commit). A copy already in OUT/raw is checked by stat (or `full_check`: by sha256) and fetched
+    again when damaged."""
     source, commit_time = source or options.source, options.commit_time
     started = time.perf_counter()
     if source is not None:
@@ -59,11 +60,13 @@ def run_fetch(options: Options, paths: Paths, source: str | None = None) -> Fetc
             from pipeline.upstream import fetch_url
 
             result = fetch_url(source, paths, timeout_s=options.timeout, max_file_bytes=options.max_file_bytes,
-                               fetch_deadline_s=options.fetch_deadline, commit_time=commit_time)
+                               fetch_deadline_s=options.fetch_deadline, commit_time=commit_time,
+                               full_check=full_check)
         else:
             from pipeline.fetch import fetch_folder
 
-            result = fetch_folder(source, paths, max_file_bytes=options.max_file_bytes, commit_time=commit_time)
+            result = fetch_folder(source, paths, max_file_bytes=options.max_file_bytes, commit_time=commit_time,
+                                  full_check=full_check)
     elif commit_time is not None:
         raise PipelineError("--commit-time is for a --source without snapshot.json; the upstream's commits "
                             "carry their own time")
@@ -74,7 +77,8 @@ def run_fetch(options: Options, paths: Paths, source: str | None = None) -> Fetc
         wanted = f"commit {options.commit}" if options.commit else f"the newest commit that changed {path}"
         say(f"fetch: asking {settings.GITHUB_API.value()} for {wanted} of {repository}")
         result, commit = fetch_upstream(paths, options.commit, timeout_s=options.timeout,
-                                        max_file_bytes=options.max_file_bytes, fetch_deadline_s=options.fetch_deadline)
+                                        max_file_bytes=options.max_file_bytes, fetch_deadline_s=options.fetch_deadline,
+                                        full_check=full_check)
         if commit is not None and options.commit and not commit.sha.startswith(options.commit):
             say(f"fetch: commit {options.commit} did not change {path}; its data is that of {commit.sha[:7]} "
                 f"({commit.subject})")
@@ -125,6 +129,7 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
     intact."""
     import msgspec
 
+    from pipeline.archive import check_archive
     from pipeline.files import write_json_atomic
     from pipeline.fingerprint import file_sha256
     from pipeline.paths import code_digest
@@ -158,6 +163,7 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
     same_code = previous.get("code") == record["code"]
     history = label == "history"  # ingests only what the database lacks; a refresh, its one snapshot
     ingest = [s for s in digests if not (history and same_code and held.get(s) == digests[s])]
+    check_archive(paths, ingest)  # every copy whole before anything is ingested from it
     with new_generation(paths) as staged:
         for snapshot_id in _repair(staged, damaged or [], ingest):
             run_ingest(staged, snapshot_id)
@@ -177,7 +183,7 @@ def _repair(staged: Paths, damaged: list[tuple[str, str]], ingesting: list[str])
     """Make the damaged files of a staged generation whole; return the snapshots to ingest again besides
     `ingesting`: a derived file is computed again by the full build, an ingested file's snapshot ingested
     again from its fetched copy in OUT/raw."""
-    from pipeline.archive import MANIFEST
+    from pipeline.archive import MANIFEST, check_archive
     from pipeline.build import STORED
     from pipeline.paths import hive_key
 
@@ -195,7 +201,9 @@ def _repair(staged: Paths, damaged: list[tuple[str, str]], ingesting: list[str])
                 f"{staged.raw_dir} to ingest again; fetch it (energy-index fetch --source ...) and run again")
         else:
             again.append(snapshot_id)
-    return [snapshot_id for snapshot_id in dict.fromkeys(again) if snapshot_id not in ingesting]
+    again = [snapshot_id for snapshot_id in dict.fromkeys(again) if snapshot_id not in ingesting]
+    check_archive(staged, again)
+    return again
 
 
 def announce(paths: Paths, what: str, started: float) -> "Outcome":

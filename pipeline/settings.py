@@ -73,8 +73,22 @@ MAX_FILE_BYTES = Setting("--max-file-bytes", 1024 ** 3, "refuse any upstream fil
 # energy-index sql: the bounds a query runs within (a heavy query must not hold the machine: DuckDB's own
 # default memory limit is 80 % of it).
 SQL_TIMEOUT = Setting("--timeout", 60.0, "stop the query after this long")
-SQL_MEMORY_LIMIT = Setting("--memory-limit", "4GB", "the most memory the query may use, and spill to a temporary "
-                           "folder outside OUT")
+SQL_MEMORY_LIMIT = Setting("--memory-limit", "4GB", "the most memory the query may use beyond the program's own, "
+                           "the most it may spill to a temporary folder outside OUT, and the largest result")
+# Sizes as DuckDB reads them: KB, MB, GB, TB in powers of 1000, KiB, MiB, GiB, TiB in powers of 1024.
+SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(B|[KMGT]i?B)", re.IGNORECASE)
+SIZE_UNITS = {"B": 1, **{f"{p}B": 1000 ** (i + 1) for i, p in enumerate("KMGT")},
+              **{f"{p}IB": 1024 ** (i + 1) for i, p in enumerate("KMGT")}}
+# The bounds a --memory-limit may take: less than DuckDB needs to answer any query, or more than an address
+# space holds, is a mistake said before any work.
+SQL_MEMORY_RANGE = (16 * 1000 ** 2, 1 << 60)
+
+
+def size_bytes(text: str) -> int | None:
+    """The byte count of a size written like 500MB or 8GiB; None when it is not one."""
+    if (match := SIZE.fullmatch(text.strip())) is None:
+        return None
+    return int(float(match.group(1)) * SIZE_UNITS[match.group(2).upper()])
 SETTINGS = (OUT, SOURCE, COMMIT, COMMIT_TIME, ITL_DEADLINE_MS, LATENCY_TIERS, AS_OF, RETRIEVED, TIMEOUT,
             FETCH_DEADLINE, MAX_FILE_BYTES, SQL_TIMEOUT, SQL_MEMORY_LIMIT, GITHUB_API, GITHUB_RAW)
 

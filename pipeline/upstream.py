@@ -22,8 +22,8 @@ from typing import Annotated, Any
 import msgspec
 
 from pipeline.archive import (
-    FetchResult, FileEntry, checked_time, commit_moment, dictionary_pattern, held_snapshot, held_snapshot_ids, store,
-    with_commit_time,
+    FetchResult, FileEntry, archive_damage, checked_time, commit_moment, dictionary_pattern, held_snapshot,
+    held_snapshot_ids, named_files, store, with_commit_time,
 )
 from pipeline.errors import PipelineError
 from pipeline.files import read_typed, write_json_atomic
@@ -37,6 +37,13 @@ from pipeline.settings import (
 
 PINNED_COMMIT_PATTERN = re.compile(r"/([0-9a-f]{40})/")
 MAX_REDIRECTS = 5
+# A compressed body may expand at most this many times its received size: JSON compresses some 5 to 30
+# times, a compression bomb some 1,000 times. It is refused as it expands, before its bytes reach the disk
+# and a parse of them the memory (urllib3 decompresses each read into at most the bytes asked for).
+MAX_EXPANSION = 200
+# The longest a single wait (a socket's timeout, the deadline's timer) is asked to last: the platform's
+# clocks hold no more, and a deadline further off (--timeout 1e308) is as good as none.
+LONGEST_WAIT_S = 1e9
 LOCAL_HINT = "offline? a local copy works too: make SOURCE=<folder>"
 # What a fetch by URL reads of index.json and the task files: the files they imply.
 _Index = msgspec.defstruct("_Index", [("tasks", list[str])])
@@ -87,6 +94,7 @@ class HttpReader:
             for _ in range(MAX_REDIRECTS + 1):
                 if (left := deadline - time.monotonic()) <= 0:
                     raise self._timed_out(asked)
+                left = min(left, LONGEST_WAIT_S)
                 response = self.pool.request("GET", url, headers={"User-Agent": "energy-index", **(headers or {})},
                                              timeout=urllib3.Timeout(connect=left, read=left),
                                              preload_content=False, redirect=False)
@@ -135,16 +143,21 @@ class HttpReader:
             with contextlib.suppress(OSError, ValueError, RuntimeError):
                 response.shutdown()
 
-        timer = threading.Timer(max(0.0, deadline - time.monotonic()), cut_off)
+        timer = threading.Timer(min(max(0.0, deadline - time.monotonic()), LONGEST_WAIT_S), cut_off)
         timer.start()
         size = 0
         try:
             if target is not None:
                 target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "wb") if target is not None else io.BytesIO() as handle:
+                compressed = response.headers.get("Content-Encoding", "identity").strip().lower() != "identity"
                 while chunk := response.read1(1 << 16):  # one socket read at most
                     if (size := size + handle.write(chunk)) > self.max_file_bytes:
                         raise PipelineError(f"{url}: larger than the size cap of {self.max_file_bytes} bytes")
+                    if compressed and size > MAX_EXPANSION * max(response.tell(), 1 << 16):
+                        raise PipelineError(f"{url}: its compressed body expands more than {MAX_EXPANSION} times "
+                                            f"({response.tell():,} bytes received gave {size:,}); refused as a "
+                                            "compression bomb")
                 body = b"" if target is not None else handle.getvalue()
         except Exception:
             if not cut.is_set():
@@ -190,6 +203,12 @@ def _fetch_url(source: str, staging: Path, reader: HttpReader, commit_time: str 
             if entry["size"] != size or git_blob_sha1(staging / entry["path"]) != blob:
                 raise PipelineError(f"{source}/{entry['path']}: not the file the commit's tree lists ({size} bytes, "
                                     f"git hash {blob[:12]}); received {entry['size']} bytes that differ; run again")
+        # The tree is the snapshot as committed: a file its own index.json names and the tree lacks makes it
+        # incomplete, refused before anything is kept (a missing model file would drop its rows silently).
+        if missing := [name for name in named_files(staging) if name not in listing]:
+            more = f" and {len(missing) - 1} more" if missing[1:] else ""
+            raise PipelineError(f"{source}: the commit's tree lacks {missing[0]}{more}, which its own index.json "
+                                "names; an incomplete snapshot is refused (nothing was kept)")
         return upstream, files
     files = [download("index.json")]
     tasks = read_typed(staging / "index.json", _Index, "index.json").tasks
@@ -208,7 +227,7 @@ def fetch_url(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S
               max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, fetch_deadline_s: float = DEFAULT_FETCH_DEADLINE_S,
               commit_time: str | None = None, reader: HttpReader | None = None,
               commit_facts: dict[str, str] | None = None, listing: Mapping[str, tuple[int, str]] | None = None,
-              ) -> FetchResult:
+              full_check: bool = False) -> FetchResult:
     """Bring the snapshot folder at URL `source` into OUT/raw/<snapshot-id>/. `reader` carries deadlines
     already running (the upstream's API was asked first), `commit_facts` are the upstream facts of the
     commit the URL is pinned to and `listing` its files as the commit's tree lists them."""
@@ -217,7 +236,7 @@ def fetch_url(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S
         return (*_fetch_url(source, staging, reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s),
                             commit_time, commit_facts, listing), source)
 
-    return store(source, paths, gather)
+    return store(source, paths, gather, full_check)
 
 
 class Commit(msgspec.Struct, frozen=True):
@@ -317,18 +336,25 @@ class GitHub:
         return commits[0]
 
     def history(self, since: str | None = None) -> list[Commit]:
-        """Every commit that touched public/data (from `since`, a date, on), oldest first, following
-        the listing's pages."""
+        """Every commit that touched public/data (from `since`, a date, on), oldest first: the first page
+        pins the newest commit, and the pages after it list from that commit. A listing of the branch
+        moves when a commit is pushed or dropped between two pages (the next page then repeats or skips
+        one); the listing from a commit never does."""
         query: dict[str, str | int] = {"per_page": PAGE_SIZE, **({"since": f"{since}T00:00:00Z"} if since else {})}
         url: str | None = self.listing_url(**query)
         commits: dict[str, Commit] = {}
-        api = urllib.parse.urlsplit(self.api)
+        api, pin = urllib.parse.urlsplit(self.api), None
         while url:
             page, headers = self._page(url)
+            pin = pin or (page[0].sha if page else None)
             commits.update((commit.sha, commit) for commit in page or [])
             url = match.group(1) if (match := NEXT_LINK.search(headers.get("Link", ""))) else None
             if url and urllib.parse.urlsplit(url)[:2] != api[:2]:
                 raise PipelineError(f"{self.api}: refused a next page on another host or scheme: {url}")
+            if url and pin:
+                parts = urllib.parse.urlsplit(url)
+                pinned = {**urllib.parse.parse_qs(parts.query), "sha": [pin]}
+                url = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(pinned, doseq=True)))
         return sorted(commits.values(), key=lambda commit: commit_moment(commit.time))
 
     def facts(self, commit: Commit) -> dict[str, str]:
@@ -367,27 +393,30 @@ def open_github(timeout_s: float, max_file_bytes: int, fetch_deadline_s: float) 
     return GitHub(HttpReader(timeout_s, max_file_bytes, fetch_deadline_s, offline_hint=OFFLINE_HINT))
 
 
-def fetch_commit(github: GitHub, paths: Paths, commit: Commit, held: dict[str, str] | None = None) -> FetchResult:
-    """Fetch `commit`'s files unless OUT/raw holds them already (a commit's files never change).
-    `held`: held_snapshot_ids(paths), when the caller has it."""
+def fetch_commit(github: GitHub, paths: Paths, commit: Commit, held: dict[str, str] | None = None,
+                 full_check: bool = False) -> FetchResult:
+    """Fetch `commit`'s files unless OUT/raw holds them already, whole (a commit's files never change;
+    archive_damage checks the copy by stat, or `full_check` by sha256 too). `held`: held_snapshot_ids(paths),
+    when the caller has it."""
     held = held_snapshot_ids(paths) if held is None else held
-    if commit.sha in held:
+    if commit.sha in held and archive_damage(paths, held[commit.sha], full=full_check) is None:
         return held_snapshot(paths, held[commit.sha])
     return fetch_url(f"{github.raw}/{UPSTREAM_REPOSITORY}/{commit.sha}/{UPSTREAM_PATH}", paths, reader=github.reader,
-                 commit_facts=github.facts(commit), listing=github.data_files(commit.sha))
+                     commit_facts=github.facts(commit), listing=github.data_files(commit.sha), full_check=full_check)
 
 
 def fetch_upstream(
-    paths: Paths, commit_ref: str | None, *, timeout_s: float, max_file_bytes: int, fetch_deadline_s: float
+    paths: Paths, commit_ref: str | None, *, timeout_s: float, max_file_bytes: int, fetch_deadline_s: float,
+    full_check: bool = False,
 ) -> tuple[FetchResult, Commit | None]:
     """The newest commit that touched public/data, or the one `commit_ref` names: fetched, or found
-    in OUT/raw. A pinned commit already held needs no request at all (it works offline)."""
+    in OUT/raw whole (fetch_commit). A pinned commit already held needs no request at all (it works offline)."""
     if commit_ref is not None:
         if not COMMIT_PATTERN.match(commit_ref):
             raise PipelineError(f"--commit {commit_ref!r} is not a commit hash (7 to 40 hex digits, e.g. 7885788)")
         held = {sha: s for sha, s in held_snapshot_ids(paths).items() if sha.startswith(commit_ref)}
-        if len(held) == 1:
+        if len(held) == 1 and archive_damage(paths, *held.values(), full=full_check) is None:
             return held_snapshot(paths, *held.values()), None
     github = open_github(timeout_s, max_file_bytes, fetch_deadline_s)
     commit = github.at(commit_ref) if commit_ref is not None else github.newest(paths)
-    return fetch_commit(github, paths, commit), commit
+    return fetch_commit(github, paths, commit, full_check=full_check), commit

@@ -8,6 +8,7 @@ import http.server
 import json
 import threading
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,6 +53,10 @@ class FakeGitHub:
     held_back: dict[str, threading.Event] = field(default_factory=dict)  # raw path -> released when set
     requests: list[dict[str, str | None]] = field(default_factory=list)
     base: str = ""
+    # Commits dropped from the branch (a force-push): not in its listing, still listed from a commit after them.
+    dropped: set[str] = field(default_factory=set)
+    # Called with each listing query once its page is answered: a test changes the listing between pages.
+    after_listing: Callable[[dict[str, str]], None] | None = None
 
     @property
     def api(self) -> str:
@@ -69,6 +74,8 @@ class FakeGitHub:
 
     def listing(self, query: dict[str, str]) -> list[ServedCommit]:
         commits = list(reversed(self.commits))  # newest first, as GitHub lists them
+        if "sha" not in query:
+            commits = [commit for commit in commits if commit.sha not in self.dropped]
         if "sha" in query:
             starts = [i for i, commit in enumerate(commits) if commit.sha.startswith(query["sha"])]
             commits = commits[starts[0]:] if starts else []
@@ -125,6 +132,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(304, b"", headers)
         else:
             self._send(200, body, headers)
+        if self.state.after_listing is not None:
+            self.state.after_listing(query)
 
     def _tree(self, sha: str) -> None:
         """The commit's whole tree, as git/trees/<sha>?recursive=1 lists it (with a file outside the data)."""

@@ -161,6 +161,10 @@ def release_of(build: Paths, out: Path) -> Path:
     generation.mkdir(parents=True)
     os.link(build.database, generation / "energy_index.duckdb")
     shutil.copytree(build.index_dir, generation / "index", copy_function=os.link)
+    # What was published of those files, which release checks them against first.
+    recorded = json.loads((build.current / "published-files.json").read_text())["files"]
+    linked = {name: entry for name, entry in recorded.items() if name.split("/")[0] in ("energy_index.duckdb", "index")}
+    (generation / "published-files.json").write_text(json.dumps({"files": linked}))
     made = cli("release", "--out", out)
     assert made.returncode == 0, made.stderr
     return out / "release" / NEWEST.name

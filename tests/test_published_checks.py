@@ -1,0 +1,110 @@
+"""Nothing is read from damaged published files: release, report and every command that reads the published
+build check them against the sizes and digests recorded at publish first and refuse with one line, whose
+advice repairs them; and the same input gives the same stored bytes."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.paths import Paths
+from conftest import NEWEST, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, refresh_args
+
+CLI = str(Path(sys.executable).with_name("energy-index"))
+# One published file of each kind: an index figure file, a model file, an ingested table, the database.
+DAMAGED = ["index/lm-arena-chat/index.json", "index/lm-arena-chat/models", "parquet/token_configurations",
+           "energy_index.duckdb"]
+READERS = {
+    "release": ["release"],
+    "report": ["report"],
+    "sql": ["sql", "select count(*) from best_configurations"],
+    "snapshots": ["snapshots"],
+    "estimate": ["estimate", "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--gpu", "H100",
+                 "--concurrency", "100"],
+    "spark-sql": ["spark-sql"],
+}
+
+
+def one_file(generation: Path, name: str) -> Path:
+    target = generation / name
+    return target if target.is_file() else sorted(path for path in target.rglob("*") if path.is_file())[0]
+
+
+def damage(path: Path, how: str) -> None:
+    if how == "delete":
+        path.unlink()
+    elif how == "truncate":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    else:  # flip one bit in the middle: same size, other content (660.04 -> 960.04 is one such edit)
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0x04
+        path.write_bytes(bytes(data))
+
+
+@pytest.fixture
+def build_copy(newest_build: Paths, tmp_path: Path) -> Paths:
+    out = tmp_path / "out"
+    shutil.copytree(newest_build.out, out, symlinks=True)
+    return Paths(out)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip", "delete"])
+@pytest.mark.parametrize("name", DAMAGED, ids=lambda name: name.split("/")[-1])
+@pytest.mark.parametrize("reader", ["release", "report", "sql"])
+def test_damaged_published_files_are_refused_before_reading(reader: str, name: str, how: str,
+                                                            build_copy: Paths) -> None:
+    target = one_file(build_copy.current.resolve(), name)
+    damage(target, how)
+    result = cli(*READERS[reader], "--out", str(build_copy.out))
+    assert result.returncode == 1 and result.stdout == "", result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    relative = target.relative_to(build_copy.current.resolve())
+    assert result.stderr.startswith(f"energy-index: error: {build_copy.current / relative}: "), result.stderr
+    assert "the published files are damaged, so nothing is read from them" in result.stderr
+    assert not (build_copy.out / "release").exists() and not (build_copy.out / "report").exists()
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_every_reader_refuses_a_damaged_build_and_the_advice_repairs_it(reader: str, build_copy: Paths,
+                                                                        newest_build: Paths) -> None:
+    target = one_file(build_copy.current.resolve(), "index/lm-arena-chat/index.json")
+    damage(target, "flip")
+    refused = cli(*READERS[reader], "--out", str(build_copy.out))
+    assert refused.returncode == 1 and "run 'make OUT=" in refused.stderr, refused.stderr
+    # The advice as written: a refresh of the same source into the same OUT.
+    assert "refresh --source FOLDER_OR_URL --out" in refused.stderr
+    assert main(refresh_args(NEWEST, build_copy.out, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED)) == 0
+    repaired = one_file(build_copy.current.resolve(), "index/lm-arena-chat/index.json")
+    published = one_file(newest_build.current.resolve(), "index/lm-arena-chat/index.json")
+    assert repaired.read_bytes() == published.read_bytes()
+    if reader in ("sql", "snapshots", "estimate"):  # the quick ones: read again, now whole
+        again = cli(*READERS[reader], "--out", str(build_copy.out))
+        assert again.returncode == 0, again.stderr
+
+
+def test_a_reader_checks_a_file_damaged_after_an_earlier_check(build_copy: Paths) -> None:
+    # The first reader vouches for what it hashed by stat; an edit afterwards changes the stat and is seen.
+    assert cli(*READERS["sql"], "--out", str(build_copy.out)).returncode == 0
+    damage(one_file(build_copy.current.resolve(), "energy_index.duckdb"), "flip")
+    result = cli(*READERS["sql"], "--out", str(build_copy.out))
+    assert result.returncode == 1 and "energy_index.duckdb: its content differs" in result.stderr, result.stderr
+
+
+def test_two_fresh_builds_of_the_same_input_store_the_same_bytes(tmp_path: Path) -> None:
+    stored = {}
+    for name in ("first", "second"):
+        out = tmp_path / name
+        assert main(refresh_args(SNAPSHOTS[0], out, "--as-of", "2026-09-27", "--retrieved", "2026-09-26")) == 0
+        parquet = out / "parquet"
+        stored[name] = {path.relative_to(parquet).as_posix(): path.read_bytes()
+                        for path in sorted(parquet.rglob("*.parquet"))}
+    assert any(name.startswith("best_configuration_history/") for name in stored["first"])
+    assert stored["first"].keys() == stored["second"].keys()
+    assert [name for name in stored["first"] if stored["first"][name] != stored["second"][name]] == []

@@ -1,0 +1,142 @@
+"""energy-index sql holds its bounds for any query: a single expensive call is stopped at the time limit
+and held to the memory limit, a huge result and its spill are bounded, the spill goes on every exit (a
+kill too), every value of --timeout and --memory-limit works or is a usage error, no statement type gives
+a traceback."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.paths import Paths
+
+CLI = str(Path(sys.executable).with_name("energy-index"))
+TIME_LIMIT_S = 5
+MEMORY_LIMIT_MB = 500
+# Runaway single calls: each ran far past --timeout 5 or far above --memory-limit 500MB when the time limit
+# was a timer interrupting DuckDB and the memory limit DuckDB's own.
+LIST_SORT = "select list_sort(range(100000000))[1]"
+REPEAT = "select length(repeat('abc', 1000000000))"
+REGEX = r"select length(regexp_replace(repeat('ab', 20000000), '(a)(b)', '\2\1', 'g'))"
+SPILLING = "select sum(hash(k)) from (select range % 50000000 as k, count(*) from range(2000000000) group by k)"
+STOPPED = ("energy-index: error: the query was stopped at its time limit of 5 s; --timeout SECONDS allows more\n")
+TOO_BIG = ("energy-index: error: the query needs more memory than its limit of 500MB; --memory-limit SIZE (e.g. "
+           "8GB) allows more\n")
+
+
+def sql(build: Paths, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, "sql", "--out", str(build.out), *args], capture_output=True, text=True,
+                          timeout=120, **kwargs)
+
+
+def timed_sql(build: Paths, *args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    started = time.monotonic()
+    result = sql(build, *args)
+    return time.monotonic() - started, result
+
+
+def peak_rss_mb(build: Paths, *args: str) -> tuple[float, int, str]:
+    """The largest resident size of `energy-index sql` or any process it started, its exit status and stderr:
+    measured in a process of its own, whose children are only those."""
+    measure = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, r.returncode, repr(r.stderr))")
+    printed = subprocess.run([sys.executable, "-c", measure, CLI, "sql", "--out", str(build.out), *args],
+                             capture_output=True, text=True, timeout=120, check=True).stdout.split(" ", 2)
+    return float(printed[0]), int(printed[1]), eval(printed[2])  # noqa: S307 (our own repr of a str)
+
+
+@pytest.mark.parametrize("query", [LIST_SORT, REGEX], ids=["list_sort", "regex"])
+def test_a_single_expensive_call_is_stopped_within_2_s_of_its_time_limit(query: str, newest_build: Paths) -> None:
+    start_up, quick = timed_sql(newest_build, "select 1")
+    assert quick.returncode == 0, quick.stderr
+    elapsed, result = timed_sql(newest_build, "--timeout", str(TIME_LIMIT_S), query)
+    assert (result.returncode, result.stderr) == (1, STOPPED)
+    assert elapsed - start_up < TIME_LIMIT_S + 2, elapsed
+
+
+@pytest.mark.parametrize("query", [REPEAT, LIST_SORT], ids=["repeat", "list_sort"])
+def test_a_single_expensive_call_stays_within_its_memory_limit(query: str, newest_build: Paths) -> None:
+    interpreter, code, stderr = peak_rss_mb(newest_build, "select 1")
+    assert code == 0, stderr
+    peak, code, stderr = peak_rss_mb(newest_build, "--memory-limit", f"{MEMORY_LIMIT_MB}MB", "--timeout", "60", query)
+    assert (code, stderr) == (1, TOO_BIG)
+    assert peak <= MEMORY_LIMIT_MB + interpreter, (peak, interpreter)
+
+
+def test_a_huge_result_is_bounded_by_the_limit(newest_build: Paths, tmp_path: Path) -> None:
+    elapsed, result = timed_sql(newest_build, "--memory-limit", "100MB", "--timeout", "60",
+                                "select * from range(10000000000)")
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == ("energy-index: error: the query writes more than its limit of 100MB (its result or a "
+                             "spill file); --memory-limit SIZE (e.g. 8GB) allows more\n")
+    assert elapsed < 60
+
+
+def _wait_for(condition: "callable", process: subprocess.Popen[str], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "not reached in time"
+        try:
+            process.wait(timeout=0.05)  # waits on the process: ends the loop at once should it exit
+        except subprocess.TimeoutExpired:
+            pass
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_a_stopped_query_leaves_no_spill(stop: signal.Signals, newest_build: Paths, tmp_path: Path) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    process = subprocess.Popen([CLI, "sql", "--out", str(newest_build.out), "--memory-limit", "100MB", "--timeout",
+                                "600", SPILLING], env={**os.environ, "TMPDIR": str(temporary)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: any(path.name.startswith("duckdb_temp") for path in temporary.rglob("*")), process)
+        process.send_signal(stop)
+        stderr = process.communicate(timeout=60)[1]
+        # SIGKILL leaves the command no time; its query's process sees it gone and removes the folder.
+        _wait_for(lambda: not any(temporary.iterdir()), process)
+    finally:
+        process.kill()
+        process.wait()
+    if stop != signal.SIGKILL:
+        assert (process.returncode, stderr) == (1, "energy-index: error: interrupted; the last published build in "
+                                                   f"{newest_build.out} is unchanged\n")
+
+
+@pytest.mark.parametrize("value", ["1e308", "1e-3", "86400"])
+def test_every_timeout_works(value: str, newest_build: Paths) -> None:
+    result = sql(newest_build, "--timeout", value, "select 42 as answer")
+    if value == "1e-3":  # so short that even this is stopped: said as the time limit
+        assert (result.returncode, result.stderr) in ((0, ""), (1, STOPPED.replace(" 5 s", " 0.001 s")))
+    else:
+        assert (result.returncode, result.stdout, result.stderr) == (0, "\"answer\"\n42\n", "")
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--timeout", "0"), ("--timeout", "-1"), ("--timeout", "nan"), ("--timeout", "inf"),
+    ("--memory-limit", "0MB"), ("--memory-limit", "-5MB"), ("--memory-limit", "1B"),
+    ("--memory-limit", "99999999999999999999TB"), ("--memory-limit", "lots"),
+])
+def test_every_other_value_is_a_usage_error(option: str, value: str, newest_build: Paths) -> None:
+    result = sql(newest_build, option, value, "select 1")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"energy-index: error: Invalid value for '{option}': "), result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("query", ["update extensions", "checkpoint", "vacuum", "set threads = 1", "pragma version",
+                                   "load json", "detach database"])
+def test_no_statement_type_gives_a_traceback(query: str, newest_build: Paths) -> None:
+    result = sql(newest_build, query)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("energy-index: error: ") and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_a_memory_limit_still_lets_a_query_spill_and_finish(newest_build: Paths) -> None:
+    result = sql(newest_build, "--memory-limit", "200MB", "select count(*) as groups from (select range % 5000000 as k,"
+                 " count(*) from range(20000000) group by k)")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "\"groups\"\n5000000\n", "")
