@@ -18,6 +18,10 @@ interleaved, medians reported:
 - parse_floor (floor_parse.py): msgspec parsing every file, one process per core: the physical
   reference no reading can beat;
 - pandas_baseline (baseline_pandas.py): json.load + pandas.json_normalize + to_parquet;
+- fitting (fit_curves.py): the build's fitting step alone, pipeline.fits.fit_curves over the index
+  snapshot's curve points read from the refresh's database, in one process; its seconds exclude the
+  interpreter and the read, and its import of scipy is reported beside it (`import`). The full refresh
+  of a new snapshot includes it (in its build step); a no-op refresh refits nothing;
 - before_refresh (with --before CLI): the same refresh by another installation of energy-index, the
   code to compare with, interleaved with full_refresh.
 
@@ -173,7 +177,7 @@ def _bench_scale(source: Path, runs: int, work: Path, light: bool, before: str |
     samples: dict[str, list[dict[str, float]]] = {
         name: [] for name in (
             "full_refresh", "noop_refresh", "duckdb_alone", "load_parquet", "export_writer", "floor", "parse_floor",
-            "pandas_baseline", *(["before_refresh"] if before else []),
+            "pandas_baseline", "fitting", *(["before_refresh"] if before else []),
         )
     }
     make = ["make", "-s", f"SOURCE={source}", f"OUT={work / 'make'}"]
@@ -196,6 +200,10 @@ def _bench_scale(source: Path, runs: int, work: Path, light: bool, before: str |
         seconds, rss, _ = _measure(_script("floor_load.py", out / "parquet", database))
         samples["load_parquet"].append({"seconds": seconds, "peak_rss_mb": rss})
         database.unlink()
+
+        _, rss, printed = _measure(_script("fit_curves.py", out / "energy_index.duckdb"))
+        imported, fitted = (float(value) for value in printed.split()[-2:])
+        samples["fitting"].append({"seconds": fitted, "import": imported, "peak_rss_mb": rss})
 
         written = work / f"writer-{run}"
         _, rss, printed = _measure(_script("floor_export_writer.py", out / "index", written))
@@ -260,6 +268,12 @@ def _report(scale: int, runs: int, measured: dict[str, Any]) -> None:
     refresh = measured["full_refresh"]
     shares = ", ".join(f"{step} {refresh[step]:.2f} s" for step in STEPS if step in refresh)
     print(f"  refresh steps: {shares}")
+    if "fitting" in measured:
+        fitting = measured["fitting"]
+        print(f"  fitting (fit_curves on one snapshot, within the build step): {fitting['seconds']:.2f} s, "
+              f"{fitting['seconds'] / refresh.get('build', float('nan')):.0%} of the build step, "
+              f"{fitting['seconds'] / refresh['seconds']:.0%} of the full refresh; importing it (scipy) "
+              f"{fitting['import']:.2f} s more")
     print(f"  pandas baseline / full refresh: {measured['pandas_baseline']['seconds'] / refresh['seconds']:.2f}; "
           f"pandas baseline / ingest: {measured['pandas_baseline']['seconds'] / refresh.get('ingest', float('nan')):.2f}")
     _print_targets(targets(scale, measured))

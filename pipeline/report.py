@@ -34,6 +34,8 @@ from pipeline.export import TIER_FIELDS, energy_decimals, index_snapshot, task_p
 from pipeline.files import read_toml, staged_directory
 from pipeline.paths import Paths
 from pipeline.progress import each
+from pipeline.report_fits import FIT_TABLE_TEXT, fit_chart, fit_table
+from pipeline.report_fits import gather as gather_fits
 from schemas import dictionary
 
 # A deployment: what stays fixed along an efficiency curve (the other family's columns are null).
@@ -174,6 +176,8 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
     }
     data = {name: [task.rounded(row) for row in fetch_dicts(connection, query, {"task": task.task})]
             for name, query in queries.items()}
+    data.update({name: [task.rounded(row) for row in rows]
+                 for name, rows in gather_fits(connection, task.task, DEPLOYMENT).items()})
     data["model_frontier"] = [row for row in data["frontier"] if row["scope"] == "model"]
     data["frontier"] = [row for row in data["frontier"] if row["scope"] == "model_gpu"]
     data["snapshots"] = fetch_dicts(connection, "select snapshot_id from snapshot_history order by position", {})
@@ -322,6 +326,17 @@ def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str
         if problems := ambiguous_encodings(chart.spec):
             raise PipelineError(f"report: chart {chart_id} would not tell its categories apart", problems)
         specs[chart_id] = chart.spec
+        parts.append(heading(html.escape(chart.title), html.escape(chart.answers),
+                             downloads.add(chart_id, chart.spec["datasets"]))
+                     + f'<div class="chart" id="{html.escape(chart_id)}"></div>')
+    if models is None and (chart := fit_chart(task, rows, styles)):  # a model's page: its fitted curves, their status
+        specs[chart_id := f"{task.task}-{chart.name}"] = chart.spec
+        headings, values = fit_table(task, rows["fits"], task.decimals["wh_per_unit"])
+        fits = [{key: value for key, value in row.items() if key != "panel"} for row in rows["fits"]]
+        charts_from = next((i for i, part in enumerate(parts) if 'class="chart"' in part), len(parts))
+        parts[charts_from:charts_from] = [  # the table with the other tables, before the charts
+            heading(*map(html.escape, FIT_TABLE_TEXT), downloads.add(f"{task.task}-fit-table", {"fits": fits})),
+            _table("fit-table", headings, [[_cell(value) for value in row] for row in values])]
         parts.append(heading(html.escape(chart.title), html.escape(chart.answers),
                              downloads.add(chart_id, chart.spec["datasets"]))
                      + f'<div class="chart" id="{html.escape(chart_id)}"></div>')

@@ -21,6 +21,8 @@ from typing import Any
 import duckdb
 import pytest
 
+from github_server import FakeGitHub, GitHubServer, shared_commits
+
 from pipeline.cli import main
 from pipeline.archive import snapshot_id_of
 from pipeline.paths import Paths
@@ -360,3 +362,17 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         FaultyHandler.released.set()
         httpd.shutdown()
         httpd.server_close()
+
+
+# The shared snapshots as the GitHub stand-in serves them, by short hash.
+COMMITS = {commit.sha[:7]: commit for commit in shared_commits(SNAPSHOTS)}
+
+
+@pytest.fixture
+def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
+    """The GitHub stand-in (tests/github_server.py) on 127.0.0.1, and this process's fetches pointed at it."""
+    state = FakeGitHub()
+    with GitHubServer(state):
+        monkeypatch.setenv(GITHUB_API.name, state.api)
+        monkeypatch.setenv(GITHUB_RAW.name, state.raw)
+        yield state

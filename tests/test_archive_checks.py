@@ -2,22 +2,18 @@
 copy is fetched again; by sha256 (and, for a commit's copy, against its index.json) before anything is
 ingested from it, where a damaged copy is refused with advice that works as written."""
 
-import dataclasses
 import json
 import re
 import shlex
-import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import NEWEST, PROJECT, SNAPSHOTS, refresh_args, snapshot_id
-from github_server import FakeGitHub, GitHubServer, shared_commits
+from conftest import COMMITS, NEWEST, PROJECT, refresh_args, snapshot_id
+from github_server import FakeGitHub
 
 from pipeline.archive import MANIFEST
 from pipeline.fingerprint import file_sha256
-from pipeline.settings import GITHUB_API, GITHUB_RAW
 
 ARCHIVED = "tasks/gpqa.json"
 ADVICE = re.compile(r"fetch it again \('([^']+)'\) and run again$")
@@ -87,16 +83,8 @@ def test_a_damaged_archive_is_never_ingested_and_the_advice_works(how: str, buil
     assert again.exit_code == 0, again.stderr
 
 
-COMMITS = {commit.sha[:7]: commit for commit in shared_commits(SNAPSHOTS)}
 
 
-@pytest.fixture
-def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
-    state = FakeGitHub()
-    with GitHubServer(state):
-        monkeypatch.setenv(GITHUB_API.name, state.api)
-        monkeypatch.setenv(GITHUB_RAW.name, state.raw)
-        yield state
 
 
 def test_an_incomplete_archived_commit_is_refused_and_fetched_whole_by_the_advice(

@@ -155,11 +155,17 @@ def test_killing_a_refresh_leaves_the_last_good_build(
     assert [p.name for p in Paths(out).generations_dir.iterdir() if not p.name.isdigit()] == []
 
 
+# Room for a published build (about 35 MB) and a second generation beside it, which a refresh writes
+# before it publishes; the filler takes all of it.
+SMALL_DISK_MB = 96
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     mount = tmp_path / "disk"
     mount.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(mount)], capture_output=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK_MB}m", "tmpfs", str(mount)],
+                             capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"mounting a small tmpfs is not permitted here: {mounted.stderr.decode().strip()}")
     try:
@@ -172,7 +178,7 @@ def test_a_full_disk_is_one_clear_line_and_the_publish_survives(small_disk: Path
     out = copy_build(plain_build, small_disk / "out")
     published = tree_digest(out, *BUILD_OUTPUTS)
     filler = small_disk / "filler"
-    subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M", "count=40"], capture_output=True)
+    subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M", f"count={SMALL_DISK_MB}"], capture_output=True)
     result = cli("refresh", "--source", NEWEST, "--out", out, "--itl-deadline-ms", "250")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr

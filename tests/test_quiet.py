@@ -12,28 +12,18 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pytest
 
-from conftest import NEWEST, PROJECT, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, snapshot_id
-from github_server import FakeGitHub, GitHubServer, ServedCommit, shared_commits
+from conftest import COMMITS, NEWEST, PROJECT, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, snapshot_id
+from github_server import FakeGitHub, ServedCommit
 
 from pipeline.outcome import NEW_FINDINGS_STATUS
-from pipeline.settings import GITHUB_API, GITHUB_RAW
 
 CLI = str(Path(sys.executable).with_name("energy-index"))
-COMMITS = {commit.sha[:7]: commit for commit in shared_commits(SNAPSHOTS)}
 # The row the new commit makes implausible: its p99 inter-token latency 40 times its median, which the
 # itl_tail_ratio rule (at most 20) reports.
 TASK, ROW = "gpqa", 0
 
 
-@pytest.fixture
-def github(monkeypatch: pytest.MonkeyPatch) -> FakeGitHub:
-    state = FakeGitHub()
-    with GitHubServer(state):
-        monkeypatch.setenv(GITHUB_API.name, state.api)
-        monkeypatch.setenv(GITHUB_RAW.name, state.raw)
-        yield state
 
 
 def commit_with_a_new_finding(base: ServedCommit, folder: Path) -> tuple[ServedCommit, str]:

@@ -6,7 +6,7 @@ import re
 import duckdb
 
 from conftest import PROJECT
-from test_cli_edges import on_a_terminal
+from test_sql_command import on_a_terminal
 
 from pipeline.paths import Paths
 

@@ -7,31 +7,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from conftest import PROJECT, SEED, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, read_json, snapshot_id, tree_digest
-from github_server import FakeGitHub, GitHubServer, shared_commits
+from conftest import COMMITS, PROJECT, SEED, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, read_json, snapshot_id, tree_digest
+from github_server import FakeGitHub
 
 from pipeline.settings import GITHUB_API, GITHUB_RAW
 from pipeline.paths import Paths
 from schemas import TABLE_NAMES
 
-COMMITS = {commit.sha[:7]: commit for commit in shared_commits(SNAPSHOTS)}
 CLI = str(Path(sys.executable).with_name("energy-index"))
 
 
-@pytest.fixture
-def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
-    state = FakeGitHub()
-    with GitHubServer(state):
-        monkeypatch.setenv(GITHUB_API.name, state.api)
-        monkeypatch.setenv(GITHUB_RAW.name, state.raw)
-        yield state
 
 
 def make(out: Path, *variables: str) -> subprocess.CompletedProcess[str]:

@@ -4,26 +4,16 @@ listing however the branch moves between its pages."""
 
 import dataclasses
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import NEWEST, SNAPSHOTS, snapshot_id
-from github_server import FakeGitHub, GitHubServer, shared_commits
+from conftest import COMMITS, NEWEST, snapshot_id
+from github_server import FakeGitHub
 
 from pipeline.paths import Paths
-from pipeline.settings import GITHUB_API, GITHUB_RAW
-
-COMMITS = {commit.sha[:7]: commit for commit in shared_commits(SNAPSHOTS)}
 
 
-@pytest.fixture
-def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
-    state = FakeGitHub()
-    with GitHubServer(state):
-        monkeypatch.setenv(GITHUB_API.name, state.api)
-        monkeypatch.setenv(GITHUB_RAW.name, state.raw)
-        yield state
+
 
 
 def snapshot_ids(out: Path) -> list[str]:

@@ -1,0 +1,34 @@
+"""bench: the build's fitting step alone, in one process: pipeline.fits.fit_curves over the curve points of
+one snapshot (efficiency_curve_points_in, read first from a built database, untimed), as the build fits a
+new snapshot. Prints: points, fitted rows, seconds importing pipeline.fits (scipy with it), seconds fitting.
+With COPIES, the points are fitted as COPIES copies of themselves under other model ids (each curve
+fitted COPIES times), to see how the fitting grows with the curves without a synthetic snapshot's refresh.
+Usage: python bench/fit_curves.py DATABASE [SNAPSHOT_ID [COPIES]] (default: the index snapshot, 1)."""
+
+import sys
+import time
+
+import pyarrow
+import pyarrow.compute
+
+from pipeline.database import connect
+
+with connect(sys.argv[1], read_only=True) as connection:
+    snapshot_id = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else \
+        connection.execute("select snapshot_id from index_snapshot").fetchall()[0][0]
+    # The build's own query (pipeline/build.py: _store).
+    points = connection.sql("select * from efficiency_curve_points_in(?) order by all",
+                            params=[snapshot_id]).to_arrow_table()
+copies = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+if copies > 1:
+    model = points.schema.get_field_index("model_id")
+    points = pyarrow.concat_tables(
+        points.set_column(model, "model_id", pyarrow.compute.binary_join_element_wise(
+            points["model_id"], pyarrow.scalar(f"#copy{copy}"), "")) for copy in range(copies))
+started = time.perf_counter()
+from pipeline import fits  # noqa: E402 (timed: the build imports it only when a snapshot needs fitting)
+
+imported = time.perf_counter() - started
+started = time.perf_counter()
+fitted = fits.fit_curves(points)
+print(points.num_rows, fitted.num_rows, f"{imported:.4f}", f"{time.perf_counter() - started:.4f}")
