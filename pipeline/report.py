@@ -415,7 +415,10 @@ def write_report(paths: Paths) -> tuple[Path, int]:
     # A GPU's (and a model's) colour and shape on every page: by its place among the snapshot's GPUs (models).
     styles = series_styles((row["gpu"] for task in tasks for row in task.data["curves"]),
                            (row["model_id"] for task in tasks for row in task.data["curves"]))
-    with staged_directory(paths.out / "report") as staging:
+    # Altair validates every object it makes against the Vega-Lite schema as it makes it, and every copy a
+    # layer or concatenation makes: four fifths of a report's time (160 s on the newest snapshot). Each
+    # chart's specification is still validated whole where it is turned into a dict (charts.py, report_fits.py).
+    with staged_directory(paths.out / "report") as staging, alt.utils.schemapi.debug_mode(False):
         (staging / "models").mkdir()
         bundle = vl_convert.javascript_bundle()
         (staging / "vega.js").write_text(bundle, encoding="utf-8")
