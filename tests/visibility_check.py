@@ -14,8 +14,9 @@ Modes, each as docs/querying.md ("Seeing a new publish") configures the client:
                      DB_CONNECTION_MUTATOR below does, another connection kept open
   pool-null-event    SQLAlchemy with NullPool and a do_connect listener opening the resolved path, another
                      connection kept open
-  pool-recycle       SQLAlchemy's default pool with pool_recycle=1 and pool_pre_ping: a line "wait" is
-                     answered once the value differs from the first answer, or after RECYCLE_WAIT_S
+  pool-recycle       SQLAlchemy's default pool with pool_recycle=RECYCLE_S and pool_pre_ping: a line "wait"
+                     (sent once the publish has finished) is answered by one query made when the pooled
+                     connection is older than RECYCLE_S, the moment the setting promises the new build
 """
 
 import json
@@ -26,7 +27,7 @@ import time
 import duckdb
 
 QUERY = "select itl_deadline_ms from build_parameters"
-RECYCLE_WAIT_S = 20
+RECYCLE_S = 1
 
 
 def DB_CONNECTION_MUTATOR(uri, params, username, security_manager, source):  # noqa: N802 - Superset's name
@@ -60,7 +61,7 @@ def main() -> None:
         if mode.startswith("pool-null"):
             params["poolclass"] = NullPool
         elif mode == "pool-recycle":
-            params.update(pool_recycle=1, pool_pre_ping=True)
+            params.update(pool_recycle=RECYCLE_S, pool_pre_ping=True)
 
         def engine() -> "sqlalchemy.engine.Engine":
             # Superset makes an engine per query (models/core.py _get_sqla_engine), the mutator applied each time.
@@ -70,6 +71,12 @@ def main() -> None:
             return shared
 
         shared = sqlalchemy.create_engine(url, **params)
+        opened = [0.0]  # when the pool last opened a connection, in time.time() as the pool records it
+
+        @sqlalchemy.event.listens_for(shared, "connect")
+        def note_when_opened(dbapi_connection, record):  # noqa: ANN001, ARG001 - SQLAlchemy's signature
+            opened.append(time.time())
+
         if mode == "pool-null-event":
             @sqlalchemy.event.listens_for(shared, "do_connect")
             def open_the_current_build(dialect, record, cargs, cparams):  # noqa: ANN001, ARG001 - as documented
@@ -81,15 +88,15 @@ def main() -> None:
         def query() -> float:
             with engine().connect() as connection:
                 return connection.execute(sqlalchemy.text(QUERY)).scalar()
-    first = None
     for line in sys.stdin:
         started = time.monotonic()
+        if line.strip() == "wait":
+            # pool_recycle is a time: the pool replaces a connection at the first checkout after it is
+            # RECYCLE_S old (SQLAlchemy notes its start just before the "connect" event), and not before,
+            # so the wait is to just past that moment (older means strictly), once, at most RECYCLE_S;
+            # no event says "the build changed".
+            time.sleep(max(0.0, opened[-1] + RECYCLE_S - time.time()) + 0.01)
         value = query()
-        first = value if first is None else first
-        # A pool that recycles its connections sees a new build only once the old connection has aged.
-        while line.strip() == "wait" and value == first and time.monotonic() - started < RECYCLE_WAIT_S:
-            time.sleep(0.1)
-            value = query()
         print(json.dumps({"itl_deadline_ms": value, "duckdb": duckdb.__version__,
                           "seconds": round(time.monotonic() - started, 1)}), flush=True)
 
