@@ -48,11 +48,11 @@ SATURATION_SEARCH_MAX_X = 20.0
 CANDIDATES = 16
 # Errors this close, relative, are the same error computed in another order.
 TIE = 1e-9
-# Grid points per block whose least error stands for the block when the candidates are picked: 2,400
-# errors become 150 block minima, and only the 17 best blocks' 272 errors are looked at one by one.
+# Grid points per block (every 150th) whose best stands for the block when the candidates are picked: a
+# fit's 2,400 errors become 150 block bests, and only the 17 best blocks' 272 errors are compared one by one.
 BLOCK = 16
-# Series fitted at a time: each pass over a fit's 2,400 errors of each then stays in the processor's
-# cache (some 600 kB), which makes it some twice as fast as from memory.
+# Series fitted at a time: a pass over one fit's 2,400 errors of each (some 600 kB) then stays in the
+# processor's cache, which measured twice as fast as passes over arrays that do not fit there.
 SERIES_AT_ONCE = 32
 
 # quantity -> (the points' column, the unit, or None for the output's own unit label).
@@ -75,8 +75,9 @@ def logistic(x: np.ndarray, L: float, x0: float, k: float, b0: float) -> np.ndar
 
 
 def _in_point_order(terms: np.ndarray) -> np.ndarray:
-    """The sum over the last axis, one term after another from zero, as np.einsum adds the points: a
-    reduction that numpy may also do pairwise, by the array's shape, would change the last digits."""
+    """The sum over the last axis, one term after another from zero, as np.einsum adds the points.
+    np.sum adds pairwise or one by one depending on the array's shape and layout, which would make the
+    last digits of a fit depend on how many series are fitted with it."""
     total = np.zeros(terms.shape[:-1])
     for point in range(terms.shape[-1]):
         total += terms[..., point]
@@ -90,7 +91,6 @@ class Grid:
 
     def __init__(self, x: np.ndarray) -> None:
         n = x.size
-        self.x = x
         self.weights = np.ones((n, n - 1))  # (points, fits)
         for i in range(1, n - 1):
             self.weights[i, i] = 0.0
@@ -164,17 +164,17 @@ class Grid:
 def _best_grid_points(explained: np.ndarray, total: np.ndarray) -> np.ndarray:
     """The CANDIDATES grid points of least error (total minus explained) of each row of `explained`
     (rows, grid) with `total` (rows,), in grid order: the set np.argpartition finds in the errors. Where
-    that set is unique it lies within the 17 blocks (every BLOCKS-th grid point from one on) of most
-    explained, and a partition of their errors alone tells it; where the 16th least error equals the 17th,
-    or the least error any point outside those blocks can have, which of the equal points np.argpartition
-    keeps depends on its algorithm, so those rows' errors are partitioned whole, as a plain evaluation
-    does. Rounding total minus explained never reverses an order, only makes ties."""
+    that set is unique it lies within the 17 blocks (a block: every 150th grid point from one on) whose
+    best point explains most, and a partition of their errors alone tells it; where the 16th least error
+    equals the 17th, or the least error any point outside those blocks can have, which of the equal
+    points np.argpartition keeps depends on its algorithm, so those rows' errors are partitioned whole,
+    as a plain evaluation does. Rounding total minus explained never reverses an order, only makes ties."""
     rows = np.arange(explained.shape[0])[:, None]
     block_max = explained.reshape(explained.shape[0], BLOCK, -1).max(axis=1)  # (rows, blocks)
     blocks = np.argpartition(block_max, -CANDIDATES - 1, axis=1)[:, -CANDIDATES - 1:]
     # Every point outside these blocks explains at most the 17th block maximum, so its error is at least:
     bound = total - block_max[rows[:, 0], blocks[:, 0]]
-    points = (blocks[:, None, :] + block_max.shape[1] * np.arange(BLOCK)[:, None]).reshape(explained.shape[0], -1)
+    points = (blocks[:, None, :] + block_max.shape[1] * np.arange(BLOCK)[:, None]).reshape(len(explained), -1)
     error = total[:, None] - explained[rows, points]
     least = np.partition(error, (CANDIDATES - 1, CANDIDATES), axis=1)
     last = least[:, CANDIDATES - 1]
