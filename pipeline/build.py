@@ -6,6 +6,7 @@ import importlib.util
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
@@ -52,6 +53,9 @@ class BuildResult:
     views: list[str]
     appended: bool = False
     notices: tuple[str, ...] = ()
+    # Seconds spent fitting (FITTED, the import included), one figure per snapshot fitted: the refresh
+    # reports it as part of its build step, and make bench reads it there.
+    fitting_seconds: tuple[float, ...] = ()
 
 
 @functools.cache
@@ -478,9 +482,11 @@ def _fitted(table: str, rows: pyarrow.Table) -> pyarrow.Table:
     return importlib.import_module(FITTED[table]).fit_curves(rows)
 
 
-def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, notices: list[str]) -> None:
+def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, notices: list[str],
+           fitting_seconds: list[float]) -> None:
     """Compute the stored rows of every unit (snapshot or consecutive pair) whose file is missing,
-    stale or unreadable, drop those no longer wanted, and load them all as the table."""
+    stale or unreadable, drop those no longer wanted, and load them all as the table; each fitted unit's
+    seconds of fitting are appended to `fitting_seconds`."""
     macro, kind = STORED[table]
     arity = 1 if kind == "snapshot" else 2
     call = f"{macro}({', '.join('?' * arity)})"
@@ -505,7 +511,9 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
         for unit, inputs in stale.items():
             rows = connection.sql(f"select * from {call} order by all", params=list(unit)).to_arrow_table()
             if table in FITTED:
+                started = time.perf_counter()
                 rows = _fitted(table, rows)
+                fitting_seconds.append(time.perf_counter() - started)
             schema = for_readers(rows.schema, hive_key(table))
             with atomic_path(paths.parquet_path(table, unit[-1])) as tmp:
                 pq.write_table(rows.cast(schema.with_metadata({**(schema.metadata or {}), b"inputs": inputs})), tmp,
@@ -632,6 +640,7 @@ def build(
     for leftover in leftovers:
         leftover.unlink(missing_ok=True)
     notices: list[str] = []
+    fitting_seconds: list[float] = []
     try:
         loaded = {} if full else _reusable_database(paths, staging)
         storage = {"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}"}
@@ -645,11 +654,12 @@ def build(
             parameters = (snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE, __version__)
             load_reference_tables(connection, parameters, latency_tiers)
             _publish_reference_tables(connection, paths)
-            create_views(connection, lambda table: _store(connection, paths, table, notices))
+            create_views(connection, lambda table: _store(connection, paths, table, notices, fitting_seconds))
             describe_objects(connection)
             connection.execute("checkpoint")
         os.replace(staging, paths.database)
     finally:
         for leftover in leftovers:
             leftover.unlink(missing_ok=True)
-    return BuildResult(list(view_files()), appended=bool(loaded), notices=tuple(notices))
+    return BuildResult(list(view_files()), appended=bool(loaded), notices=tuple(notices),
+                       fitting_seconds=tuple(fitting_seconds))

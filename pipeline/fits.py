@@ -11,18 +11,28 @@ numpy instead of the toolkit's Python loop of 2,400 np.linalg.lstsq calls a fit,
 fit here: a snapshot's ~1,300 curves and their ~5,000 leave-one-out refits would take five minutes. A
 local optimiser (scipy.optimize.curve_fit) from the grid's best point would change the answer the
 toolkit's users work from, so none is run; scipy supplies the stable sigmoid and the root of the
-saturation equation."""
+saturation equation.
+
+What the grid search costs is kept down without changing a digit of what it finds: everything that
+depends only on the batch limits (the sigmoid at every grid point, its sums over each fit's points) is
+computed once per set of batch limits, which many deployments share; a series of values met twice (a
+synthetic snapshot's copies repeat them) is fitted once; and each fit's best grid points are picked out
+of its 2,400 errors through the least error of each block of grid points instead of a partition of them
+all. Every float that reaches a row is computed by the same operations in the same order as a plain
+evaluation of the whole grid, so the rows do not depend on which or how many curves are fitted together."""
 
 from typing import Any
 
 import numpy as np
 import pyarrow
+import pyarrow.compute as pc
 from scipy.optimize import brentq
 from scipy.special import expit
 
 # The toolkit's grid (LogisticModel.fit).
 X0_STEPS = 40
 K_GRID = np.logspace(-2, 2, 60)
+GRID = X0_STEPS * K_GRID.size
 # Four parameters need four points to be determined and a fifth to be tested; fewer are not fitted.
 MIN_POINTS = 5
 # A fit whose in-sample error at any measured point exceeds this, relative to the point, is not fit for
@@ -34,12 +44,16 @@ MAX_IN_SAMPLE_ERROR = 0.10
 SATURATION_FRACTION = 0.05
 # The saturation batch limit is searched up to this log2 batch limit (about a million).
 SATURATION_SEARCH_MAX_X = 20.0
-# Grid points rescored by their residuals, per fit (grid_fit).
+# Grid points rescored by their residuals, per fit (_best_grid_points).
 CANDIDATES = 16
 # Errors this close, relative, are the same error computed in another order.
 TIE = 1e-9
-# Curves fitted together in one array operation: bounds the memory (some 100 MB at 14 points).
-CHUNK = 64
+# Grid points per block (every 150th) whose best stands for the block when the candidates are picked: a
+# fit's 2,400 errors become 150 block bests, and only the 17 best blocks' 272 errors are compared one by one.
+BLOCK = 16
+# Series fitted at a time: a pass over one fit's 2,400 errors of each (some 600 kB) then stays in the
+# processor's cache, which measured twice as fast as passes over arrays that do not fit there.
+SERIES_AT_ONCE = 32
 
 # quantity -> (the points' column, the unit, or None for the output's own unit label).
 QUANTITIES = {
@@ -60,57 +74,116 @@ def logistic(x: np.ndarray, L: float, x0: float, k: float, b0: float) -> np.ndar
     return b0 + L * expit(k * (np.asarray(x, dtype=float) - x0))
 
 
-def grid_fit(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Fit many curves at once. x is (curves, points); y is (curves, points, quantities); weights is
-    (curves, points, fits): each fit of a curve weighs the points it is fitted to 1 and the rest 0, and all
-    its fits share the x0 grid, which only the lowest and highest x of the points weighed set (leaving out
-    an interior point keeps it). Returns (curves, fits, quantities, 4): L, x0, k, b0 as LogisticModel.fit
-    gives them."""
-    curves = x.shape[0]
-    every = weights.max(axis=2) > 0
-    low = np.where(every, x, np.inf).min(axis=1) - 1.0
-    high = np.where(every, x, -np.inf).max(axis=1) + 1.0
-    x0 = np.linspace(low, high, X0_STEPS, axis=1)  # (curves, 40)
-    # (curves, 40 x 60, points): the sigmoid at every grid point, x0 the outer loop and k the inner, as
-    # the toolkit loops, so that argmin's first minimum is the toolkit's.
-    s = expit(K_GRID[None, None, :, None] * (x[:, None, None, :] - x0[:, :, None, None])).reshape(curves, -1, x.shape[1])
-    # The normal equations' sums, for every grid point, fit and quantity; y centred on each fit's mean so
-    # the error's closed form (total minus explained) keeps its digits.
-    n = weights.sum(axis=1)[:, None, :, None]  # (curves, 1, fits, 1)
-    mean_y = np.einsum("cpf,cpq->cfq", weights, y)[:, None] / np.maximum(n, 1)
-    yc = y[:, :, None, :] - mean_y[:, 0][:, None, :, :]  # (curves, points, fits, quantities)
-    sum_s = np.einsum("cgp,cpf->cgf", s, weights)[..., None]
-    sum_ss = np.einsum("cgp,cpf->cgf", s * s, weights)[..., None]
-    sum_sy = np.einsum("cgp,cpfq->cgfq", s, weights[..., None] * yc)
-    sum_yy = np.einsum("cpf,cpfq->cfq", weights, yc * yc)[:, None]
-    spread = n * sum_ss - sum_s * sum_s
-    # Where the sigmoid is constant over the points the least-squares line is flat: the mean.
-    flat = spread <= 1e-12 * np.maximum(n * sum_ss, 1e-300)
-    L = np.where(flat, 0.0, n * sum_sy / np.where(flat, 1.0, spread))  # sum of centred y is 0
-    sse = sum_yy - L * sum_sy
-    # The closed form loses digits where the sigmoid is nearly a step over the points, and a near-tie
-    # then picks another grid point than the toolkit's residuals would: the CANDIDATES best grid points
-    # of each fit are scored again by their residuals, as the toolkit scores every point.
-    candidates = np.sort(np.argpartition(sse, CANDIDATES - 1, axis=1)[:, :CANDIDATES], axis=1)  # grid order
-    c, _, f, q = np.indices(candidates.shape)
-    L_candidates = L[c, candidates, f, q]
-    b0_candidates = mean_y[:, 0][c, f, q] - L_candidates * sum_s[c, candidates, f, 0] / n[:, 0, :, 0][c, f]
-    # (curves, candidates, fits, quantities, points)
-    s_at = np.take_along_axis(s[:, :, None, None, :], candidates[..., None], axis=1)
-    residual = y.transpose(0, 2, 1)[:, None, None, :, :] - b0_candidates[..., None] - L_candidates[..., None] * s_at
-    scored = (weights.transpose(0, 2, 1)[:, None, :, None, :] * residual * residual).sum(axis=-1)
-    # Where the sigmoid is a step between two points, grid points whose steps fall between the same points
-    # tie to the last digits, and where a left-out point lies between them its prediction depends on which
-    # is taken: the first in the toolkit's loop order among those within rounding of the least error, as
-    # its loop takes in exact arithmetic.
-    tied = scored <= scored.min(axis=1, keepdims=True) * (1 + TIE) + np.finfo(float).tiny
-    chosen = tied.argmax(axis=1)
-    c, f, q = np.indices(chosen.shape)
-    best = candidates[c, chosen, f, q]
-    L_best = L_candidates[c, chosen, f, q]
-    b0_best = b0_candidates[c, chosen, f, q]
-    i_x0, i_k = np.divmod(best, K_GRID.size)
-    return np.stack([L_best, x0[c, i_x0], K_GRID[i_k], b0_best], axis=-1)
+def _in_point_order(terms: np.ndarray) -> np.ndarray:
+    """The sum over the last axis, one term after another from zero, as np.einsum adds the points.
+    np.sum adds pairwise or one by one depending on the array's shape and layout, which would make the
+    last digits of a fit depend on how many series are fitted with it."""
+    total = np.zeros(terms.shape[:-1])
+    for point in range(terms.shape[-1]):
+        total += terms[..., point]
+    return total
+
+
+class Grid:
+    """What the grid search needs of one set of points' batch limits, shared by every curve measured at
+    them: x = log2(batch limit) (ascending), the fits (fit 0 weighs every point, fit i leaves interior point
+    i out), the x0 grid, and per grid point the sigmoid at each point and its sums over each fit's points."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        n = x.size
+        self.weights = np.ones((n, n - 1))  # (points, fits)
+        for i in range(1, n - 1):
+            self.weights[i, i] = 0.0
+        self.count = self.weights.sum(axis=0)  # (fits,)
+        self.x0 = np.linspace(x.min() - 1.0, x.max() + 1.0, X0_STEPS)
+        # (grid, points), x0 the outer loop and k the inner, as the toolkit loops, so that the first of
+        # equal errors is the toolkit's.
+        self.sigmoid = expit(K_GRID[None, :, None] * (x[None, None, :] - self.x0[:, None, None])).reshape(GRID, n)
+        self.sum_s = _in_point_order(self.sigmoid[:, None, :] * self.weights.T)  # (grid, fits)
+        self.sum_ss = _in_point_order((self.sigmoid * self.sigmoid)[:, None, :] * self.weights.T)
+        self.spread = self.count * self.sum_ss - self.sum_s * self.sum_s
+        # Where the sigmoid is constant over the points the least-squares line is flat: the mean.
+        self.flat = self.spread <= 1e-12 * np.maximum(self.count * self.sum_ss, 1e-300)
+        # Dividing by an infinite spread makes L a zero, as the flat mean's L is, without a select per error.
+        self.spread_or_inf = np.where(self.flat, np.inf, self.spread).T.copy()  # (fits, grid)
+        self.sigmoid_by_point = self.sigmoid.T.copy()  # (points, grid)
+
+    def fit(self, y: np.ndarray) -> np.ndarray:
+        """Fit series y (series, points) measured at these batch limits: (series, fits, 4) of L, x0, k, b0
+        as LogisticModel.fit gives them."""
+        return np.concatenate([self._fit(y[start:start + SERIES_AT_ONCE])
+                               for start in range(0, len(y), SERIES_AT_ONCE)])
+
+    def _fit(self, y: np.ndarray) -> np.ndarray:
+        weights, count = self.weights.T, self.count[:, None]  # (fits, points), (fits, 1)
+        # The normal equations' sums for every fit, series and grid point; y centred on each fit's mean so
+        # the error's closed form (total minus explained) keeps its digits.
+        mean = _in_point_order(weights[:, None, :] * y[None, :, :]) / np.maximum(count, 1)  # (fits, series)
+        centred = y[None, :, :] - mean[:, :, None]  # (fits, series, points)
+        weighted = weights[:, None, :] * centred
+        sum_yy = _in_point_order(weights[:, None, :] * (centred * centred))
+        # The explained part of the least-squares error at every grid point: L sum_sy with L = n sum_sy /
+        # spread (0 where flat), rounded as the plain evaluation rounds it. The error, sum_yy minus it, is
+        # computed only where it is compared (_best_grid_points), as it orders the grid points alike.
+        explained = np.empty((len(y), GRID))
+        term = np.empty_like(explained)
+        candidates = np.empty((*mean.shape, CANDIDATES), dtype=np.intp)
+        for fit, (point, *others) in enumerate(np.flatnonzero(row) for row in weights):
+            # sum_sy: the points' products added in point order (a left-out point's product is a zero,
+            # which adds nothing); its sign where it is zero is not kept, and L sum_sy does not depend on it.
+            sum_sy = np.multiply(self.sigmoid_by_point[point], weighted[fit, :, point, None], out=explained)
+            for point in others:
+                sum_sy += np.multiply(self.sigmoid_by_point[point], weighted[fit, :, point, None], out=term)
+            np.multiply(count[fit], sum_sy, out=term)
+            term /= self.spread_or_inf[fit]
+            sum_sy *= term
+            candidates[fit] = _best_grid_points(explained, sum_yy[fit])
+        # The closed form loses digits where the sigmoid is nearly a step over the points, and a near-tie
+        # then picks another grid point than the toolkit's residuals would: the CANDIDATES best grid points
+        # of each fit are scored again by their residuals, as the toolkit scores every point.
+        fit_index = np.arange(weights.shape[0])[:, None, None]
+        flat = self.flat[candidates, fit_index]
+        sum_sy = _in_point_order(self.sigmoid[candidates] * weighted[:, :, None, :])
+        L = np.where(flat, 0.0, count[:, :, None] * sum_sy / np.where(flat, 1.0, self.spread[candidates, fit_index]))
+        b0 = mean[:, :, None] - L * self.sum_s[candidates, fit_index] / count[:, :, None]
+        residual = y[None, :, None, :] - b0[..., None] - L[..., None] * self.sigmoid[candidates]
+        scored = _in_point_order(weights[:, None, None, :] * residual * residual)  # (fits, series, candidates)
+        # Where the sigmoid is a step between two points, grid points whose steps fall between the same points
+        # tie to the last digits, and where a left-out point lies between them its prediction depends on which
+        # is taken: the first in the toolkit's loop order among those within rounding of the least error, as
+        # its loop takes in exact arithmetic.
+        tied = scored <= scored.min(axis=2, keepdims=True) * (1 + TIE) + np.finfo(float).tiny
+        chosen = tied.argmax(axis=2)[..., None]
+        best = np.take_along_axis(candidates, chosen, axis=2)[..., 0]
+        i_x0, i_k = np.divmod(best, K_GRID.size)
+        parameters = np.stack([np.take_along_axis(L, chosen, axis=2)[..., 0], self.x0[i_x0], K_GRID[i_k],
+                               np.take_along_axis(b0, chosen, axis=2)[..., 0]], axis=-1)
+        return parameters.transpose(1, 0, 2)  # (series, fits, 4)
+
+
+def _best_grid_points(explained: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """The CANDIDATES grid points of least error (total minus explained) of each row of `explained`
+    (rows, grid) with `total` (rows,), in grid order: the set np.argpartition finds in the errors. Where
+    that set is unique it lies within the 17 blocks (a block: every 150th grid point from one on) whose
+    best point explains most, and a partition of their errors alone tells it; where the 16th least error
+    equals the 17th, or the least error any point outside those blocks can have, which of the equal
+    points np.argpartition keeps depends on its algorithm, so those rows' errors are partitioned whole,
+    as a plain evaluation does. Rounding total minus explained never reverses an order, only makes ties."""
+    rows = np.arange(explained.shape[0])[:, None]
+    block_max = explained.reshape(explained.shape[0], BLOCK, -1).max(axis=1)  # (rows, blocks)
+    blocks = np.argpartition(block_max, -CANDIDATES - 1, axis=1)[:, -CANDIDATES - 1:]
+    # Every point outside these blocks explains at most the 17th block maximum, so its error is at least:
+    bound = total - block_max[rows[:, 0], blocks[:, 0]]
+    points = (blocks[:, None, :] + block_max.shape[1] * np.arange(BLOCK)[:, None]).reshape(len(explained), -1)
+    error = total[:, None] - explained[rows, points]
+    least = np.partition(error, (CANDIDATES - 1, CANDIDATES), axis=1)
+    last = least[:, CANDIDATES - 1]
+    unique = (last < least[:, CANDIDATES]) & (last < bound)
+    chosen = np.empty((explained.shape[0], CANDIDATES), dtype=np.intp)
+    chosen[unique] = points[unique][error[unique] <= last[unique, None]].reshape(-1, CANDIDATES)
+    for row in np.flatnonzero(~unique):
+        chosen[row] = np.argpartition(total[row] - explained[row], CANDIDATES - 1)[:CANDIDATES]
+    return np.sort(chosen, axis=1)
 
 
 def is_monotone(values: np.ndarray) -> bool:
@@ -128,7 +201,9 @@ def saturation_x(L: float, x0: float, k: float, b0: float) -> float | None:
         return 0.0 if L == 0 else None
 
     def excess(x: float) -> float:
-        value = float(logistic(x, L, x0, k, b0))
+        # logistic() on Python floats: the same operations without numpy's array overhead, which brentq's
+        # dozen calls per fit would pay on every row.
+        value = b0 + L * expit(k * (x - x0))
         return abs(settled - value) - SATURATION_FRACTION * abs(value)
 
     if excess(0.0) <= 0:
@@ -138,79 +213,147 @@ def saturation_x(L: float, x0: float, k: float, b0: float) -> float | None:
     return float(brentq(excess, 0.0, SATURATION_SEARCH_MAX_X, xtol=1e-9))
 
 
+def _unit_of(quantity: str, family: str, unit_label: str) -> str:
+    """The unit of energy per output or throughput, as the field dictionary spells them."""
+    output = "Mtoken" if family == "token" else unit_label
+    return f"Wh/{output}" if quantity == "energy" else f"{'token' if family == 'token' else unit_label}s/s"
+
+
 def _quantities(family: str) -> list[str]:
     latency = "median_itl" if family == "token" else "batch_latency"
     return [name for name in QUANTITIES if name not in ("median_itl", "batch_latency") or name == latency]
+
+
+def _curve_starts(table: pyarrow.Table) -> np.ndarray:
+    """The first row of each deployment's points in `table` (sorted by deployment): where any deployment
+    column differs from the row before, a null equal only to a null."""
+    differs = np.zeros(max(table.num_rows - 1, 0), dtype=bool)
+    for name in DEPLOYMENT:
+        column = table[name]
+        this, before = column[1:], column[:-1]
+        same = pc.coalesce(pc.equal(this, before), pc.and_(pc.is_null(this), pc.is_null(before)))
+        differs |= ~same.to_numpy(zero_copy_only=False)
+    return np.concatenate([[0], np.flatnonzero(differs) + 1]) if table.num_rows else np.zeros(0, dtype=np.intp)
+
+
+def _fit_series(x: np.ndarray, y: np.ndarray, fitted: np.ndarray) -> np.ndarray:
+    """Parameters (curves, quantities, fits, 4) of curves of one size: x (curves, points), y (curves,
+    points, quantities); NaN where `fitted` (curves, quantities) is false. Curves measured at the same batch
+    limits share a Grid, and a series of values met twice is fitted once."""
+    curves, n, quantities = y.shape
+    parameters = np.full((curves, quantities, n - 1, 4), np.nan)
+    limits, grid_of = np.unique(x, axis=0, return_inverse=True)
+    for g, limit in enumerate(limits):
+        curve, quantity = np.nonzero((grid_of.reshape(-1) == g)[:, None] & fitted)
+        series = np.ascontiguousarray(y[curve, :, quantity])  # (series, points)
+        _, first, repeat = np.unique(series.view(np.dtype((np.void, series.itemsize * n))).ravel(),
+                                     return_index=True, return_inverse=True)
+        parameters[curve, quantity] = Grid(limit).fit(series[first])[repeat.reshape(-1)]
+    return parameters
 
 
 def fit_curves(points: pyarrow.Table) -> pyarrow.Table:
     """One row per deployment × quantity of the points (efficiency_curve_points_in's rows): the fitted
     parameters, the points' batch range, the in-sample and leave-one-out relative errors, whether it is
     fit for use and why not, the value the curve settles at and the batch limit where it settles."""
-    curves: dict[tuple, list[dict[str, Any]]] = {}
-    for row in points.sort_by([(name, "ascending") for name in (*DEPLOYMENT, "batch_limit")]).to_pylist():
-        curves.setdefault(tuple(row[name] for name in DEPLOYMENT), []).append(row)
-    # Curves of the same number of points are fitted together, each with its fits: all its points, then
-    # each interior point left out for the leave-one-out error (an end point left out would be
-    # extrapolated, which is another question).
-    by_size: dict[int, list[list[dict[str, Any]]]] = {}
-    for rows in curves.values():
-        if len(rows) >= MIN_POINTS:
-            by_size.setdefault(len(rows), []).append(rows)
-    fitted: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # id(rows) -> x, y, parameters
-    for n, group in by_size.items():
-        x = np.log2([[row["batch_limit"] for row in rows] for rows in group])
-        y = np.array([[[np.nan if row[QUANTITIES[quantity][0]] is None else row[QUANTITIES[quantity][0]]
-                        for quantity in _quantities(rows[0]["family"])] for row in rows] for rows in group], dtype=float)
-        weights = np.ones((len(group), n, n - 1))
-        for i in range(1, n - 1):
-            weights[:, i, i] = 0.0
-        parameters = np.concatenate([grid_fit(x[i:i + CHUNK], np.nan_to_num(y[i:i + CHUNK]), weights[i:i + CHUNK])
-                                     for i in range(0, len(group), CHUNK)])
-        for c, rows in enumerate(group):
-            fitted[id(rows)] = x[c], y[c], parameters[c]
+    table = points.sort_by([(name, "ascending") for name in (*DEPLOYMENT, "batch_limit")])
+    starts = _curve_starts(table)
+    sizes = np.diff(np.append(starts, table.num_rows))
+    family = table["family"].take(starts).to_pylist()
+    unit_label = table["unit_label"].take(starts).to_pylist()
+    quantity_names = [_quantities(name) for name in family]
+    quantities = len(quantity_names[0]) if family else 0
+    batch_limit = table["batch_limit"].to_numpy()
+    # (rows, quantities): each curve's own quantities, in the order of its rows below.
+    is_token = np.asarray(pc.equal(table["family"], "token").to_numpy(zero_copy_only=False))
+    values = np.stack([table[QUANTITIES[name][0]].to_numpy(zero_copy_only=False).astype(float)
+                       for name in ("energy", "gpu_power", "throughput")]
+                      + [np.where(is_token, table["median_itl_ms"].to_numpy(zero_copy_only=False).astype(float),
+                                  table["batch_latency_s"].to_numpy(zero_copy_only=False).astype(float))], axis=1)
 
-    out: list[dict[str, Any]] = []
-    for key, rows in curves.items():
-        n = len(rows)
-        for q, quantity in enumerate(_quantities(rows[0]["family"])):
-            column, unit = QUANTITIES[quantity]
-            values = np.array([np.nan if row[column] is None else row[column] for row in rows], dtype=float)
-            row: dict[str, Any] = dict(zip(DEPLOYMENT, key)) | {
-                "unit_label": rows[0]["unit_label"], "quantity": quantity, "unit": unit or _unit_of(quantity, rows[0]["family"], rows[0]["unit_label"]), "n_points": n,
-                "min_batch_limit": rows[0]["batch_limit"], "max_batch_limit": rows[-1]["batch_limit"],
-                "is_monotone": is_monotone(values),
-            } | dict.fromkeys(("L", "x0", "k", "b0", "in_sample_median_error", "in_sample_max_error",
-                               "leave_one_out_median_error", "leave_one_out_max_error", "settled_value",
-                               "saturation_batch_limit"))
-            if id(rows) in fitted and np.isfinite(values).all():
-                x, _, parameters = fitted[id(rows)]
-                L, x0, k, b0 = (float(v) for v in parameters[0, q])
-                errors = np.abs(logistic(x, L, x0, k, b0) - values) / np.abs(values)
-                # Fit i leaves point i out (weights above); its error is the prediction's there.
-                predicted = logistic(x[1:n - 1], *parameters[1:n - 1, q].T)
-                left_out = list(np.abs(predicted - values[1:n - 1]) / np.abs(values[1:n - 1]))
-                saturation = saturation_x(L, x0, k, b0)
-                row |= {
-                    "L": L, "x0": x0, "k": k, "b0": b0,
-                    "in_sample_median_error": float(np.median(errors)), "in_sample_max_error": float(errors.max()),
-                    "leave_one_out_median_error": float(np.median(left_out)),
-                    "leave_one_out_max_error": float(max(left_out)),
-                    "settled_value": b0 + L if k > 0 else b0,
-                    "saturation_batch_limit": None if saturation is None else float(2.0 ** saturation),
-                }
-            row["fit_status"] = ("too few points" if row["L"] is None else "not monotone" if not row["is_monotone"]
-                                 else "error above bound" if row["in_sample_max_error"] > MAX_IN_SAMPLE_ERROR
-                                 else "fit for use")
-            row["is_fit_for_use"] = row["fit_status"] == "fit for use"
-            out.append(row)
-    return pyarrow.Table.from_pylist(out, schema=FITS_SCHEMA)
+    rows = len(starts) * quantities
+    columns: dict[str, Any] = {name: np.full(rows, np.nan) for name in (
+        "L", "x0", "k", "b0", "in_sample_median_error", "in_sample_max_error", "leave_one_out_median_error",
+        "leave_one_out_max_error")}
+    monotone = np.zeros(rows, dtype=bool)
+    fitted = np.zeros(rows, dtype=bool)
+    for n in np.unique(sizes):
+        curves = np.flatnonzero(sizes == n)
+        at = starts[curves][:, None] + np.arange(n)  # (curves, points)
+        y = values[at]  # (curves, points, quantities)
+        out = (curves[:, None] * quantities + np.arange(quantities)).reshape(-1)  # the curves' rows
+        steps = np.diff(y, axis=1)
+        monotone[out] = ((steps >= 0).all(axis=1) | (steps <= 0).all(axis=1)).reshape(-1)
+        if n < MIN_POINTS:
+            continue
+        finite = np.isfinite(y).all(axis=1)  # (curves, quantities)
+        x = np.log2(batch_limit[at].astype(float))
+        parameters = _fit_series(x, y, finite)  # (curves, quantities, fits, 4)
+        L, x0, k, b0 = np.moveaxis(parameters[:, :, 0], -1, 0)  # each (curves, quantities)
+        series = y.transpose(0, 2, 1)  # (curves, quantities, points)
+        errors = np.abs(logistic(x[:, None, :], L[..., None], x0[..., None], k[..., None], b0[..., None]) - series) \
+            / np.abs(series)
+        # Fit i leaves point i out; its error is the prediction's there.
+        interior = series[:, :, 1:n - 1]
+        L_i, x0_i, k_i, b0_i = np.moveaxis(parameters[:, :, 1:n - 1], -1, 0)
+        left_out = np.abs(logistic(x[:, None, 1:n - 1], L_i, x0_i, k_i, b0_i) - interior) / np.abs(interior)
+        keep = out[finite.reshape(-1)]
+        for name, value in (("L", L), ("x0", x0), ("k", k), ("b0", b0),
+                            ("in_sample_median_error", np.median(errors, axis=2)),
+                            ("in_sample_max_error", errors.max(axis=2)),
+                            ("leave_one_out_median_error", np.median(left_out, axis=2)),
+                            # Python's max, as the rows were first computed: a NaN counts only in first place.
+                            ("leave_one_out_max_error", np.where(np.isnan(left_out[..., 0]), np.nan,
+                                                                 np.fmax.reduce(left_out, axis=2)))):
+            columns[name][keep] = value[finite]
+        fitted[keep] = True
+    # The saturation batch limit of each distinct fit, once (a synthetic snapshot's copies repeat them).
+    saturation: dict[tuple[float, ...], float | None] = {}
+    for key in zip(*(columns[name][fitted].tolist() for name in ("L", "x0", "k", "b0"))):
+        if key not in saturation:
+            saturation[key] = saturation_x(*key)
+    return _table(table, starts, sizes, family, unit_label, quantity_names, columns, monotone, fitted, saturation)
 
 
-def _unit_of(quantity: str, family: str, unit_label: str) -> str:
-    """The unit of energy per output or throughput, as the field dictionary spells them."""
-    output = "Mtoken" if family == "token" else unit_label
-    return f"Wh/{output}" if quantity == "energy" else f"{'token' if family == 'token' else unit_label}s/s"
+def _table(table: pyarrow.Table, starts: np.ndarray, sizes: np.ndarray, family: list[str], unit_label: list[str],
+           quantity_names: list[list[str]], columns: dict[str, np.ndarray], monotone: np.ndarray,
+           fitted: np.ndarray, saturation: dict[tuple[float, ...], float | None]) -> pyarrow.Table:
+    """The rows of fit_curves: each curve's deployment, then a row per quantity."""
+    quantities = len(quantity_names[0]) if quantity_names else 0
+    first = np.repeat(starts, quantities)
+    units: dict[tuple[str, str, str], str] = {}
+    names, unit = [], []
+    for curve_family, label, curve_quantities in zip(family, unit_label, quantity_names):
+        for name in curve_quantities:
+            names.append(name)
+            unit.append(QUANTITIES[name][1] or units.setdefault((name, curve_family, label),
+                                                                _unit_of(name, curve_family, label)))
+    L, k, b0 = columns["L"], columns["k"], columns["b0"]
+    saturation_limit = np.full(len(first), np.nan)
+    limits = [saturation[key] for key in zip(*(columns[name][fitted].tolist() for name in ("L", "x0", "k", "b0")))]
+    saturation_limit[fitted] = [np.nan if x is None else float(2.0 ** x) for x in limits]
+    too_few, in_sample_max = ~fitted, columns["in_sample_max_error"]
+    status = np.where(too_few, "too few points", np.where(~monotone, "not monotone", np.where(
+        in_sample_max > MAX_IN_SAMPLE_ERROR, "error above bound", "fit for use")))
+    n_points = np.repeat(sizes, quantities)
+    batch_limit = table["batch_limit"]
+    data = {name: table[name].take(first) for name in DEPLOYMENT} | {
+        "unit_label": table["unit_label"].take(first),
+        "quantity": pyarrow.array(names, pyarrow.string()),
+        "unit": pyarrow.array(unit, pyarrow.string()),
+        "n_points": n_points,
+        "min_batch_limit": batch_limit.take(first),
+        "max_batch_limit": batch_limit.take(first + n_points - 1),
+        "is_monotone": monotone,
+    } | {name: pyarrow.array(columns[name], mask=too_few) for name in (
+        "L", "x0", "k", "b0", "in_sample_median_error", "in_sample_max_error", "leave_one_out_median_error",
+        "leave_one_out_max_error")} | {
+        "settled_value": pyarrow.array(np.where(k > 0, b0 + L, b0), mask=too_few),
+        "saturation_batch_limit": pyarrow.array(saturation_limit, mask=too_few | np.isnan(saturation_limit)),
+        "fit_status": pyarrow.array(status, pyarrow.string()),
+        "is_fit_for_use": status == "fit for use",
+    }
+    return pyarrow.table({name: data[name] for name in FITS_SCHEMA.names}, schema=FITS_SCHEMA)
 
 
 def _schema() -> pyarrow.Schema:

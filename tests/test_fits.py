@@ -1,6 +1,8 @@
 """Fitted curves: efficiency_curve_fits against the leaderboard toolkit's own LogisticModel (PyPI
 mlenergy-data) on points re-derived from the raw JSON of the newest snapshot, the leave-one-out errors
-and flags re-derived independently, `estimate --method fit`, and a rebuild that refits nothing."""
+and flags re-derived independently, `estimate --method fit`, a rebuild that refits nothing, and the grid
+search's shortcuts: its candidates as a partition of every error finds them, and a curve's rows whatever
+is fitted with it."""
 
 import math
 import statistics
@@ -219,3 +221,42 @@ def test_the_fits_page_states_what_the_build_measures(newest_build):
     from pipeline import docs
 
     assert docs.stale(docs.DOCS / "fits.md", newest_build.out) == "", "docs/fits.md is stale: run 'make docs'"
+
+
+def test_the_candidates_are_the_set_a_partition_of_every_error_finds():
+    """The block search keeps the CANDIDATES least errors np.argpartition keeps, ties included (which of
+    equal errors a partition keeps is its own affair, so those rows are partitioned whole)."""
+    from pipeline.fits import CANDIDATES, GRID, _best_grid_points
+
+    rng = np.random.default_rng(39)
+    # Distinct errors, then errors of a few values only (every candidate set has ties at its edge), then
+    # a NaN among them.
+    explained = np.concatenate([rng.random((40, GRID)), rng.integers(0, 5, (40, GRID)) * 0.25,
+                                rng.integers(0, 400, (40, GRID)) * 1e-3])
+    explained[-1, 7] = np.nan
+    total = rng.random(len(explained)) + 2.0
+    found = _best_grid_points(explained, total)
+    plain = np.sort(np.argpartition(total[:, None] - explained, CANDIDATES - 1, axis=1)[:, :CANDIDATES], axis=1)
+    assert np.array_equal(found, plain)
+
+
+def test_a_curves_fit_does_not_depend_on_the_curves_fitted_with_it(newest_build):
+    """A deployment's rows are the same bits whether it is fitted with the whole snapshot, with a few
+    others, or beside copies of itself (a repeated series is fitted once and its result reused)."""
+    import pyarrow
+    import pyarrow.compute as pc
+
+    from pipeline.fits import fit_curves
+
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        points = connection.sql("select * from efficiency_curve_points_in((select snapshot_id from index_snapshot)) "
+                                "order by all").to_arrow_table()
+    whole = fit_curves(points)
+    models = sorted(set(points["model_id"].to_pylist()))[::5]
+    some = fit_curves(points.filter(pc.is_in(points["model_id"], pyarrow.array(models))))
+    assert some.num_rows and some.equals(whole.filter(pc.is_in(whole["model_id"], pyarrow.array(models))))
+    copy = points.set_column(points.schema.get_field_index("model_id"), "model_id",
+                             pc.binary_join_element_wise(points["model_id"], "#copy", ""))
+    twice = fit_curves(pyarrow.concat_tables([points, copy]))
+    assert twice.filter(pc.invert(pc.ends_with(twice["model_id"], "#copy"))).equals(whole)
+
