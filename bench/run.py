@@ -120,7 +120,7 @@ def _step_seconds(log: str) -> dict[str, float]:
         match = re.search(rf"^{step}: .*\((?:new, |unchanged, )?([0-9.]+) s\)$", log, re.MULTILINE)
         if match:
             seconds[step] = float(match.group(1))
-    match = re.search(r"^build: .* fitted in ([0-9.]+) s", log, re.MULTILINE)
+    match = re.search(r"^fit: .*\(([0-9.]+) s\)$", log, re.MULTILINE)
     if match:
         seconds["fitting"] = float(match.group(1))
     return seconds

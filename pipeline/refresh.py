@@ -110,11 +110,11 @@ def run_build(options: Options, paths: Paths, full: bool) -> None:
     started = time.perf_counter()
     result = build(paths, options.itl_deadline_ms, options.index_snapshot, full, latency_tiers=options.latency_tiers)
     _warn("build", result.notices)
-    how = "appended to the published database" if result.appended else "built from every Parquet file"
     fitted = len(result.fitting_seconds)
     if fitted:
-        how += (f", the curves of {fitted} snapshot{'s' if fitted > 1 else ''} fitted in "
-                f"{sum(result.fitting_seconds):.2f} s")
+        say(f"fit: the efficiency curves of {fitted} snapshot{'s' if fitted > 1 else ''} "
+            f"({sum(result.fitting_seconds):.2f} s)")
+    how = "appended to the published database" if result.appended else "built from every Parquet file"
     say(f"build: {len(result.views)} views and macros, {how} ({seconds_since(started)})")
 
 
