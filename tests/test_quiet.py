@@ -8,17 +8,15 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 
-from conftest import COMMITS, NEWEST, PROJECT, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, snapshot_id
+from conftest import COMMITS, NEWEST, PROJECT, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, cli, snapshot_id
 from github_server import FakeGitHub, ServedCommit
 
 from pipeline.outcome import NEW_FINDINGS_STATUS
 
-CLI = str(Path(sys.executable).with_name("energy-index"))
 # The row the new commit makes implausible: its p99 inter-token latency 40 times its median, which the
 # itl_tail_ratio rule (at most 20) reports.
 TASK, ROW = "gpqa", 0
@@ -47,8 +45,9 @@ def commit_with_a_new_finding(base: ServedCommit, folder: Path) -> tuple[ServedC
     return ServedCommit(sha, moment.strftime("%Y-%m-%dT%H:%M:%SZ"), facts["commit_subject"], folder, True), key
 
 
-def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=400)
+# What the CLI prints, run in this process: a process of its own, what cron and make start, is the subject of
+# the cron recipe's test and of make's; they also see anything a library writes past Python's stderr.
+run = cli
 
 
 def test_a_new_commit_with_a_new_finding_exits_3_and_names_it_and_a_quiet_rerun_prints_nothing(
