@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import NEWEST, PROJECT, shared_folder
+from conftest import NEWEST, PROJECT, copy_build, shared_folder
 
 from pipeline.cli import main
 from pipeline.paths import Paths
@@ -19,10 +19,16 @@ STORED = ("configuration_changes", "index_changes")
 
 
 @pytest.fixture(scope="session")
-def six(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> list[Path]:
-    folder = shared_folder(tmp_path_factory, worker_id, "chain-6",
-                           lambda folder: chain(NEWEST, folder / "snapshots", 6, seed=3))
+def seven(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> list[Path]:
+    """Seven synthetic consecutive snapshots, oldest first (a chain's first six are the same whatever its length)."""
+    folder = shared_folder(tmp_path_factory, worker_id, "chain-7",
+                           lambda folder: chain(NEWEST, folder / "snapshots", 7, seed=3))
     return sorted(path for path in (folder / "snapshots").iterdir() if path.is_dir())
+
+
+@pytest.fixture(scope="session")
+def six(seven: list[Path]) -> list[Path]:
+    return seven[:6]
 
 
 @pytest.fixture(scope="session")
@@ -110,11 +116,10 @@ def everything(paths: Paths) -> dict[str, list[tuple]]:
 
 
 def test_a_refresh_appends_to_the_published_database_and_equals_a_full_build(
-    six: list[Path], tmp_path: Path, run_cli
+    seven: list[Path], in_order: Paths, tmp_path: Path, run_cli
 ) -> None:
-    out = tmp_path / "out"
-    history(out, *six[:4])
-    added = run_cli("refresh", "--source", six[4], "--out", out)
+    out = copy_build(in_order, tmp_path / "out")  # the first six published
+    added = run_cli("refresh", "--source", seven[6], "--out", out)
     assert added.exit_code == 0 and "appended to the published database" in added.stderr
     appended = everything(Paths(out))
     # The refresh's index is the newest snapshot, as a build's is by default.
