@@ -28,7 +28,7 @@ NOT_COMPARED = {"build_inputs", "data_dictionary"}
 MOVED_TO_STAGING = {"token_configurations": ("repeat", "avg_output_len", "is_avg_output_len_derived"),
                     "diffusion_configurations": ("repeat",), "model_detail_configurations": ("repeat",)}
 # The day the fetch first read a snapshot's content (snapshots.retrieved): a fact about the run, not the input.
-FETCH_DATE = {"snapshots": ("retrieved",), "snapshot_history": ("retrieved",)}
+FETCH_DATE = {name: ("retrieved",) for name in ("snapshots", "snapshot_history", "data_version", "index_history")}
 
 
 def _canonical(value: Any) -> str:
