@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.build import build
 from pipeline.cli import main
-from conftest import NEWEST, read_json, snapshot_id
+from conftest import NEWEST, copy_build, read_json, snapshot_id
 
 
 
@@ -204,12 +204,10 @@ def test_estimate_by_fit(fits, newest_build, capsys):
     assert "from the logistic fits" in printed and "no figure: error above bound" in printed
 
 
-def test_a_rebuild_refits_nothing(tmp_path, run_cli):
-    out = tmp_path / "out"
-    assert run_cli("refresh", "--source", str(NEWEST), "--out", str(out)).exit_code == 0
+def test_a_rebuild_refits_nothing(tmp_path, plain_build):
     from pipeline.paths import Paths
 
-    paths = Paths(out)
+    paths = Paths(copy_build(plain_build, tmp_path / "out"))  # a refresh of the newest snapshot, as published
     stored = paths.parquet_path("efficiency_curve_fits", snapshot_id(NEWEST))
     before = stored.stat()
     build(paths, 500.0, full=True)
