@@ -19,37 +19,45 @@ pair_values as (
     where snapshot_id in (select older_snapshot_id from pairs union all select newer_snapshot_id from pairs)
 ),
 
-configurations_in as (
-    select distinct
-        p.*, v.snapshot_id = p.older_snapshot_id as is_older, v.snapshot_id = p.newer_snapshot_id as is_newer,
-        v.task, v.model_id, v.configuration, v.repeat
-    from pairs as p
-    join pair_values as v on v.snapshot_id in (p.older_snapshot_id, p.newer_snapshot_id)
+-- Each field of each configuration with its two snapshots' values side by side, from one read of
+-- configuration_values: DuckDB before 1.3 reads a CTE again wherever it is named, and a self-join and
+-- four set operations over the two snapshots' values took DuckDB 1.1 2.5 s on the eleven snapshots.
+fields as (
+    select
+        p.older_snapshot_id, p.newer_snapshot_id, v.task, v.model_id, v.configuration, v.repeat, v.field,
+        bool_or(v.snapshot_id = p.older_snapshot_id) as in_older,
+        bool_or(v.snapshot_id = p.newer_snapshot_id) as in_newer,
+        max(v.number_value) filter (where v.snapshot_id = p.older_snapshot_id) as old_number,
+        max(v.number_value) filter (where v.snapshot_id = p.newer_snapshot_id) as new_number,
+        max(v.text_value) filter (where v.snapshot_id = p.older_snapshot_id) as old_text,
+        max(v.text_value) filter (where v.snapshot_id = p.newer_snapshot_id) as new_text
+    from pair_values as v
+    cross join pairs as p
+    group by all
 ),
 
 added_or_removed as (
-    (select * exclude (is_older, is_newer), 'added' as change from configurations_in where is_newer
-     except select * exclude (is_older, is_newer), 'added' from configurations_in where is_older)
-    union all
-    (select * exclude (is_older, is_newer), 'removed' from configurations_in where is_older
-     except select * exclude (is_older, is_newer), 'removed' from configurations_in where is_newer)
+    select
+        older_snapshot_id, newer_snapshot_id, task, model_id, configuration, repeat,
+        case when bool_or(in_newer) then 'added' else 'removed' end as change
+    from fields
+    group by all
+    having bool_or(in_older) != bool_or(in_newer)
 ),
 
 changed as (
     select
-        p.older_snapshot_id, p.newer_snapshot_id, o.task, o.model_id, o.configuration, o.repeat, o.field,
-        o.number_value as old_number, n.number_value as new_number, o.text_value as old_text, n.text_value as new_text,
-        (n.number_value - o.number_value)
-            / nullif(greatest(abs(o.number_value), abs(n.number_value)), 0) as relative_change
-    from pairs as p
-    join pair_values as o on o.snapshot_id = p.older_snapshot_id
-    join pair_values as n using (task, model_id, configuration, repeat, field)
+        f.older_snapshot_id, f.newer_snapshot_id, f.task, f.model_id, f.configuration, f.repeat, f.field,
+        f.old_number, f.new_number, f.old_text, f.new_text,
+        (f.new_number - f.old_number)
+            / nullif(greatest(abs(f.old_number), abs(f.new_number)), 0) as relative_change
+    from fields as f
     cross join build_parameters as b
-    where n.snapshot_id = p.newer_snapshot_id
-        and ((o.number_value is null) != (n.number_value is null)
-        or abs(n.number_value - o.number_value)
-            > b.change_relative_tolerance * greatest(abs(o.number_value), abs(n.number_value))
-        or o.text_value is distinct from n.text_value)
+    where f.in_older and f.in_newer
+        and ((f.old_number is null) != (f.new_number is null)
+        or abs(f.new_number - f.old_number)
+            > b.change_relative_tolerance * greatest(abs(f.old_number), abs(f.new_number))
+        or f.old_text is distinct from f.new_text)
 )
 
 select *, null as field, null as old_value, null as new_value, null::double as relative_change
