@@ -9,11 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import COMMITS, NEWEST, PROJECT, refresh_args, snapshot_id
+from conftest import COMMITS, NEWEST, PROJECT, copy_build, refresh_args, snapshot_id
 from github_server import FakeGitHub
 
 from pipeline.archive import MANIFEST
 from pipeline.fingerprint import file_sha256
+from pipeline.paths import Paths
 
 ARCHIVED = "tasks/gpqa.json"
 ADVICE = re.compile(r"fetch it again \('([^']+)'\) and run again$")
@@ -43,10 +44,10 @@ def follow(advice: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def built(tmp_path: Path, run_cli) -> Path:
-    out = tmp_path / "out"
-    assert run_cli(*refresh_args(NEWEST, out)).exit_code == 0
-    return out
+def built(tmp_path: Path, plain_build: Paths) -> Path:
+    """What `energy-index refresh --source NEWEST --out OUT` publishes (the session's plain build, copied):
+    the archive a test damages is this copy's."""
+    return copy_build(plain_build, tmp_path / "out")
 
 
 @pytest.mark.parametrize("how", ["truncate", "delete"])
