@@ -3,11 +3,11 @@
 import json
 import os
 import resource
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from conftest import (
     NEWEST,
     SERVED_COMMIT,
@@ -17,6 +17,7 @@ from conftest import (
     cli_process,
     read_json,
     refresh_args,
+    shared_folder,
     tree_digest,
     writable_copy,
 )
@@ -27,14 +28,31 @@ COMMIT = SERVED_COMMIT
 SERVED = f"/{COMMIT}/public/data"
 
 
-def test_fetch_by_url_gets_the_same_files_as_a_local_fetch(server, tmp_path: Path, run_cli) -> None:
+@pytest.fixture(scope="session")
+def undated_refresh(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[Path, Path, str]:
+    """`energy-index refresh --source UNDATED --out OUT` with the defaults, where UNDATED is a copy of the
+    newest snapshot without its snapshot.json (no commit facts): made once per session. Returns UNDATED,
+    OUT and what the refresh printed on stderr (read by the tests only)."""
+    def refresh(folder: Path) -> None:
+        undated = writable_copy(NEWEST, folder / "undated")
+        (undated / "snapshot.json").unlink()
+        alone = cli("refresh", "--source", undated, "--out", folder / "out")
+        assert alone.returncode == 0, alone.stderr
+        (folder / "stderr.txt").write_text(alone.stderr, encoding="utf-8")
+
+    folder = shared_folder(tmp_path_factory, worker_id, "undated-newest", refresh)
+    return folder / "undated", folder / "out", (folder / "stderr.txt").read_text(encoding="utf-8")
+
+
+def test_fetch_by_url_gets_the_same_files_as_a_local_fetch(server, tmp_path: Path, run_cli,
+                                                           plain_build: Paths) -> None:
     base, _ = server
     url = f"{base}/{COMMIT}/public/data"
     assert run_cli(*refresh_args(url, tmp_path / "http")).exit_code == 0
-    assert run_cli(*refresh_args(NEWEST, tmp_path / "local")).exit_code == 0
+    local_out = plain_build.out  # refresh --source NEWEST with the defaults, as the local fetch here was
 
     by_url = read_json(Paths(tmp_path / "http").raw_snapshot("7885788") / "manifest.json")
-    local = read_json(Paths(tmp_path / "local").raw_snapshot("2026-02-16-7885788") / "manifest.json")
+    local = read_json(Paths(local_out).raw_snapshot("2026-02-16-7885788") / "manifest.json")
     assert by_url["source"] == url
     assert by_url["upstream"] == {"commit": COMMIT}
     local_files = {f["path"]: f for f in local["files"]}
@@ -45,7 +63,7 @@ def test_fetch_by_url_gets_the_same_files_as_a_local_fetch(server, tmp_path: Pat
     }
     for task in ("gpqa", "lm-arena-chat"):
         http_index = (tmp_path / "http" / "index" / task / "index.json").read_bytes()
-        local_index = read_json(tmp_path / "local" / "index" / task / "index.json")
+        local_index = read_json(local_out / "index" / task / "index.json")
         assert json.loads(http_index)["rows"] == local_index["rows"]
 
 
@@ -105,10 +123,8 @@ def test_a_link_out_of_a_local_source_is_refused(source_copy: Path, tmp_path: Pa
     assert not (tmp_path / "out" / "raw" / "2026-02-16-7885788").exists()
 
 
-def test_a_local_source_without_commit_facts_gets_a_content_id(source_copy: Path, tmp_path: Path, run_cli) -> None:
-    (source_copy / "snapshot.json").unlink()
-    out = tmp_path / "out"
-    assert run_cli(*refresh_args(source_copy, out)).exit_code == 0
+def test_a_local_source_without_commit_facts_gets_a_content_id(undated_refresh: tuple[Path, Path, str]) -> None:
+    _, out, _ = undated_refresh  # refreshed there from a copy of the newest snapshot without snapshot.json
     (snapshot_dir,) = [p for p in (out / "raw").iterdir() if p.is_dir()]
     assert snapshot_dir.name.startswith("local-")
     source = read_json(out / "index" / "gpqa" / "index.json")["source"]
@@ -161,16 +177,13 @@ def test_the_archive_is_a_copy_that_an_edit_of_the_source_does_not_reach(
     assert run_cli("ingest", "--out", out).exit_code == 0
 
 
-def test_a_folder_without_snapshot_json_is_dated_with_a_warning_or_refused_in_a_history(tmp_path: Path) -> None:
-    undated = tmp_path / "undated"
-    shutil.copytree(NEWEST, undated)
-    (undated / "snapshot.json").unlink()
-    out = tmp_path / "out"
-    alone = cli("refresh", "--source", undated, "--out", out)
-    assert alone.returncode == 0
-    assert "has no commit time (no snapshot.json)" in alone.stderr
-    assert "placed in the history by the day it was first fetched" in alone.stderr
-    assert "--commit-time" in alone.stderr and "COMMIT_TIME=" in alone.stderr
+def test_a_folder_without_snapshot_json_is_dated_with_a_warning_or_refused_in_a_history(
+    tmp_path: Path, undated_refresh: tuple[Path, Path, str]
+) -> None:
+    undated, _, alone_stderr = undated_refresh  # its refresh alone, with the defaults, succeeded there
+    assert "has no commit time (no snapshot.json)" in alone_stderr
+    assert "placed in the history by the day it was first fetched" in alone_stderr
+    assert "--commit-time" in alone_stderr and "COMMIT_TIME=" in alone_stderr
     # Between two dated snapshots its place would be a guess: refused, naming it and what to do.
     oldest, newest = sorted(UPSTREAM.iterdir())[0], sorted(UPSTREAM.iterdir())[-1]
     mixed = cli("history", "--source", oldest, undated, newest, "--out", tmp_path / "mixed")
