@@ -7,7 +7,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 from conftest import (
     NEWEST,
     SERVED_COMMIT,
@@ -17,7 +16,6 @@ from conftest import (
     cli_process,
     read_json,
     refresh_args,
-    shared_folder,
     tree_digest,
     writable_copy,
 )
@@ -26,22 +24,6 @@ from pipeline.paths import Paths
 
 COMMIT = SERVED_COMMIT
 SERVED = f"/{COMMIT}/public/data"
-
-
-@pytest.fixture(scope="session")
-def undated_refresh(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[Path, Path, str]:
-    """`energy-index refresh --source UNDATED --out OUT` with the defaults, where UNDATED is a copy of the
-    newest snapshot without its snapshot.json (no commit facts): made once per session. Returns UNDATED,
-    OUT and what the refresh printed on stderr (read by the tests only)."""
-    def refresh(folder: Path) -> None:
-        undated = writable_copy(NEWEST, folder / "undated")
-        (undated / "snapshot.json").unlink()
-        alone = cli("refresh", "--source", undated, "--out", folder / "out")
-        assert alone.returncode == 0, alone.stderr
-        (folder / "stderr.txt").write_text(alone.stderr, encoding="utf-8")
-
-    folder = shared_folder(tmp_path_factory, worker_id, "undated-newest", refresh)
-    return folder / "undated", folder / "out", (folder / "stderr.txt").read_text(encoding="utf-8")
 
 
 def test_fetch_by_url_gets_the_same_files_as_a_local_fetch(server, tmp_path: Path, run_cli,
@@ -124,7 +106,7 @@ def test_a_link_out_of_a_local_source_is_refused(source_copy: Path, tmp_path: Pa
 
 
 def test_a_local_source_without_commit_facts_gets_a_content_id(undated_refresh: tuple[Path, Path, str]) -> None:
-    _, out, _ = undated_refresh  # refreshed there from a copy of the newest snapshot without snapshot.json
+    _, out, _ = undated_refresh  # a refresh of a copy of the newest snapshot without snapshot.json
     (snapshot_dir,) = [p for p in (out / "raw").iterdir() if p.is_dir()]
     assert snapshot_dir.name.startswith("local-")
     source = read_json(out / "index" / "gpqa" / "index.json")["source"]
@@ -180,7 +162,7 @@ def test_the_archive_is_a_copy_that_an_edit_of_the_source_does_not_reach(
 def test_a_folder_without_snapshot_json_is_dated_with_a_warning_or_refused_in_a_history(
     tmp_path: Path, undated_refresh: tuple[Path, Path, str]
 ) -> None:
-    undated, _, alone_stderr = undated_refresh  # its refresh alone, with the defaults, succeeded there
+    undated, _, alone_stderr = undated_refresh  # its refresh alone succeeded there
     assert "has no commit time (no snapshot.json)" in alone_stderr
     assert "placed in the history by the day it was first fetched" in alone_stderr
     assert "--commit-time" in alone_stderr and "COMMIT_TIME=" in alone_stderr
