@@ -1,12 +1,16 @@
 """Fetching a snapshot by URL from a server on 127.0.0.1, and the fetch's refusals."""
 
+import functools
+import http.server
 import json
 import os
 import resource
 import subprocess
+import threading
 import time
 from pathlib import Path
 
+import pytest
 from conftest import (
     NEWEST,
     SERVED_COMMIT,
@@ -14,8 +18,10 @@ from conftest import (
     FaultyHandler,
     cli,
     cli_process,
+    copy_build,
     read_json,
     refresh_args,
+    shared_folder,
     tree_digest,
     writable_copy,
 )
@@ -26,14 +32,41 @@ COMMIT = SERVED_COMMIT
 SERVED = f"/{COMMIT}/public/data"
 
 
-def test_fetch_by_url_gets_the_same_files_as_a_local_fetch(server, tmp_path: Path, run_cli,
-                                                           plain_build: Paths) -> None:
-    base, _ = server
-    url = f"{base}/{COMMIT}/public/data"
-    assert run_cli(*refresh_args(url, tmp_path / "http")).exit_code == 0
-    local_out = plain_build.out  # refresh --source NEWEST with the defaults, as the local fetch here was
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
 
-    by_url = read_json(Paths(tmp_path / "http").raw_snapshot("7885788") / "manifest.json")
+
+@pytest.fixture(scope="session")
+def fetched_by_url(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[str, Path]:
+    """`energy-index refresh --source URL --out OUT` with the defaults, URL a server on 127.0.0.1 serving the
+    newest snapshot at <SERVED_COMMIT>/public/data (as the server fixture does, without its faults), made
+    once per test session: URL and OUT."""
+    def refresh(folder: Path) -> None:
+        www = folder / "www"
+        (www / COMMIT / "public").mkdir(parents=True)
+        os.symlink(NEWEST, www / COMMIT / "public" / "data")
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(www)))
+        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/{COMMIT}/public/data"
+        try:
+            fetched = cli(*refresh_args(url, folder / "out"))
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+        assert fetched.returncode == 0, fetched.stderr
+        (folder / "url").write_text(url, encoding="utf-8")
+
+    folder = shared_folder(tmp_path_factory, worker_id, "fetched-by-url", refresh)
+    return (folder / "url").read_text(encoding="utf-8"), folder / "out"
+
+
+def test_fetch_by_url_gets_the_same_files_as_a_local_fetch(fetched_by_url: tuple[str, Path],
+                                                           plain_build: Paths) -> None:
+    url, http_out = fetched_by_url  # refresh --source URL with the defaults
+    local_out = plain_build.out  # refresh --source NEWEST with the defaults
+
+    by_url = read_json(Paths(http_out).raw_snapshot("7885788") / "manifest.json")
     local = read_json(Paths(local_out).raw_snapshot("2026-02-16-7885788") / "manifest.json")
     assert by_url["source"] == url
     assert by_url["upstream"] == {"commit": COMMIT}
@@ -44,16 +77,16 @@ def test_fetch_by_url_gets_the_same_files_as_a_local_fetch(server, tmp_path: Pat
         path for path in local_files if not path.startswith("models/")
     }
     for task in ("gpqa", "lm-arena-chat"):
-        http_index = (tmp_path / "http" / "index" / task / "index.json").read_bytes()
+        http_index = (http_out / "index" / task / "index.json").read_bytes()
         local_index = read_json(local_out / "index" / task / "index.json")
         assert json.loads(http_index)["rows"] == local_index["rows"]
 
 
-def test_a_missing_model_file_is_named_and_the_previous_snapshot_kept(server, tmp_path: Path, run_cli) -> None:
+def test_a_missing_model_file_is_named_and_the_previous_snapshot_kept(server, tmp_path: Path, run_cli,
+                                                                      fetched_by_url: tuple[str, Path]) -> None:
     base, www = server
     url = f"{base}/{COMMIT}/public/data"
-    out = tmp_path / "out"
-    assert run_cli(*refresh_args(url, out)).exit_code == 0
+    out = copy_build(Paths(fetched_by_url[1]), tmp_path / "out")  # the snapshot fetched by URL and published
     manifest = (Paths(out).raw_snapshot("7885788") / "manifest.json").read_bytes()
 
     (www / COMMIT / "public" / "data").unlink()
