@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.paths import Paths
-from conftest import NEWEST, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, cli, refresh_args, shared_folder, tree_digest
+from conftest import NEWEST, SEED_AS_OF, SEED_RETRIEVED, cli, refresh_args, shared_folder, tree_digest
 
 # One published file of each kind: an index figure file, a model file, an ingested table, the database.
 DAMAGED = ["index/lm-arena-chat/index.json", "index/lm-arena-chat/models", "parquet/token_configurations",
@@ -119,11 +119,13 @@ def test_a_reader_checks_a_file_damaged_after_an_earlier_check(build_copy: Paths
     assert result.returncode == 1 and "energy_index.duckdb: its content differs" in result.stderr, result.stderr
 
 
-def test_two_fresh_builds_of_the_same_input_store_the_same_bytes(tmp_path: Path) -> None:
+def test_two_fresh_builds_of_the_same_input_store_the_same_bytes(tmp_path: Path, newest_build: Paths) -> None:
+    # The first: the session's fresh refresh of the newest snapshot with these dates (newest_build, into an
+    # OUT of its own); the second: the same refresh here.
+    second = tmp_path / "second"
+    assert main(refresh_args(NEWEST, second, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED)) == 0
     stored = {}
-    for name in ("first", "second"):
-        out = tmp_path / name
-        assert main(refresh_args(SNAPSHOTS[0], out, "--as-of", "2026-09-27", "--retrieved", "2026-09-26")) == 0
+    for name, out in (("first", newest_build.out), ("second", second)):
         parquet = out / "parquet"
         stored[name] = {path.relative_to(parquet).as_posix(): path.read_bytes()
                         for path in sorted(parquet.rglob("*.parquet"))}
