@@ -169,6 +169,24 @@ def copy_build(build: Paths, out: Path) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def undated_refresh(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[Path, Path, str]:
+    """`energy-index refresh --source UNDATED --out OUT` with the seed's dates, where UNDATED is a copy of the
+    newest snapshot without its snapshot.json (no commit facts, so its id follows its content), made once
+    per test session. Returns UNDATED, OUT and what the refresh printed on stderr; tests only read them
+    (a test that edits the source works on writable_copy(UNDATED, ...), and on copy_build(Paths(OUT), ...))."""
+    def refresh(folder: Path) -> None:
+        undated = writable_copy(NEWEST, folder / "undated")
+        (undated / "snapshot.json").unlink()
+        alone = cli("refresh", "--source", undated, "--out", folder / "out", "--as-of", SEED_AS_OF,
+                    "--retrieved", SEED_RETRIEVED)
+        assert alone.returncode == 0, alone.stderr
+        (folder / "stderr.txt").write_text(alone.stderr, encoding="utf-8")
+
+    folder = shared_folder(tmp_path_factory, worker_id, "undated-newest", refresh)
+    return folder / "undated", folder / "out", (folder / "stderr.txt").read_text(encoding="utf-8")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def history_started_beside_the_first_build(request: pytest.FixtureRequest, worker_id: str) -> None:
     """The second xdist worker starts with the eleven-snapshot history when the selected tests read it,

@@ -1,13 +1,16 @@
 """Fetching a snapshot by URL from a server on 127.0.0.1, and the fetch's refusals."""
 
+import functools
+import http.server
 import json
 import os
 import resource
-import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
+import pytest
 from conftest import (
     NEWEST,
     SERVED_COMMIT,
@@ -15,8 +18,10 @@ from conftest import (
     FaultyHandler,
     cli,
     cli_process,
+    copy_build,
     read_json,
     refresh_args,
+    shared_folder,
     tree_digest,
     writable_copy,
 )
@@ -27,14 +32,42 @@ COMMIT = SERVED_COMMIT
 SERVED = f"/{COMMIT}/public/data"
 
 
-def test_fetch_by_url_gets_the_same_files_as_a_local_fetch(server, tmp_path: Path, run_cli) -> None:
-    base, _ = server
-    url = f"{base}/{COMMIT}/public/data"
-    assert run_cli(*refresh_args(url, tmp_path / "http")).exit_code == 0
-    assert run_cli(*refresh_args(NEWEST, tmp_path / "local")).exit_code == 0
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
 
-    by_url = read_json(Paths(tmp_path / "http").raw_snapshot("7885788") / "manifest.json")
-    local = read_json(Paths(tmp_path / "local").raw_snapshot("2026-02-16-7885788") / "manifest.json")
+
+@pytest.fixture(scope="session")
+def fetched_by_url(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[str, Path]:
+    """`energy-index refresh --source URL --out OUT` with the defaults, URL a server on 127.0.0.1 serving the
+    newest snapshot at <SERVED_COMMIT>/public/data (as the server fixture does, without its faults), made
+    once per test session: URL and OUT."""
+    def refresh(folder: Path) -> None:
+        www = folder / "www"
+        (www / COMMIT / "public").mkdir(parents=True)
+        os.symlink(NEWEST, www / COMMIT / "public" / "data")
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(www)))
+        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/{COMMIT}/public/data"
+        try:
+            fetched = cli(*refresh_args(url, folder / "out"))
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+        assert fetched.returncode == 0, fetched.stderr
+        (folder / "url").write_text(url, encoding="utf-8")
+
+    folder = shared_folder(tmp_path_factory, worker_id, "fetched-by-url", refresh)
+    return (folder / "url").read_text(encoding="utf-8"), folder / "out"
+
+
+def test_fetch_by_url_gets_the_same_files_as_a_local_fetch(fetched_by_url: tuple[str, Path],
+                                                           plain_build: Paths) -> None:
+    url, http_out = fetched_by_url  # refresh --source URL with the defaults
+    local_out = plain_build.out  # refresh --source NEWEST with the defaults
+
+    by_url = read_json(Paths(http_out).raw_snapshot("7885788") / "manifest.json")
+    local = read_json(Paths(local_out).raw_snapshot("2026-02-16-7885788") / "manifest.json")
     assert by_url["source"] == url
     assert by_url["upstream"] == {"commit": COMMIT}
     local_files = {f["path"]: f for f in local["files"]}
@@ -44,16 +77,16 @@ def test_fetch_by_url_gets_the_same_files_as_a_local_fetch(server, tmp_path: Pat
         path for path in local_files if not path.startswith("models/")
     }
     for task in ("gpqa", "lm-arena-chat"):
-        http_index = (tmp_path / "http" / "index" / task / "index.json").read_bytes()
-        local_index = read_json(tmp_path / "local" / "index" / task / "index.json")
+        http_index = (http_out / "index" / task / "index.json").read_bytes()
+        local_index = read_json(local_out / "index" / task / "index.json")
         assert json.loads(http_index)["rows"] == local_index["rows"]
 
 
-def test_a_missing_model_file_is_named_and_the_previous_snapshot_kept(server, tmp_path: Path, run_cli) -> None:
+def test_a_missing_model_file_is_named_and_the_previous_snapshot_kept(server, tmp_path: Path, run_cli,
+                                                                      fetched_by_url: tuple[str, Path]) -> None:
     base, www = server
     url = f"{base}/{COMMIT}/public/data"
-    out = tmp_path / "out"
-    assert run_cli(*refresh_args(url, out)).exit_code == 0
+    out = copy_build(Paths(fetched_by_url[1]), tmp_path / "out")  # the snapshot fetched by URL and published
     manifest = (Paths(out).raw_snapshot("7885788") / "manifest.json").read_bytes()
 
     (www / COMMIT / "public" / "data").unlink()
@@ -105,10 +138,8 @@ def test_a_link_out_of_a_local_source_is_refused(source_copy: Path, tmp_path: Pa
     assert not (tmp_path / "out" / "raw" / "2026-02-16-7885788").exists()
 
 
-def test_a_local_source_without_commit_facts_gets_a_content_id(source_copy: Path, tmp_path: Path, run_cli) -> None:
-    (source_copy / "snapshot.json").unlink()
-    out = tmp_path / "out"
-    assert run_cli(*refresh_args(source_copy, out)).exit_code == 0
+def test_a_local_source_without_commit_facts_gets_a_content_id(undated_refresh: tuple[Path, Path, str]) -> None:
+    _, out, _ = undated_refresh  # a refresh of a copy of the newest snapshot without snapshot.json
     (snapshot_dir,) = [p for p in (out / "raw").iterdir() if p.is_dir()]
     assert snapshot_dir.name.startswith("local-")
     source = read_json(out / "index" / "gpqa" / "index.json")["source"]
@@ -161,16 +192,13 @@ def test_the_archive_is_a_copy_that_an_edit_of_the_source_does_not_reach(
     assert run_cli("ingest", "--out", out).exit_code == 0
 
 
-def test_a_folder_without_snapshot_json_is_dated_with_a_warning_or_refused_in_a_history(tmp_path: Path) -> None:
-    undated = tmp_path / "undated"
-    shutil.copytree(NEWEST, undated)
-    (undated / "snapshot.json").unlink()
-    out = tmp_path / "out"
-    alone = cli("refresh", "--source", undated, "--out", out)
-    assert alone.returncode == 0
-    assert "has no commit time (no snapshot.json)" in alone.stderr
-    assert "placed in the history by the day it was first fetched" in alone.stderr
-    assert "--commit-time" in alone.stderr and "COMMIT_TIME=" in alone.stderr
+def test_a_folder_without_snapshot_json_is_dated_with_a_warning_or_refused_in_a_history(
+    tmp_path: Path, undated_refresh: tuple[Path, Path, str]
+) -> None:
+    undated, _, alone_stderr = undated_refresh  # its refresh alone succeeded there
+    assert "has no commit time (no snapshot.json)" in alone_stderr
+    assert "placed in the history by the day it was first fetched" in alone_stderr
+    assert "--commit-time" in alone_stderr and "COMMIT_TIME=" in alone_stderr
     # Between two dated snapshots its place would be a guess: refused, naming it and what to do.
     oldest, newest = sorted(UPSTREAM.iterdir())[0], sorted(UPSTREAM.iterdir())[-1]
     mixed = cli("history", "--source", oldest, undated, newest, "--out", tmp_path / "mixed")

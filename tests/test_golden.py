@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import msgspec
-from conftest import NEWEST, PROJECT, SEED, SEED_AS_OF, SEED_RETRIEVED, cli, copy_build, tree_digest
+from conftest import NEWEST, PROJECT, SEED, SEED_AS_OF, SEED_RETRIEVED, cli, copy_build, tree_digest, writable_copy
 
 from pipeline.paths import Paths
 
@@ -69,11 +69,15 @@ def test_a_refresh_after_another_write_builds_again(tmp_path: Path, run_cli, pla
     assert tree_digest(out, "index") == first
 
 
-def test_a_refresh_follows_a_changed_source_file_and_not_a_touched_one(tmp_path: Path, source_copy: Path) -> None:
-    out = tmp_path / "out"
+def test_a_refresh_follows_a_changed_source_file_and_not_a_touched_one(
+    tmp_path: Path, undated_refresh: tuple[Path, Path, str]
+) -> None:
     seed_dates = ("--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED)
     # Without commit facts the snapshot's id follows its content, so an edited file is a new snapshot.
-    (source_copy / "snapshot.json").unlink()
+    # A copy of the newest snapshot without snapshot.json, and a copy of a refresh of it with these dates.
+    undated, built, _ = undated_refresh
+    source_copy = writable_copy(undated, tmp_path / "source")
+    out = copy_build(Paths(built), tmp_path / "out")
     assert cli("refresh", "--source", source_copy, "--out", out, *seed_dates).returncode == 0
     task_file = source_copy / "tasks" / "gpqa.json"
     # A touch: a new mtime (and ctime) with the same content, set rather than waited for.

@@ -5,7 +5,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import NEWEST, PROJECT, SNAPSHOTS, cli, make_refresh, published_snapshot, writable_copy
+from conftest import NEWEST, PROJECT, SNAPSHOTS, cli, copy_build, make_refresh, published_snapshot, writable_copy
+
+from pipeline.paths import Paths
 
 FEBRUARY_13 = next(path for path in SNAPSHOTS if path.name == "2026-02-13-82e15a4")
 
@@ -28,11 +30,17 @@ def test_concurrent_makes_never_leave_a_stale_publish_behind_a_success(tmp_path:
 
 
 @pytest.mark.parametrize("name", ["it's here $HOME b;c", "q'; touch pwned; echo '$(touch pwned)`touch pwned`"])
-def test_make_passes_any_path_as_a_value_and_runs_none_of_it(tmp_path: Path, name: str) -> None:
+def test_make_passes_any_path_as_a_value_and_runs_none_of_it(tmp_path: Path, name: str, plain_build: Paths) -> None:
     source = writable_copy(NEWEST, tmp_path / name)
-    out = tmp_path / f"out {name}"
+    # OUT holds the refresh of NEWEST already (the subject is the recipe's quoting, which runs the same for
+    # a refresh with nothing to do): the CLI must be handed both paths exactly, or it fails (no such SOURCE)
+    # or builds in another OUT (not "nothing to do", and not fetched into this OUT).
+    out = copy_build(plain_build, tmp_path / f"out {name}")
     result = make_refresh(out, source)
     assert result.returncode == 0, result.stderr
+    assert f"fetch: reading {source}\n" in result.stderr, result.stderr
+    assert f" -> {out}/raw/{NEWEST.name} (unchanged, " in result.stderr, result.stderr
+    assert "nothing to do" in result.stderr, result.stderr
     assert (out / "index" / "gpqa" / "index.json").is_file()
     assert not list(PROJECT.glob("pwned")) and not list(tmp_path.glob("pwned"))
 

@@ -3,17 +3,14 @@ build check them against the sizes and digests recorded at publish first and ref
 advice repairs them; and the same input gives the same stored bytes."""
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pipeline.cli import main
 from pipeline.paths import Paths
-from conftest import NEWEST, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, refresh_args
+from conftest import NEWEST, SEED_AS_OF, SEED_RETRIEVED, cli, refresh_args, shared_folder, tree_digest
 
-CLI = str(Path(sys.executable).with_name("energy-index"))
 # One published file of each kind: an index figure file, a model file, an ingested table, the database.
 DAMAGED = ["index/lm-arena-chat/index.json", "index/lm-arena-chat/models", "parquet/token_configurations",
            "energy_index.duckdb"]
@@ -44,9 +41,7 @@ def damage(path: Path, how: str) -> None:
         path.write_bytes(bytes(data))
 
 
-@pytest.fixture
-def build_copy(newest_build: Paths, tmp_path: Path) -> Paths:
-    out = tmp_path / "out"
+def copy_without_release_or_report(newest_build: Paths, out: Path) -> Paths:
     shutil.copytree(newest_build.out, out, symlinks=True)
     # The shared build may hold a release or report another test wrote; the tests here see that none is written.
     for written in (out / "release", out / "report"):
@@ -57,8 +52,26 @@ def build_copy(newest_build: Paths, tmp_path: Path) -> Paths:
     return Paths(out)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=600)
+@pytest.fixture
+def build_copy(newest_build: Paths, tmp_path: Path) -> Paths:
+    return copy_without_release_or_report(newest_build, tmp_path / "out")
+
+
+# What every reader's advice is followed with: a refresh of the same source into the same OUT.
+REPAIR = ("--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED)
+
+
+@pytest.fixture(scope="session")
+def repaired_build(newest_build: Paths, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Paths:
+    """A copy of the newest build with its lm-arena-chat index.json flipped as the readers' test flips it,
+    then the readers' advice followed: made once per session. A reader's refusal writes nothing (its test
+    checks so), so the advice repairs the build it refused the same way whichever reader refused it."""
+    def repair(folder: Path) -> None:
+        damaged = copy_without_release_or_report(newest_build, folder / "out")
+        damage(one_file(damaged.current.resolve(), "index/lm-arena-chat/index.json"), "flip")
+        assert main(refresh_args(NEWEST, damaged.out, *REPAIR)) == 0
+
+    return Paths(shared_folder(tmp_path_factory, worker_id, "repaired-newest", repair) / "out")
 
 
 @pytest.mark.parametrize("how", ["truncate", "flip", "delete"])
@@ -79,19 +92,22 @@ def test_damaged_published_files_are_refused_before_reading(reader: str, name: s
 
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_every_reader_refuses_a_damaged_build_and_the_advice_repairs_it(reader: str, build_copy: Paths,
-                                                                        newest_build: Paths) -> None:
+                                                                        newest_build: Paths,
+                                                                        repaired_build: Paths) -> None:
     target = one_file(build_copy.current.resolve(), "index/lm-arena-chat/index.json")
     damage(target, "flip")
+    damaged = tree_digest(build_copy.out, ".")
     refused = cli(*READERS[reader], "--out", str(build_copy.out))
     assert refused.returncode == 1 and "run 'make OUT=" in refused.stderr, refused.stderr
-    # The advice as written: a refresh of the same source into the same OUT.
+    # The refusal wrote nothing: the advice meets the build as damaged, as in repaired_build.
+    assert tree_digest(build_copy.out, ".") == damaged
+    # The advice as written: a refresh of the same source into the same OUT (followed in repaired_build).
     assert "refresh --source FOLDER_OR_URL --out" in refused.stderr
-    assert main(refresh_args(NEWEST, build_copy.out, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED)) == 0
-    repaired = one_file(build_copy.current.resolve(), "index/lm-arena-chat/index.json")
+    repaired = one_file(repaired_build.current.resolve(), "index/lm-arena-chat/index.json")
     published = one_file(newest_build.current.resolve(), "index/lm-arena-chat/index.json")
     assert repaired.read_bytes() == published.read_bytes()
     if reader in ("sql", "snapshots", "estimate"):  # the quick ones: read again, now whole
-        again = cli(*READERS[reader], "--out", str(build_copy.out))
+        again = cli(*READERS[reader], "--out", str(repaired_build.out))
         assert again.returncode == 0, again.stderr
 
 
@@ -103,11 +119,13 @@ def test_a_reader_checks_a_file_damaged_after_an_earlier_check(build_copy: Paths
     assert result.returncode == 1 and "energy_index.duckdb: its content differs" in result.stderr, result.stderr
 
 
-def test_two_fresh_builds_of_the_same_input_store_the_same_bytes(tmp_path: Path) -> None:
+def test_two_fresh_builds_of_the_same_input_store_the_same_bytes(tmp_path: Path, newest_build: Paths) -> None:
+    # The first: the session's fresh refresh of the newest snapshot with these dates (newest_build, into an
+    # OUT of its own); the second: the same refresh here.
+    second = tmp_path / "second"
+    assert main(refresh_args(NEWEST, second, "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED)) == 0
     stored = {}
-    for name in ("first", "second"):
-        out = tmp_path / name
-        assert main(refresh_args(SNAPSHOTS[0], out, "--as-of", "2026-09-27", "--retrieved", "2026-09-26")) == 0
+    for name, out in (("first", newest_build.out), ("second", second)):
         parquet = out / "parquet"
         stored[name] = {path.relative_to(parquet).as_posix(): path.read_bytes()
                         for path in sorted(parquet.rglob("*.parquet"))}
