@@ -34,7 +34,7 @@ def bomb_server() -> Iterator[str]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Bomb)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/data"
@@ -70,7 +70,7 @@ def test_a_fetch_with_deadlines_beyond_the_clock_works(tmp_path: Path) -> None:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(NEWEST)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         result = subprocess.run([CLI, "fetch", "--source", f"http://127.0.0.1:{server.server_address[1]}", "--out",
                                  str(tmp_path / "out"), "--timeout", "1e308", "--fetch-deadline", "1e308"],
