@@ -80,6 +80,8 @@ class Task:
     header: dict[str, Any]
     metrics: list[Metric]
     data: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Its model pages' charts, made once by Altair with slots (pipeline/charts.py: chart_template).
+    chart_templates: dict[tuple[Any, ...], tuple[type, dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def unit_title(self) -> str:
@@ -416,8 +418,8 @@ def write_report(paths: Paths) -> tuple[Path, int]:
     styles = series_styles((row["gpu"] for task in tasks for row in task.data["curves"]),
                            (row["model_id"] for task in tasks for row in task.data["curves"]))
     # Altair validates every object it makes against the Vega-Lite schema as it makes it, and every copy a
-    # layer or concatenation makes: four fifths of a report's time (160 s on the newest snapshot). Each
-    # chart's specification is still validated whole where it is turned into a dict (charts.py, report_fits.py).
+    # layer or concatenation makes: four fifths of a report's time (160 s on the newest snapshot). One chart
+    # of each kind is still validated whole, as a dict (pipeline/charts.py: _VALIDATED).
     with staged_directory(paths.out / "report") as staging, alt.utils.schemapi.debug_mode(False):
         (staging / "models").mkdir()
         bundle = vl_convert.javascript_bundle()

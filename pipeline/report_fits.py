@@ -8,14 +8,14 @@ energy_from_fit); this module only words the status and lays the chart out. Colo
 colour; a fit not fit for use is drawn grey and thinner (not dashed: on these pages a dash marks a
 deployment), and a curve with too few points has no line."""
 
-import copy
 import math
 import textwrap
 from typing import Any
 
 import duckdb
 
-from pipeline.charts import Chart, ChartedTask, ChartText, _log, _series, alt, ambiguous_encodings, log_ticks
+from pipeline.charts import (Chart, ChartedTask, ChartText, _gpu_series, _log, alt, ambiguous_encodings, chart_template,
+                             filled, gpu_values, log_ticks, validated)
 from pipeline.database import fetch_dicts
 from pipeline.fits import MAX_IN_SAMPLE_ERROR, MIN_POINTS, SATURATION_FRACTION
 
@@ -111,6 +111,40 @@ def gather(connection: duckdb.DuckDBPyConnection, task: str, deployment: str) ->
     return data
 
 
+def _fits_chart(task: ChartedTask, v: dict[str, Any]) -> Any:
+    """A model page's fit chart with one panel, from `v` (or chart_template's slots): the page's gpu_values
+    and batch_ticks, the panel's rows (panel), heading and energy_ticks."""
+    by_gpu = _gpu_series(v, orient="top", direction="horizontal")
+    # Titles in lines a small panel holds: a title longer than its axis stretches the panel.
+    # Labelled ticks on the log axes (pipeline/charts.py: log_ticks), each panel's own: a panel is a chart
+    # of its own (not a facet, whose panels share their ticks) so that a curve within a few per cent of
+    # its value is labelled as well as one across a decade.
+    x = alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False, padding=6),
+              title=textwrap.wrap(_log(task.batch_title), TITLE_WIDTH),
+              axis=alt.Axis(format=",~g", values=v["batch_ticks"]))
+    y = alt.Y("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=6),
+              title=[*textwrap.wrap(task.unit_title, Y_TITLE_WIDTH), "(log scale)"],
+              axis=alt.Axis(format=",~g", values=v["energy_ticks"]))
+    where = alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("deployment:N", title="deployment")
+    base = alt.Chart().transform_filter(alt.FieldEqualPredicate(field="panel", equal=v["panel"]))
+    points = base.transform_filter("datum.kind == 'measured'").mark_point(filled=True, size=36, opacity=1).encode(
+        x=x, y=y, tooltip=[*where, alt.Tooltip("batch_limit:Q", title=task.batch_title),
+                           alt.Tooltip("n_repeats:Q", title="times measured"),
+                           alt.Tooltip("wh_per_unit:Q", title=f"energy, mean of the repeats ({task.unit_title})")],
+        **by_gpu)
+    lines = base.transform_filter("datum.kind == 'fitted'").mark_line().encode(
+        x=x, y=alt.Y("fitted_wh_per_unit:Q"),
+        color=alt.condition("datum.is_fit_for_use", by_gpu["color"], alt.value(UNFIT_COLOUR)),
+        detail="deployment:N",
+        strokeWidth=alt.condition("datum.is_fit_for_use", alt.value(1.8), alt.value(UNFIT_WIDTH)),
+        tooltip=[*where, alt.Tooltip("batch_limit:Q", title=task.batch_title, format=",.4~g"),
+                 alt.Tooltip("fitted_wh_per_unit:Q", title=f"fitted energy ({task.unit_title})", format=",.4~g")])
+    panel = alt.layer(lines, points).properties(width=185, height=130, title=alt.TitleParams(
+        v["heading"], fontSize=10, fontWeight="normal", anchor="start", limit=0))
+    # One dataset at the top, each panel its rows.
+    return alt.concat(panel, columns=4, data=alt.Data(name="fit_curves")).resolve_scale(y="independent")
+
+
 def fit_chart(task: ChartedTask, rows: dict[str, list[dict[str, Any]]],
               styles: dict[str, tuple[str, str]]) -> Chart | None:
     """One model's fitted curves (`rows`: the model's page's rows, gather's among them), a small panel per
@@ -121,65 +155,26 @@ def fit_chart(task: ChartedTask, rows: dict[str, list[dict[str, Any]]],
     gpus = sorted({row["gpu"] for values in rows.values() for row in values if "gpu" in row})
     panels = list(dict.fromkeys(row["panel"] for row in sorted(
         rows["fits"], key=lambda row: (gpus.index(row["gpu"]), row["num_gpus"], row["deployment"]))))
-    by_gpu = _series("gpu", gpus, [styles[gpu][0] for gpu in gpus], [styles[gpu][1] for gpu in gpus], "GPU",
-                     symbolOpacity=1, orient="top", direction="horizontal")
-    # Titles in lines a small panel holds: a title longer than its axis stretches the panel.
-    # Labelled ticks on the log axes (pipeline/charts.py: log_ticks), each panel's own: a panel is a chart
-    # of its own (not a facet, whose panels share their ticks) so that a curve within a few per cent of
-    # its value is labelled as well as one across a decade.
-    x = alt.X("batch_limit:Q", scale=alt.Scale(type="log", nice=False, padding=6),
-              title=textwrap.wrap(_log(task.batch_title), TITLE_WIDTH),
-              axis=alt.Axis(format=",~g", values=log_ticks(row["batch_limit"] for row in rows["fit_points"])))
-    y_title = [*textwrap.wrap(task.unit_title, Y_TITLE_WIDTH), "(log scale)"]
-    where = alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("deployment:N", title="deployment")
-    line_colour = alt.condition("datum.is_fit_for_use", by_gpu["color"], alt.value(UNFIT_COLOUR))
+    page = {**gpu_values(gpus, styles), "batch_ticks": log_ticks(row["batch_limit"] for row in rows["fit_points"])}
 
-    def ticks(panel: str) -> list[float]:
-        return _panel_ticks([row["wh_per_unit"] for row in rows["fit_points"] if row["panel"] == panel])
+    def panel_values(panel: str) -> dict[str, Any]:
+        return {"panel": panel, "heading": panel.split("|"), "energy_ticks": _panel_ticks(
+            [row["wh_per_unit"] for row in rows["fit_points"] if row["panel"] == panel])}
 
-    def panel_chart(panel: str) -> Any:
-        y = alt.Y("wh_per_unit:Q", scale=alt.Scale(type="log", nice=False, padding=6), title=y_title,
-                  axis=alt.Axis(format=",~g", values=ticks(panel)))
-        base = alt.Chart().transform_filter(alt.FieldEqualPredicate(field="panel", equal=panel))
-        points = base.transform_filter("datum.kind == 'measured'").mark_point(filled=True, size=36, opacity=1).encode(
-            x=x, y=y, tooltip=[*where, alt.Tooltip("batch_limit:Q", title=task.batch_title),
-                               alt.Tooltip("n_repeats:Q", title="times measured"),
-                               alt.Tooltip("wh_per_unit:Q", title=f"energy, mean of the repeats ({task.unit_title})")],
-            **by_gpu)
-        lines = base.transform_filter("datum.kind == 'fitted'").mark_line().encode(
-            x=x, y=alt.Y("fitted_wh_per_unit:Q"), color=line_colour, detail="deployment:N",
-            strokeWidth=alt.condition("datum.is_fit_for_use", alt.value(1.8), alt.value(UNFIT_WIDTH)),
-            tooltip=[*where, alt.Tooltip("batch_limit:Q", title=task.batch_title, format=",.4~g"),
-                     alt.Tooltip("fitted_wh_per_unit:Q", title=f"fitted energy ({task.unit_title})", format=",.4~g")])
-        return alt.layer(lines, points).properties(width=185, height=130, title=alt.TitleParams(
-            panel.split("|"), fontSize=10, fontWeight="normal", anchor="start", limit=0))
-
-    # One dataset at the top, each panel its rows. Altair makes and validates the first panel; the others
-    # differ from it only in their rows, ticks and heading and are copies of its dict: made and combined
-    # panel by panel by Altair, the fit charts took most of the report's 36 s (22 s with copies).
-    chart = alt.concat(panel_chart(panels[0]), columns=4, data=alt.Data(name="fit_curves")).resolve_scale(
-        y="independent")
-    spec = chart.to_dict(validate=True)
-    spec["concat"] = [_panel_copy(spec["concat"][0], panel, ticks(panel)) for panel in panels]
+    # The task's template (pipeline/charts.py: SLOT) has one panel, and the page's chart a copy of it for each
+    # of its panels, filled with the panel's values. Made panel by panel by Altair, the fit charts took most
+    # of the report's 36 s; 3.5 s with Altair making the first panel of each and a copy of its dict for each
+    # other panel (the newest snapshot's 62 fit charts, each checked against the schema); 0.45 s filled.
+    key = (f"model {task.family} {CHART}",)
+    template = chart_template(task, key, lambda v: _fits_chart(task, v), {**page, **panel_values(panels[0])})
+    spec = validated(task, key, {
+        name: [filled(part[0], {**page, **panel_values(panel)}) for panel in panels] if name == "concat"
+        else filled(part, page) for name, part in template.items()})
     spec["datasets"] = {"fit_curves": [{**row, "kind": "measured"} for row in rows["fit_points"]]
                                       + [{**row, "kind": "fitted"} for row in rows["fit_lines"]]}
     if problems := ambiguous_encodings(spec):
         raise ValueError(f"fit chart would not tell its GPUs apart: {problems}")
     return Chart(CHART, TEXT.title, TEXT.answers, spec)
-
-
-def _panel_copy(first: dict[str, Any], panel: str, ticks: list[float]) -> dict[str, Any]:
-    """The first panel's Vega-Lite dict (fit_chart's panel_chart) made another panel's: its rows, its energy
-    ticks, its heading."""
-    spec = copy.deepcopy(first)
-    lines, points = spec["layer"]
-    for layer in (lines, points):
-        row_filter = layer["transform"][0]["filter"]
-        assert row_filter["field"] == "panel", row_filter
-        row_filter["equal"] = panel
-    points["encoding"]["y"]["axis"]["values"] = ticks
-    spec["title"]["text"] = panel.split("|")
-    return spec
 
 
 def _panel_ticks(values: list[float]) -> list[float]:

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import msgspec
 import pytest
@@ -16,7 +17,10 @@ import pytest
 from conftest import write_once
 
 from pipeline.paths import Paths
-from pipeline.charts import MODEL_COLOURS, MODEL_SHAPES, ambiguous_encodings
+from pipeline.charts import (GPU_COLOURS, GPU_SHAPES, MODEL_COLOURS, MODEL_SHAPES, Metric, _model_curves,
+                             _model_estimate, _model_frontier, _model_history, _model_latency_cost, alt,
+                             ambiguous_encodings, chart_template, filled)
+from pipeline.report_fits import _fits_chart
 
 CLI = str(Path(sys.executable).with_name("energy-index"))
 HIGHLIGHTED_MODEL = "Qwen/Qwen3-8B"
@@ -180,6 +184,40 @@ def test_a_chart_that_colours_models_beyond_its_palette_without_another_channel_
     # A label or a facet on the model tells the lines apart as well.
     assert ambiguous_encodings({**chart, "encoding": {"color": colour, "text": {"field": "model_id"}}}) == []
     assert ambiguous_encodings({"facet": {"field": "model_id"}, "spec": chart, "datasets": chart["datasets"]}) == []
+
+
+def test_a_model_pages_chart_filled_from_its_tasks_template_is_the_one_altair_makes_of_its_values() -> None:
+    """Each model-page chart is Altair's chart made once per task with slots, then filled page by page
+    (pipeline/charts.py: SLOT): filled with a page's values it is byte for byte what Altair makes of them,
+    for pages whose lists differ in length (one empty)."""
+    metrics = [Metric("median_itl_ms", "median inter-token latency (ms)", "median ITL", "ms"),
+               Metric("p90_itl_ms", "p90 inter-token latency (ms)", "p90 ITL", "ms")]
+    task = SimpleNamespace(family="llm", metrics=metrics, metric=metrics[0], unit_title="Wh per million tokens",
+                           batch_title="max_num_seqs", concurrency_title="requests in flight", chart_templates={})
+    tips = dict.fromkeys(("curves", "frontier", "latency-cost", "estimate", "history"),
+                         [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("wh_per_unit:Q", title="energy")])
+    pages = [{"gpus": ["B200", "H100"], "gpu_colours": GPU_COLOURS[:2], "gpu_shapes": GPU_SHAPES[:2],
+              "batch_ticks": [8.0, 16.0, 32.0], "energy_ticks": [1.0, 2.0, 5.0], "deployments": ["1 GPU", "2 GPUs"],
+              "metric": "median_itl_ms", "metric_options": ["median_itl_ms", "p90_itl_ms"],
+              "metric_labels": ["median", "p90"], "latency_ticks": [10.0, 20.0], "concurrency_ticks": [1.0, 100.0],
+              "snapshots": ["s1", "s2", "s3"], "panel": "B200, 1 GPU|fit for use", "heading": ["B200", "fit"]},
+             {"gpus": ["H100"], "gpu_colours": GPU_COLOURS[1:2], "gpu_shapes": GPU_SHAPES[1:2], "batch_ticks": [],
+              "energy_ticks": [0.5], "deployments": ["8 GPUs"], "metric": "p90_itl_ms", "metric_options": ["p90_itl_ms"],
+              "metric_labels": ["p90"], "latency_ticks": [], "concurrency_ticks": [2.0], "snapshots": ["s1"],
+              "panel": "H100|not fitted", "heading": ["H100", "not fitted"]}]
+    charts = {"curves with spread": lambda v: _model_curves(task, tips, v, True),
+              "curves": lambda v: _model_curves(task, tips, v, False),
+              "frontier": lambda v: _model_frontier(task, tips, v),
+              "latency-cost": lambda v: _model_latency_cost(task, tips, v),
+              "estimate": lambda v: _model_estimate(task, tips, v),
+              "history": lambda v: _model_history(task, tips, v, 200), "fits": lambda v: _fits_chart(task, v)}
+    with alt.utils.schemapi.debug_mode(False):
+        for name, build in charts.items():
+            for values in pages:
+                template = chart_template(task, (name,), build, values)
+                made = build(values).to_dict(validate=True)
+                assert msgspec.json.encode(filled(template, values)) == msgspec.json.encode(made), (name, values)
+                assert template != made  # it has slots
 
 
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium is not installed (.ci/run installs it)")
