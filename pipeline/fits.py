@@ -18,9 +18,22 @@ depends only on the batch limits (the sigmoid at every grid point, its sums over
 computed once per set of batch limits, which many deployments share; a series of values met twice (a
 synthetic snapshot's copies repeat them) is fitted once; and each fit's best grid points are picked out
 of its 2,400 errors through the least error of each block of grid points instead of a partition of them
-all. Every float that reaches a row is computed by the same operations in the same order as a plain
-evaluation of the whole grid, so the rows do not depend on which or how many curves are fitted together."""
+all. numpy's ufunc buffer is kept below two rows of the grid while fitting (UFUNC_BUFFER), which halves
+what its products over the grid cost. Every float that reaches a row is computed by the same operations
+in the same order as a plain evaluation of the whole grid, so the rows do not depend on which or how
+many curves are fitted together.
 
+That is what lets a large snapshot's fitting use every core: the distinct series are cut into chunks
+(_Series), each fitted on its own, saturation batch limits included (_fit_chunk); above PARALLEL_MIN_WORK
+this process and a worker process per other core share them (_fit_chunks), and the rows are the same
+bits as fitted in one piece (tests/test_fits.py). On this 2-core machine, idle: the newest snapshot
+fits in this process in about 0.3 s (scipy's import, 0.35 s, aside); its 100x synthetic snapshot in
+5.0 s (9.3 s before the worker and the buffer size, 7.0 s in one process), its 1000x one in 43 s (95 s).
+Beside another job that keeps a core busy the worker gains little, as there is no free core."""
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -54,6 +67,25 @@ BLOCK = 16
 # Series fitted at a time: a pass over one fit's 2,400 errors of each (some 600 kB) then stays in the
 # processor's cache, which measured twice as fast as passes over arrays that do not fit there.
 SERIES_AT_ONCE = 32
+# numpy's ufunc buffer (elements) while fitting. With its default, 8192, more than two rows of a grid's
+# 2,400 values, numpy 2.4 fills its buffer with an operand broadcast over the rows (a sigmoid's row, each
+# series' weight) again and again (numpy issue 13307): such a product over 32 series took 45-60 us instead
+# of 15, and the 100x synthetic snapshot's fitting in one process 11.0 s instead of 8.3 s. With less than
+# two rows numpy loops over the operands where they are. It changes how numpy cuts its loops, never the
+# arithmetic: the rows are the same bits whatever the buffer (compared at 1024, 2048, 2400 and 4096).
+UFUNC_BUFFER = 4096
+# The fitting's work, counted as distinct series x points x fits (the grid's products), about 4 us each
+# in one process, the saturation batch limits included. From PARALLEL_MIN_WORK on (about 2 s in one
+# process) the chunks are shared with worker processes: a worker is ready only after its imports (numpy,
+# pyarrow and scipy, 0.7 s on an idle core) and the pool's end waits for it. The 10x synthetic snapshot
+# (222,000; 0.85 s in one process) took as long with a worker on an idle machine, for a third more CPU,
+# and 1.9 s against 1.0 s beside another job's busy core; at 100x (2,035,000) the fitting took 5.0 s
+# against 7.0 s in one process. The real snapshots (about 40,000) are fitted in this process.
+PARALLEL_MIN_WORK = 500_000
+# A chunk's work (0.05-0.1 s; a series of few points costs more per product): the process that finishes
+# first then waits at most for the two chunks a worker holds (one running, one queued by the pool); each
+# chunk computes its Grid again (about 2 ms).
+CHUNK_WORK = 25_000
 
 # quantity -> (the points' column, the unit, or None for the output's own unit label).
 QUANTITIES = {
@@ -111,8 +143,12 @@ class Grid:
     def fit(self, y: np.ndarray) -> np.ndarray:
         """Fit series y (series, points) measured at these batch limits: (series, fits, 4) of L, x0, k, b0
         as LogisticModel.fit gives them."""
-        return np.concatenate([self._fit(y[start:start + SERIES_AT_ONCE])
-                               for start in range(0, len(y), SERIES_AT_ONCE)])
+        previous = np.setbufsize(UFUNC_BUFFER)
+        try:
+            return np.concatenate([self._fit(y[start:start + SERIES_AT_ONCE])
+                                   for start in range(0, len(y), SERIES_AT_ONCE)])
+        finally:
+            np.setbufsize(previous)
 
     def _fit(self, y: np.ndarray) -> np.ndarray:
         weights, count = self.weights.T, self.count[:, None]  # (fits, points), (fits, 1)
@@ -201,9 +237,9 @@ def saturation_x(L: float, x0: float, k: float, b0: float) -> float | None:
         return 0.0 if L == 0 else None
 
     def excess(x: float) -> float:
-        # logistic() on Python floats: the same operations without numpy's array overhead, which brentq's
-        # dozen calls per fit would pay on every row.
-        value = b0 + L * expit(k * (x - x0))
+        # logistic() on Python floats: the same operations without numpy's array and scalar overhead, which
+        # brentq's dozen calls per fit would pay on every row (the same bits: IEEE doubles either way).
+        value = b0 + L * float(expit(k * (x - x0)))
         return abs(settled - value) - SATURATION_FRACTION * abs(value)
 
     if excess(0.0) <= 0:
@@ -236,20 +272,83 @@ def _curve_starts(table: pyarrow.Table) -> np.ndarray:
     return np.concatenate([[0], np.flatnonzero(differs) + 1]) if table.num_rows else np.zeros(0, dtype=np.intp)
 
 
-def _fit_series(x: np.ndarray, y: np.ndarray, fitted: np.ndarray) -> np.ndarray:
-    """Parameters (curves, quantities, fits, 4) of curves of one size: x (curves, points), y (curves,
-    points, quantities); NaN where `fitted` (curves, quantities) is false. Curves measured at the same batch
-    limits share a Grid, and a series of values met twice is fitted once."""
-    curves, n, quantities = y.shape
-    parameters = np.full((curves, quantities, n - 1, 4), np.nan)
-    limits, grid_of = np.unique(x, axis=0, return_inverse=True)
-    for g, limit in enumerate(limits):
-        curve, quantity = np.nonzero((grid_of.reshape(-1) == g)[:, None] & fitted)
-        series = np.ascontiguousarray(y[curve, :, quantity])  # (series, points)
-        _, first, repeat = np.unique(series.view(np.dtype((np.void, series.itemsize * n))).ravel(),
-                                     return_index=True, return_inverse=True)
-        parameters[curve, quantity] = Grid(limit).fit(series[first])[repeat.reshape(-1)]
-    return parameters
+def _fit_chunk(x: np.ndarray, series: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Parameters (series, fits, 4) of series (series, points) measured at batch limits x, and the saturation
+    x of each series' fit to every point (NaN where None). What a worker process does (_fit_chunks)."""
+    parameters = Grid(x).fit(series)
+    saturation = [saturation_x(*fit) for fit in parameters[:, 0].tolist()]
+    return parameters, np.array([np.nan if limit is None else limit for limit in saturation], dtype=float)
+
+
+class _Series:
+    """The series of a snapshot's curves to fit, gathered size by size (add) and fitted all at once (fit):
+    curves measured at the same batch limits share a Grid, a series of values met twice is fitted once,
+    and the distinct series are cut into chunks of about CHUNK_WORK that are fitted independently."""
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[np.ndarray, np.ndarray]] = []  # (batch limits, distinct series)
+        self.work = 0
+        # Per size added: per set of batch limits, the series' (curve, quantity), each one's distinct series
+        # and that set's chunks.
+        self.sizes: list[list[tuple[np.ndarray, np.ndarray, np.ndarray, range]]] = []
+        self.results: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def add(self, x: np.ndarray, y: np.ndarray, fitted: np.ndarray) -> int:
+        """Add the curves of one size: x (curves, points), y (curves, points, quantities), those of `fitted`
+        (curves, quantities) to fit. Returns the number to ask parameters() for."""
+        n = y.shape[1]
+        per_chunk = max(SERIES_AT_ONCE, CHUNK_WORK // (n * (n - 1)) // SERIES_AT_ONCE * SERIES_AT_ONCE)
+        groups = []
+        limits, grid_of = np.unique(x, axis=0, return_inverse=True)
+        for g, limit in enumerate(limits):
+            curve, quantity = np.nonzero((grid_of.reshape(-1) == g)[:, None] & fitted)
+            series = np.ascontiguousarray(y[curve, :, quantity])  # (series, points)
+            _, first, repeat = np.unique(series.view(np.dtype((np.void, series.itemsize * n))).ravel(),
+                                         return_index=True, return_inverse=True)
+            distinct = series[first]
+            start = len(self.chunks)
+            self.chunks += [(limit, distinct[at:at + per_chunk]) for at in range(0, len(distinct), per_chunk)]
+            self.work += len(distinct) * n * (n - 1)
+            if len(distinct):
+                groups.append((curve, quantity, repeat.reshape(-1), range(start, len(self.chunks))))
+        self.sizes.append(groups)
+        return len(self.sizes) - 1
+
+    def fit(self) -> None:
+        self.results = _fit_chunks(self.chunks, parallel=self.work >= PARALLEL_MIN_WORK)
+
+    def parameters(self, size: int, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Of the curves added as `size` (y as added): their parameters (curves, quantities, fits, 4) and
+        the saturation x of each one's fit to every point (curves, quantities), NaN where not fitted (and
+        the saturation where it has none)."""
+        curves, n, quantities = y.shape
+        parameters = np.full((curves, quantities, n - 1, 4), np.nan)
+        saturation = np.full((curves, quantities), np.nan)
+        for curve, quantity, repeat, chunks in self.sizes[size]:
+            fits = np.concatenate([self.results[chunk][0] for chunk in chunks])
+            limits = np.concatenate([self.results[chunk][1] for chunk in chunks])
+            parameters[curve, quantity] = fits[repeat]
+            saturation[curve, quantity] = limits[repeat]
+        return parameters, saturation
+
+
+def _fit_chunks(chunks: list[tuple[np.ndarray, np.ndarray]], parallel: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """_fit_chunk of every chunk, in order: here, or (`parallel`) here and in a worker process per other
+    core, this process taking the chunks from the first and the workers from the last until they meet."""
+    workers = len(os.sched_getaffinity(0)) - 1
+    if not parallel or workers < 1:
+        return [_fit_chunk(*chunk) for chunk in chunks]
+    # Spawned, not forked, as ingest's workers: a fork would copy this process's memory (the build's
+    # DuckDB among it) and any library threads.
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        # Submitted last first, so that the workers start from the end. A chunk no worker has taken yet is
+        # cancelled and fitted here: this process works from the start while the workers import numpy and
+        # scipy (0.7 s), and no process waits for the others but for the last chunk.
+        futures = [pool.submit(_fit_chunk, *chunk) for chunk in reversed(chunks)][::-1]
+        return [_fit_chunk(*chunk) if future.cancel() else future.result() for chunk, future in zip(chunks, futures)]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # an error stops the rest
 
 
 def fit_curves(points: pyarrow.Table) -> pyarrow.Table:
@@ -259,10 +358,11 @@ def fit_curves(points: pyarrow.Table) -> pyarrow.Table:
     table = points.sort_by([(name, "ascending") for name in (*DEPLOYMENT, "batch_limit")])
     starts = _curve_starts(table)
     sizes = np.diff(np.append(starts, table.num_rows))
-    family = table["family"].take(starts).to_pylist()
-    unit_label = table["unit_label"].take(starts).to_pylist()
-    quantity_names = [_quantities(name) for name in family]
-    quantities = len(quantity_names[0]) if family else 0
+    # Each curve's kind, its family and unit label, which name its rows' quantities and units (_table).
+    kinds: dict[tuple[str, str], int] = {}
+    kind = np.array([kinds.setdefault(pair, len(kinds)) for pair in zip(
+        table["family"].take(starts).to_pylist(), table["unit_label"].take(starts).to_pylist())], dtype=np.intp)
+    quantities = len(_quantities("token")) if len(starts) else 0  # as many for every family
     batch_limit = table["batch_limit"].to_numpy()
     # (rows, quantities): each curve's own quantities, in the order of its rows below.
     is_token = np.asarray(pc.equal(table["family"], "token").to_numpy(zero_copy_only=False))
@@ -275,8 +375,11 @@ def fit_curves(points: pyarrow.Table) -> pyarrow.Table:
     columns: dict[str, Any] = {name: np.full(rows, np.nan) for name in (
         "L", "x0", "k", "b0", "in_sample_median_error", "in_sample_max_error", "leave_one_out_median_error",
         "leave_one_out_max_error")}
+    columns["saturation_x"] = np.full(rows, np.nan)
     monotone = np.zeros(rows, dtype=bool)
     fitted = np.zeros(rows, dtype=bool)
+    # Every size's series are gathered first, so that they are fitted together (in worker processes at scale).
+    to_fit, by_size = _Series(), []
     for n in np.unique(sizes):
         curves = np.flatnonzero(sizes == n)
         at = starts[curves][:, None] + np.arange(n)  # (curves, points)
@@ -288,7 +391,10 @@ def fit_curves(points: pyarrow.Table) -> pyarrow.Table:
             continue
         finite = np.isfinite(y).all(axis=1)  # (curves, quantities)
         x = np.log2(batch_limit[at].astype(float))
-        parameters = _fit_series(x, y, finite)  # (curves, quantities, fits, 4)
+        by_size.append((n, x, y, out, finite, to_fit.add(x, y, finite)))
+    to_fit.fit()
+    for n, x, y, out, finite, size in by_size:
+        parameters, saturation = to_fit.parameters(size, y)  # (curves, quantities, fits, 4), (curves, quantities)
         L, x0, k, b0 = np.moveaxis(parameters[:, :, 0], -1, 0)  # each (curves, quantities)
         series = y.transpose(0, 2, 1)  # (curves, quantities, points)
         errors = np.abs(logistic(x[:, None, :], L[..., None], x0[..., None], k[..., None], b0[..., None]) - series) \
@@ -304,34 +410,26 @@ def fit_curves(points: pyarrow.Table) -> pyarrow.Table:
                             ("leave_one_out_median_error", np.median(left_out, axis=2)),
                             # Python's max, as the rows were first computed: a NaN counts only in first place.
                             ("leave_one_out_max_error", np.where(np.isnan(left_out[..., 0]), np.nan,
-                                                                 np.fmax.reduce(left_out, axis=2)))):
+                                                                 np.fmax.reduce(left_out, axis=2))),
+                            ("saturation_x", saturation)):
             columns[name][keep] = value[finite]
         fitted[keep] = True
-    # The saturation batch limit of each distinct fit, once (a synthetic snapshot's copies repeat them).
-    saturation: dict[tuple[float, ...], float | None] = {}
-    for key in zip(*(columns[name][fitted].tolist() for name in ("L", "x0", "k", "b0"))):
-        if key not in saturation:
-            saturation[key] = saturation_x(*key)
-    return _table(table, starts, sizes, family, unit_label, quantity_names, columns, monotone, fitted, saturation)
+    return _table(table, starts, sizes, kinds, kind, quantities, columns, monotone, fitted)
 
 
-def _table(table: pyarrow.Table, starts: np.ndarray, sizes: np.ndarray, family: list[str], unit_label: list[str],
-           quantity_names: list[list[str]], columns: dict[str, np.ndarray], monotone: np.ndarray,
-           fitted: np.ndarray, saturation: dict[tuple[float, ...], float | None]) -> pyarrow.Table:
+def _table(table: pyarrow.Table, starts: np.ndarray, sizes: np.ndarray, kinds: dict[tuple[str, str], int],
+           kind: np.ndarray, quantities: int, columns: dict[str, np.ndarray], monotone: np.ndarray,
+           fitted: np.ndarray) -> pyarrow.Table:
     """The rows of fit_curves: each curve's deployment, then a row per quantity."""
-    quantities = len(quantity_names[0]) if quantity_names else 0
     first = np.repeat(starts, quantities)
-    units: dict[tuple[str, str, str], str] = {}
-    names, unit = [], []
-    for curve_family, label, curve_quantities in zip(family, unit_label, quantity_names):
-        for name in curve_quantities:
-            names.append(name)
-            unit.append(QUANTITIES[name][1] or units.setdefault((name, curve_family, label),
-                                                                _unit_of(name, curve_family, label)))
+    # Each row's quantity and unit: those of its curve's kind (family, unit label), at its place in the curve.
+    of_kind = pyarrow.array((kind[:, None] * quantities + np.arange(quantities)).reshape(-1))
+    names = pyarrow.array([name for family, _ in kinds for name in _quantities(family)], pyarrow.string())
+    units = pyarrow.array([QUANTITIES[name][1] or _unit_of(name, family, label)
+                           for family, label in kinds for name in _quantities(family)], pyarrow.string())
     L, k, b0 = columns["L"], columns["k"], columns["b0"]
     saturation_limit = np.full(len(first), np.nan)
-    limits = [saturation[key] for key in zip(*(columns[name][fitted].tolist() for name in ("L", "x0", "k", "b0")))]
-    saturation_limit[fitted] = [np.nan if x is None else float(2.0 ** x) for x in limits]
+    saturation_limit[fitted] = [float(2.0 ** x) for x in columns["saturation_x"][fitted].tolist()]  # NaN: none
     too_few, in_sample_max = ~fitted, columns["in_sample_max_error"]
     status = np.where(too_few, "too few points", np.where(~monotone, "not monotone", np.where(
         in_sample_max > MAX_IN_SAMPLE_ERROR, "error above bound", "fit for use")))
@@ -339,8 +437,8 @@ def _table(table: pyarrow.Table, starts: np.ndarray, sizes: np.ndarray, family: 
     batch_limit = table["batch_limit"]
     data = {name: table[name].take(first) for name in DEPLOYMENT} | {
         "unit_label": table["unit_label"].take(first),
-        "quantity": pyarrow.array(names, pyarrow.string()),
-        "unit": pyarrow.array(unit, pyarrow.string()),
+        "quantity": names.take(of_kind),
+        "unit": units.take(of_kind),
         "n_points": n_points,
         "min_batch_limit": batch_limit.take(first),
         "max_batch_limit": batch_limit.take(first + n_points - 1),

@@ -258,3 +258,34 @@ def test_a_curves_fit_does_not_depend_on_the_curves_fitted_with_it(newest_build)
     twice = fit_curves(pyarrow.concat_tables([points, copy]))
     assert twice.filter(pc.invert(pc.ends_with(twice["model_id"], "#copy"))).equals(whole)
 
+
+
+def _same_bits(one: Any, other: Any) -> bool:
+    """Two tables equal, and their float columns the same bits (a -0.0 is not a 0.0, a NaN is where it was)."""
+    import pyarrow
+
+    return one.equals(other) and all(
+        one[name].fill_null(0.0).to_numpy().view(np.int64).tobytes()
+        == other[name].fill_null(0.0).to_numpy().view(np.int64).tobytes()
+        for name in one.schema.names if pyarrow.types.is_floating(one.schema.field(name).type))
+
+
+def test_the_rows_are_the_same_bits_in_chunks_and_in_a_worker_process(newest_build, monkeypatch):
+    """At scale the series are cut into chunks, fitted here and by a worker process (_fit_chunks): the
+    rows are the same bits as the whole snapshot fitted in one piece here."""
+    import concurrent.futures
+
+    from pipeline import fits
+
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        points = connection.sql("select * from efficiency_curve_points_in((select snapshot_id from index_snapshot)) "
+                                "order by all").to_arrow_table()
+    monkeypatch.setattr(fits, "CHUNK_WORK", 10 ** 9)
+    whole = fits.fit_curves(points)  # one chunk per set of batch limits
+    monkeypatch.setattr(fits, "CHUNK_WORK", 1)  # a chunk per SERIES_AT_ONCE series
+    assert _same_bits(fits.fit_curves(points), whole)
+    # Every chunk by the worker: none is left for this process to take (it takes those it can cancel).
+    monkeypatch.setattr(fits, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(fits.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(concurrent.futures.Future, "cancel", lambda self: False)
+    assert _same_bits(fits.fit_curves(points), whole)
