@@ -236,9 +236,10 @@ def busy_loops(load: str) -> Iterator[None]:
 
 def write_once(build: Paths, command: str) -> str:
     """`energy-index COMMAND --out` over a shared session build, run by one xdist worker only: each worker
-    has its own module fixtures, and two write commands at once in one OUT would meet its lock. The
-    others wait for it. Returns what the run printed on stderr (empty for the workers that waited)."""
-    with open(build.out.parent / f"{command}.lock", "a") as lock:
+    has its own module fixtures. The others wait for it, as does any other write command over the same
+    build (a report and a release at once would meet OUT's lock, which refuses the second). Returns what
+    the run printed on stderr (empty for the workers that waited)."""
+    with open(build.out.parent / "write-once.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = build.out.parent / f"{command}-done"
         if done.exists():
