@@ -117,8 +117,8 @@ history: $(INSTALLED) ## ingest every snapshot under HISTORY into one database (
 
 # --dist worksteal: a worker that runs out of tests takes over some of the other's, so that the run does
 # not end on one core.
-test: $(TEST_INSTALLED) $(ENGINES) $(SUPERSET_STACK) $(DUCKDB_CLI) ## the test suite on both cores (slow tests excluded; about 6 minutes)
-	@echo "make test: about 6 minutes on 2 cores; each dot is a passed test"
+test: $(TEST_INSTALLED) $(ENGINES) $(SUPERSET_STACK) $(DUCKDB_CLI) ## the test suite on both cores (slow tests excluded; about 5 minutes)
+	@echo "make test: about 5 minutes on 2 cores; each dot is a passed test"
 	$(VENV)/bin/python -m pytest -q -n 2 --dist worksteal
 
 $(SUPERSET_STACK):

@@ -39,6 +39,12 @@ CHANGE_RELATIVE_TOLERANCE = 1e-9
 # engine writes its own storage format by default, which older clients (the DuckDB CLI, Metabase's
 # and Node's drivers) refuse; this asks it for the format that release reads.
 OLDEST_SUPPORTED_DUCKDB = "1.1.0"
+# The most the build's DuckDB holds (beyond it, it spills to a file beside the database); at most 80 % of
+# the machine, DuckDB's own default. By default DuckDB keeps every block it has read or written while it
+# has room, which took the 1000x synthetic snapshot's build to 3.2 GB beside the fitting's arrays and the
+# 1000x refresh's process tree over its 3 GB bound (docs/performance.md); held to 2 GB, that build peaked
+# at 2.3 GB and took as long (67 s against 70 s). The real snapshots' builds use a few hundred MB.
+BUILD_MEMORY_BYTES = 2 * 1000 ** 3
 # A table or function a statement reads, in json_serialize_sql's text (a name in a string literal is
 # escaped there, so it cannot match).
 REFERENCE = re.compile(r'"(?:table_name|function_name)":"(\w+)"')
@@ -626,6 +632,11 @@ def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
     _insert_rows(connection, "data_dictionary", rows)
 
 
+def _build_memory_bytes() -> int:
+    """BUILD_MEMORY_BYTES, or DuckDB's own default where that is less: 80 % of the machine's memory."""
+    return min(BUILD_MEMORY_BYTES, int(0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")))
+
+
 def build(
     paths: Paths, itl_deadline_ms: float, snapshot_id: str | None = None, full: bool = False,
     latency_tiers: Path = LATENCY_TIERS,
@@ -643,8 +654,9 @@ def build(
     fitting_seconds: list[float] = []
     try:
         loaded = {} if full else _reusable_database(paths, staging)
-        storage = {"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}"}
-        with connect(str(staging), config=storage) as connection:
+        config = {"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}",
+                  "memory_limit": f"{_build_memory_bytes()}B"}
+        with connect(str(staging), config=config) as connection:
             _load_tables(connection, paths, loaded)
             ingested = connection.execute("select list(snapshot_id order by snapshot_id) from snapshots").fetchone()[0]
             snapshot_id = snapshot_id and snapshot_id_for(snapshot_id, ingested)
