@@ -473,7 +473,7 @@ def sql_command(args: SimpleNamespace, paths: Paths) -> None:
     """Run QUERY, one read-only SQL statement, against OUT/energy_index.duckdb and print the result. The
     database is opened read-only with file access and extension loading off: statements that write,
     attach, install, load or read files are refused. See the data_dictionary table for every column."""
-    from pipeline.query import run_sql
+    from pipeline.bounded_sql import run_sql
 
     if args.query is None and args.file is None:
         raise PipelineError(f"give the query to run, e.g. {command_name()} sql{out_option(paths.out)} "

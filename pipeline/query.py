@@ -2,33 +2,15 @@
 
 The database is opened read-only with file access and extension loading off and the configuration
 locked, so DuckDB itself refuses to write, attach, install, load or read files; the statement's type is
-checked first, so a refusal is one plain sentence. `sql` runs its query in a child process (forked: no
-second start of Python), where the bounds hold whatever the query calls: DuckDB holds its buffers to the
-memory limit and the operating system caps the data segment a quarter above it, beyond what the connection
-holds (RLIMIT_DATA, which counts memory written to; an address-space cap would count the 64 MB each of
-malloc's arenas reserves and never uses), every file it writes at that size too (RLIMIT_FSIZE: the result,
-each spill file), the spill at the limit in all (DuckDB's max_temp_directory_size), and the parent kills it
-at the time limit. The private folder the query spills and writes into is the parent's: removed on
-every exit, a kill of the child or a Ctrl-C or stop of the parent; a child whose parent was killed outright
-removes it and ends. DuckDB writes the results: a box table, or CSV, JSON lines or Parquet, copied to standard output or
---output once the query has finished.
+checked first, so a refusal is one plain sentence. `sql` runs its statement in a child process that
+the operating system holds to bounds (pipeline/bounded_sql.py).
 """
 
-import functools
 import itertools
-import json
-import os
 import re
-import resource
-import shutil
-import signal
-import sys
 import tempfile
-import threading
-import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, redirect_stdout, suppress
-from dataclasses import asdict, dataclass
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -42,25 +24,6 @@ from pipeline.settings import BOUNDARIES, size_bytes
 LOCKED_DOWN = ("enable_external_access", "autoload_known_extensions", "autoinstall_known_extensions")
 # An unknown identifier as the table macros report it (sql/macros/checked_name.sql).
 IDENTIFIER_ERROR = re.compile(r"^Invalid Input Error: (?=unknown (snapshot|task|model|GPU) ')")
-COPY_OPTIONS = {"csv": "format csv, header false", "jsonl": "format json", "parquet": "format parquet"}
-# In the private folder: what the query wrote, and how it ended (the child's answer to the parent).
-RESULT, OUTCOME = "result", "outcome.json"
-# DuckDB's buffer manager holds a query to the memory limit (it spills beyond it); the operating system's cap
-# is this much above it, for what DuckDB allocates outside its buffers and the allocator's slack: an
-# aggregation that spills at 200MB measured 1.2 times that of written data segment (and 200MB resident).
-OS_CAP_SHARE = 1.25
-# The longest single wait on the child: a platform's timer holds no more, whatever --timeout says.
-LONGEST_WAIT_S = 3600.0
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    """How the child's query ended: a refusal or failure said in one line, or the rows written (to a file)
-    and the CSV header to print before them."""
-
-    error: str | None = None
-    rows: int | None = None
-    header: str | None = None
 
 
 def _memory_message(memory_limit: str) -> str:
@@ -84,10 +47,10 @@ def session(paths: Paths, *, memory_limit: str | None = None, private: Path | No
             connection = connect(str(paths.database), read_only=True, config={"temp_directory": str(private),
                                                                                **limits})
         except (duckdb.InvalidInputException, duckdb.ParserException) as error:
-            raise PipelineError(f"--memory-limit {memory_limit}: {_one_line(error)}") from None
+            raise PipelineError(f"--memory-limit {memory_limit}: {one_line(error)}") from None
         stack.callback(connection.close)
         # Locked down after the bounds are set: with external access off, DuckDB refuses a temp_directory.
-        connection.execute(f"set allowed_directories = ['{_quoted(private)}']")
+        connection.execute(f"set allowed_directories = ['{sql_quoted(private)}']")
         for setting in LOCKED_DOWN:
             connection.execute(f"set {setting} = false")
         connection.execute("set lock_configuration = true")
@@ -105,228 +68,18 @@ def session(paths: Paths, *, memory_limit: str | None = None, private: Path | No
                 raise PipelineError(f"the query writes more than its limit of {memory_limit} (its result or a "
                                     "spill file); --memory-limit SIZE (e.g. 8GB) allows more") from None
             # The table macros' own identifier errors read as the CLI's: without DuckDB's error class.
-            raise PipelineError(IDENTIFIER_ERROR.sub("", _one_line(error))) from None
+            raise PipelineError(IDENTIFIER_ERROR.sub("", one_line(error))) from None
 
 
-def _statement(connection: duckdb.DuckDBPyConnection, sql: str) -> Any:
-    """The one read-only statement in `sql`, or a PipelineError saying why not."""
-    try:
-        statements = connection.extract_statements(sql)
-    except duckdb.ParserException as error:
-        raise PipelineError(f"the query does not parse: {_one_line(error)}") from None
-    if len(statements) != 1:
-        raise PipelineError(f"give exactly one statement (got {len(statements)})")
-    try:
-        kind = statements[0].type.name
-    except ValueError:  # a statement type this DuckDB's Python client has no name for (update extensions)
-        kind = ""
-    if kind not in ("SELECT", "EXPLAIN"):
-        raise PipelineError(
-            f"refused: {f'a {kind}' if kind else 'this kind of'} statement. energy-index sql runs read-only queries "
-            "(select, with, from, describe, show, summarize, explain); it never writes, attaches, installs, loads or "
-            "reads files"
-        )
-    return statements[0]
+def sql_quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
 
 
-def _without_terminator(query: str) -> str:
-    """The statement without its closing semicolon and what follows it, so that it can sit in parentheses
-    (DuckDB's extracted statement keeps both). Tokenizing costs DuckDB milliseconds on first use: only when
-    there may be a semicolon."""
-    if ";" not in query:
-        return query
-    tokens = [position for position, kind in duckdb.tokenize(query) if kind != duckdb.token_type.comment]
-    return query[: tokens[-1]] if tokens and query[tokens[-1]] == ";" else query
-
-
-def _one_line(error: Exception) -> str:
+def one_line(error: Exception) -> str:
     """DuckDB's message with its hints (did you mean, candidate bindings) on one line, without the
     echoed query and caret that follow them."""
     hints = itertools.takewhile(lambda line: line.strip() and not line.startswith("LINE "), str(error).splitlines())
     return " ".join(line.strip() for line in hints)
-
-
-def run_sql(paths: Paths, sql: str, parameters: dict[str, Any], output_format: str | None, output: Path | None,
-            timeout_s: float, memory_limit: str) -> int | None:
-    """Run one read-only statement within its bounds and write its result in `output_format` (None: a
-    table on a terminal, else CSV) to `output` or standard output; the number of rows written to a file."""
-    if output_format == "parquet" and output is None:
-        raise PipelineError("--format parquet needs --output FILE")
-    if not paths.database.is_file():
-        raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
-    terminal = sys.stdout.isatty()
-    with tempfile.TemporaryDirectory(prefix="energy-index-sql-") as folder:
-        private = Path(folder)
-        answer = functools.partial(_answer, paths, sql, parameters, output_format, output is not None, terminal,
-                                   private, memory_limit)
-        outcome = _bounded(answer, private, timeout_s, memory_limit)
-        if outcome.error is not None:
-            raise PipelineError(outcome.error)
-        if output is not None:
-            from pipeline.files import atomic_path
-
-            with atomic_path(output) as temporary:
-                shutil.copyfile(private / RESULT, temporary)
-            return outcome.rows
-        sys.stdout.write(outcome.header or "")
-        sys.stdout.flush()
-        with open(private / RESULT, "rb") as written:
-            shutil.copyfileobj(written, sys.stdout.buffer)
-        sys.stdout.flush()
-    return None
-
-
-def _bounded(answer: Callable[[], _Outcome], private: Path, timeout_s: float, memory_limit: str) -> _Outcome:
-    """`answer`'s outcome, computed in a forked child held to the bounds (module docstring); killed at
-    `timeout_s`, or when this process stops (Ctrl-C, a stop, any error)."""
-    import multiprocessing
-
-    child = multiprocessing.get_context("fork").Process(target=_child, args=(answer, private), daemon=True)
-    child.start()
-    try:
-        deadline = time.monotonic() + timeout_s
-        while child.exitcode is None and (left := deadline - time.monotonic()) > 0:
-            child.join(min(left, LONGEST_WAIT_S))
-    finally:
-        if child.exitcode is None:
-            child.kill()
-            child.join()
-    if child.exitcode == -signal.SIGKILL and time.monotonic() >= deadline:
-        raise PipelineError(f"the query was stopped at its time limit of {timeout_s:g} s; --timeout SECONDS "
-                            "allows more")
-    try:
-        return _Outcome(**json.loads((private / OUTCOME).read_bytes()))
-    except (OSError, ValueError, TypeError):
-        ended = (f"was ended by {signal.Signals(-child.exitcode).name}" if (child.exitcode or 0) < 0
-                 else f"exited with status {child.exitcode}")
-        raise PipelineError(f"the query's process {ended} without an answer (its memory limit is "
-                            f"{memory_limit}; --memory-limit SIZE allows more)") from None
-
-
-def _child(answer: Callable[[], _Outcome], private: Path) -> None:
-    """The forked child: the parent alone decides on Ctrl-C and stops; a write past RLIMIT_FSIZE fails
-    (EFBIG) rather than killing it unexplained; it ends, removing the private folder, if the parent is killed."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    threading.Thread(target=_end_with_parent, args=(private,), daemon=True).start()
-    try:
-        outcome = answer()
-    except PipelineError as error:
-        outcome = _Outcome(error=str(error))
-    (private / OUTCOME).write_text(json.dumps(asdict(outcome)), encoding="utf-8")
-
-
-def _end_with_parent(private: Path) -> None:
-    from multiprocessing import connection, parent_process
-
-    parent = parent_process()
-    if parent is not None:
-        connection.wait([parent.sentinel])  # readable once the parent has gone, however it ended
-        shutil.rmtree(private, ignore_errors=True)
-        os._exit(1)
-
-
-def _hold_to(limit: int) -> None:
-    """Cap this process's data segment at `limit` bytes beyond what it holds now (the interpreter and the
-    open connection), and every file it writes at `limit` bytes. Neither can be raised again."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        held = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData:"))
-    for kind, bound in ((resource.RLIMIT_DATA, held + limit), (resource.RLIMIT_FSIZE, limit)):
-        hard = resource.getrlimit(kind)[1]
-        bound = bound if hard == resource.RLIM_INFINITY else min(bound, hard)
-        resource.setrlimit(kind, (bound, bound))
-
-
-def _answer(paths: Paths, sql: str, parameters: dict[str, Any], output_format: str | None, to_file: bool,
-            terminal: bool, private: Path, memory_limit: str) -> _Outcome:
-    """In the child: run the statement and write its result into the private folder."""
-    with session(paths, memory_limit=memory_limit, private=private) as (connection, _):
-        _hold_to(int((size_bytes(memory_limit) or 0) * OS_CAP_SHARE))
-        statement = _statement(connection, sql)
-        explain = statement.type == duckdb.StatementType.EXPLAIN
-        if output_format is None:
-            output_format = "table" if explain or (terminal and not to_file) else "csv"
-        result = private / RESULT
-        if output_format == "table":
-            relation = connection.sql(sql, params=parameters or None)
-            if terminal:  # fitted to the terminal, for reading
-                relation = relation.project(_rounded_columns(relation))
-            width = shutil.get_terminal_size().columns if terminal else 10_000
-            with open(result, "w", encoding=sys.stdout.encoding, errors=sys.stdout.errors) as printed:
-                if terminal and not explain and (records := _records_wider_than(relation, width)) is not None:
-                    printed.write(records)
-                else:
-                    with redirect_stdout(printed):
-                        relation.show(max_width=width, max_rows=TERMINAL_ROWS)
-            return _Outcome()
-        if explain:
-            raise PipelineError("an explain statement prints as a table: --format table")
-        # On its own lines, so that a comment ending the query cannot swallow the parenthesis.
-        query = f"(\n{_without_terminator(statement.query)}\n)"
-        # The result's columns as DuckDB binds them, without running the query (a relation costs more to start).
-        columns = connection.execute(f"describe {query}", parameters or None).fetchall()
-        options = COPY_OPTIONS[output_format]
-        quoted = [name for name, kind, *_ in columns if kind == "VARCHAR"]
-        if output_format == "csv" and not to_file and quoted:  # strings quoted, as the header is
-            options += f", force_quote ({', '.join(map(_identifier, quoted))})"
-        elif output_format == "csv" and to_file:
-            options = "format csv, header true"
-        count = connection.execute(f"copy {query} to '{_quoted(result)}' ({options})", parameters or None).fetchone()[0]
-        header = ",".join(_identifier(name) for name, *_ in columns) + "\n"
-        return _Outcome(rows=count, header=header if output_format == "csv" and not to_file else None)
-
-
-# The most rows a terminal table shows (DuckDB's box and the one-field-per-line form alike).
-TERMINAL_ROWS = 10_000
-
-
-def _records_wider_than(relation: duckdb.DuckDBPyRelation, width: int) -> str | None:
-    """The result one field per line, record after record, when DuckDB's box would be wider than `width`
-    (the box would drop middle columns, which may be the ones that tell the rows apart); None when it fits.
-    A value longer than the line continues on the next, indented."""
-    rows = relation.limit(TERMINAL_ROWS).fetchall()
-    names = relation.columns
-    cells = [["NULL" if value is None else str(value) for value in row] for row in rows]
-    # DuckDB's box: a border, then per column its widest cell (name, type or value), a space each side and a border.
-    widths = [max([len(name), len(str(kind)), *(len(row[i]) for row in cells)])
-              for i, (name, kind) in enumerate(zip(names, relation.types))]
-    if 1 + sum(w + 3 for w in widths) <= width:
-        return None
-    label = min(max(map(len, names)), max(10, width // 3))
-    room = max(20, width - label - 3)
-    lines = []
-    for number, row in enumerate(cells, 1):
-        lines.append(f"-[ record {number} of {len(cells)} ]".ljust(min(width, 40), "-"))
-        for name, value in zip(names, row):
-            parts = [value[start:start + room] for start in range(0, len(value), room)] or [""]
-            lines.append(f"{name[:label].ljust(label)} | {parts[0]}")
-            lines += [f"{'':{label}} | {part}" for part in parts[1:]]
-    if not cells:
-        lines.append(f"(no rows; columns: {', '.join(names)})")
-    return "\n".join(lines) + "\n"
-
-
-def _rounded_columns(relation: duckdb.DuckDBPyRelation) -> str:
-    """The columns for reading on a terminal: floating-point numbers rounded to 4 significant digits
-    (whole numbers kept whole); everything else as it is. Piped output keeps full precision."""
-    columns = []
-    for name, kind in zip(relation.columns, relation.types):
-        name = _identifier(name)
-        if str(kind) in ("DOUBLE", "FLOAT"):
-            columns.append(f"case when {name} = 0 or not isfinite({name}) then {name} "
-                           f"else round({name}, greatest(0, 3 - floor(log10(abs({name})))::int)) end as {name}")
-        else:
-            columns.append(name)
-    return ", ".join(columns) or "*"
-
-
-def _identifier(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _quoted(path: Path) -> str:
-    return str(path).replace("'", "''")
 
 
 # energy_at_concurrency's rows in its order, every energy figure (the estimate, its repeat interval and the
