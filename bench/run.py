@@ -21,8 +21,9 @@ interleaved, medians reported:
 - pandas_baseline (baseline_pandas.py): json.load + pandas.json_normalize + to_parquet;
 - fitting (fit_curves.py): the build's fitting step alone, pipeline.fits.fit_curves over the index
   snapshot's curve points read from the refresh's database, as the build fits them (in one process; at
-  100x with a worker process per other core); its seconds exclude the interpreter and the read, and its import of scipy is reported beside it (`import`). The full refresh
-  of a new snapshot includes it (in its build step); a no-op refresh refits nothing;
+  100x with a worker process per other core); its seconds exclude the interpreter and the read, and
+  its import of scipy is reported beside it (`import`). The full refresh of a new snapshot includes it
+  (in its build step); a no-op refresh refits nothing;
 - before_refresh (with --before CLI): the same refresh by another installation of energy-index, the
   code to compare with, interleaved with full_refresh.
 

@@ -9,10 +9,9 @@ and writes into is the parent's: removed on every exit, a kill of the child or a
 parent; a child whose parent was killed outright removes it and ends. DuckDB writes the results: a box
 table, or CSV, JSON lines or Parquet, copied to standard output or --output once the query has finished.
 
-The parent never imports DuckDB: a child forked from a process that has loaded it took about 18 ms more
-to start DuckDB and answer `select 1` than one that loads it itself (2 ms above the same work in one
-process), a tenth of the whole command. The child imports it, and the connection's lockdown
-(pipeline/query.py's session).
+The parent never imports DuckDB; the child imports it, and opens the locked-down connection
+(pipeline/query.py: session). A child forked from a process that has loaded DuckDB took about 18 ms more
+to start it and answer `select 1` than one that loads it itself (docs/performance.md).
 """
 
 import functools
@@ -94,24 +93,36 @@ def run_sql(paths: Paths, sql: str, parameters: dict[str, Any], output_format: s
 def _bounded(answer: Callable[[], _Outcome], private: Path, timeout_s: float, memory_limit: str) -> _Outcome:
     """`answer`'s outcome, computed in a forked child held to the bounds (module docstring); killed at
     `timeout_s`, or when this process stops (Ctrl-C, a stop, any error)."""
-    # os.fork and two pipes rather than multiprocessing's Process: importing multiprocessing here and its
-    # child's start (the parent's sentinel among it) cost `sql "select 1"` about 11 ms, 6 % of the command.
-    # The child holds `child_alive` open until it exits, so `child_ended` reads its end of file then; this
-    # process holds `parent_alive`, whose end of file tells the child's watcher that this process has gone.
-    child_ended, child_alive = os.pipe()
-    parent_gone, parent_alive = os.pipe()
-    pid = os.fork()
+    # os.fork and two pipes rather than multiprocessing's Process, whose import and start (the parent's
+    # sentinel among it) cost `sql "select 1"` about 11 ms (docs/performance.md). The child holds
+    # `child_alive` open until it exits, so `child_ended` reads its end of file then; this process holds
+    # `parent_alive`, whose end of file tells the child's watcher that this process has gone.
+    pipes = (*os.pipe(), *os.pipe())
+    child_ended, child_alive, parent_gone, parent_alive = pipes
+    for stream in (sys.stdout, sys.stderr):  # else the child would write what this process has buffered
+        stream.flush()
+    # Ctrl-C and stops wait until each side has set up its own handling: the child then ignores them, and
+    # this process kills and reaps the child on its way out.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        pid = os.fork()
+    except OSError as error:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        for end in pipes:
+            os.close(end)
+        raise PipelineError(f"could not start the query's process: {error.strerror}") from None
     if pid == 0:
-        os.close(child_ended)
-        os.close(parent_alive)
-        _run_child(answer, private, parent_gone)
+        _child(answer, private, parent_gone, (child_ended, parent_alive), held)
     os.close(child_alive)
     os.close(parent_gone)
     finished = False
     try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        ended = select.poll()
+        ended.register(child_ended, select.POLLIN)
         deadline = time.monotonic() + timeout_s
         while not finished and (left := deadline - time.monotonic()) > 0:
-            finished = bool(select.select([child_ended], [], [], min(left, LONGEST_WAIT_S))[0])
+            finished = bool(ended.poll(1000 * min(left, LONGEST_WAIT_S)))
     finally:
         if not finished:
             os.kill(pid, signal.SIGKILL)
@@ -124,41 +135,39 @@ def _bounded(answer: Callable[[], _Outcome], private: Path, timeout_s: float, me
     try:
         return _Outcome(**json.loads((private / OUTCOME).read_bytes()))
     except (OSError, ValueError, TypeError):
-        ended = (f"was ended by {signal.Signals(-exit_code).name}" if exit_code < 0
-                 else f"exited with status {exit_code}")
-        raise PipelineError(f"the query's process {ended} without an answer (its memory limit is "
+        how = (f"was ended by {signal.Signals(-exit_code).name}" if exit_code < 0
+               else f"exited with status {exit_code}")
+        raise PipelineError(f"the query's process {how} without an answer (its memory limit is "
                             f"{memory_limit}; --memory-limit SIZE allows more)") from None
 
 
-def _run_child(answer: Callable[[], _Outcome], private: Path, parent_gone: int) -> NoReturn:
-    """The forked child, start to end: never returns into the parent's code (status 0 once it has
-    written its outcome, 1 after an error it could not word, its traceback printed)."""
+def _child(answer: Callable[[], _Outcome], private: Path, parent_gone: int, parents_ends: tuple[int, int],
+           held: set[signal.Signals]) -> NoReturn:
+    """The forked child, start to end, never returning into the parent's code: the parent alone decides on
+    Ctrl-C and stops; a write past RLIMIT_FSIZE fails (EFBIG) rather than killing it unexplained; it ends,
+    removing the private folder, if the parent is killed. Status 0 once it has written its outcome, 1
+    after an error it could not word (its traceback printed)."""
     exit_code = 1
     try:
-        _child(answer, private, parent_gone)
+        for end in parents_ends:
+            os.close(end)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        threading.Thread(target=_end_with_parent, args=(private, parent_gone), daemon=True).start()
+        try:
+            outcome = answer()
+        except PipelineError as error:
+            outcome = _Outcome(error=str(error))
+        (private / OUTCOME).write_text(json.dumps(asdict(outcome)), encoding="utf-8")
         exit_code = 0
     except BaseException:
         traceback.print_exc()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            with suppress(Exception):
-                stream.flush()
+        with suppress(Exception):
+            sys.stderr.flush()
         os._exit(exit_code)
-
-
-def _child(answer: Callable[[], _Outcome], private: Path, parent_gone: int) -> None:
-    """What the forked child does: the parent alone decides on Ctrl-C and stops; a write past RLIMIT_FSIZE
-    fails (EFBIG) rather than killing it unexplained; it ends, removing the private folder, if the parent
-    is killed."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    threading.Thread(target=_end_with_parent, args=(private, parent_gone), daemon=True).start()
-    try:
-        outcome = answer()
-    except PipelineError as error:
-        outcome = _Outcome(error=str(error))
-    (private / OUTCOME).write_text(json.dumps(asdict(outcome)), encoding="utf-8")
 
 
 def _end_with_parent(private: Path, parent_gone: int) -> None:

@@ -28,6 +28,7 @@ from pipeline.paths import (
     AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, INDEX_V2, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest,
     hive_key,
 )
+from pipeline.settings import size_bytes
 from pipeline.source_card import load_source_card
 from schemas import REFERENCE_TABLES, TABLE_NAMES, arrow_schema, ddl, described, dictionary, for_readers
 from schemas.rules import RATED_BOARD_POWER_W
@@ -39,11 +40,11 @@ CHANGE_RELATIVE_TOLERANCE = 1e-9
 # engine writes its own storage format by default, which older clients (the DuckDB CLI, Metabase's
 # and Node's drivers) refuse; this asks it for the format that release reads.
 OLDEST_SUPPORTED_DUCKDB = "1.1.0"
-# The most the build's DuckDB holds (beyond it, it spills to a file beside the database); at most 80 % of
-# the machine, DuckDB's own default. By default DuckDB keeps every block it has read or written while it
-# has room, which took the 1000x synthetic snapshot's build to 3.2 GB beside the fitting's arrays and the
-# 1000x refresh's process tree over its 3 GB bound (docs/performance.md); held to 2 GB, that build peaked
-# at 2.3 GB and took as long (67 s against 70 s). The real snapshots' builds use a few hundred MB.
+# The most the build's DuckDB holds (beyond it, it spills to a file beside the database), unless DuckDB's
+# own default is less (80 % of the memory the machine or its container allows). With its default DuckDB
+# keeps every block it has read or written while it has room: the 1000x synthetic snapshot's build alone
+# peaked at 3.2 GB, and the 1000x refresh over its 3 GB bound; held to 2 GB, that build peaked at 2.3 GB
+# and took as long (docs/performance.md). The real snapshots' builds use a few hundred MB.
 BUILD_MEMORY_BYTES = 2 * 1000 ** 3
 # A table or function a statement reads, in json_serialize_sql's text (a name in a string literal is
 # escaped there, so it cannot match).
@@ -632,9 +633,11 @@ def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
     _insert_rows(connection, "data_dictionary", rows)
 
 
-def _build_memory_bytes() -> int:
-    """BUILD_MEMORY_BYTES, or DuckDB's own default where that is less: 80 % of the machine's memory."""
-    return min(BUILD_MEMORY_BYTES, int(0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")))
+def _hold_memory(connection: duckdb.DuckDBPyConnection) -> None:
+    """Lower the connection's memory limit to BUILD_MEMORY_BYTES where DuckDB's own default is higher."""
+    (default,) = connection.execute("select current_setting('memory_limit')").fetchall()[0]
+    if BUILD_MEMORY_BYTES < (size_bytes(default) or BUILD_MEMORY_BYTES + 1):
+        connection.execute(f"set memory_limit = '{BUILD_MEMORY_BYTES}B'")
 
 
 def build(
@@ -654,9 +657,9 @@ def build(
     fitting_seconds: list[float] = []
     try:
         loaded = {} if full else _reusable_database(paths, staging)
-        config = {"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}",
-                  "memory_limit": f"{_build_memory_bytes()}B"}
-        with connect(str(staging), config=config) as connection:
+        storage = {"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}"}
+        with connect(str(staging), config=storage) as connection:
+            _hold_memory(connection)
             _load_tables(connection, paths, loaded)
             ingested = connection.execute("select list(snapshot_id order by snapshot_id) from snapshots").fetchone()[0]
             snapshot_id = snapshot_id and snapshot_id_for(snapshot_id, ingested)

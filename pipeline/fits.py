@@ -27,7 +27,7 @@ That is what lets a large snapshot's fitting use every core: the distinct series
 (_Series), each fitted on its own, saturation batch limits included (_fit_chunk); above PARALLEL_MIN_WORK
 this process and a worker process per other core share them (_fit_chunks), and the rows are the same
 bits as fitted in one piece (tests/test_fits.py). On this 2-core machine, idle: the newest snapshot
-fits in this process in about 0.3 s (scipy's import, 0.35 s, aside); its 100x synthetic snapshot in
+fits in this process in about 0.2 s (scipy's import, 0.2 s, aside); its 100x synthetic snapshot in
 5.0 s (9.3 s before the worker and the buffer size, 7.0 s in one process), its 1000x one in 43 s (95 s).
 Beside another job that keeps a core busy the worker gains little, as there is no free core."""
 
@@ -70,7 +70,8 @@ SERIES_AT_ONCE = 32
 # numpy's ufunc buffer (elements) while fitting. With its default, 8192, more than two rows of a grid's
 # 2,400 values, numpy 2.4 fills its buffer with an operand broadcast over the rows (a sigmoid's row, each
 # series' weight) again and again (numpy issue 13307): such a product over 32 series took 45-60 us instead
-# of 15, and the 100x synthetic snapshot's fitting in one process 11.0 s instead of 8.3 s. With less than
+# of 15, and the 100x synthetic snapshot's fitting in one process 9.3 s instead of 7.0 s idle (11.0 s
+# instead of 8.3 s beside another job). With less than
 # two rows numpy loops over the operands where they are. It changes how numpy cuts its loops, never the
 # arithmetic: the rows are the same bits whatever the buffer (compared at 1024, 2048, 2400 and 4096).
 UFUNC_BUFFER = 4096

@@ -72,6 +72,7 @@ def session(paths: Paths, *, memory_limit: str | None = None, private: Path | No
 
 
 def sql_quoted(path: Path) -> str:
+    """A path as the text of a SQL string literal: its single quotes doubled."""
     return str(path).replace("'", "''")
 
 
