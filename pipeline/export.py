@@ -185,12 +185,14 @@ def _float_check(connection: duckdb.DuckDBPyConnection, columns: str, relation: 
             "then 1 else 0 end as float_check")
 
 
-def _write(staging: Path, name: str, plan: TaskPlan, document: dict[str, Any], rows: list[Row]) -> None:
+def _write(staging: Path, name: str, plan: TaskPlan, document: dict[str, Any], rows: list[Row]) -> bool:
     """Write `document`, made of `rows` and the plan's header, to staging/`name`: their float_check
-    says whether its floats print alike in msgspec and json.dumps, and refuses NaN and infinity."""
+    says whether its floats print alike in msgspec and json.dumps, and refuses NaN and infinity. Returns
+    whether every float of `rows` was found to print alike."""
     if (worst := max((row["float_check"] for row in rows), default=0)) == 2:
         raise PipelineError("values the index format cannot hold", [f"{name}: a NaN or infinite value"])
     (staging / name).write_bytes(jsontext.dumps(document, floats_vetted=plan.plain_header and worst == 0))
+    return worst == 0
 
 
 def _configurations(connection: duckdb.DuckDBPyConnection, family: Family, parameters: dict[str, Any]
@@ -272,12 +274,13 @@ def _write_configurations(connection: duckdb.DuckDBPyConnection, snapshot: dict[
                 document = {**plan.header, **_model(group[0]), "gpus": sorted({row["gpu"] for row in group}),
                             "configurations": [plan.configuration(row) for row in group],
                             "best": {row["gpu"]: plan.configuration(row) for row in best_rows}}
-                _write(staging, f"{task}/models/{slug}.json", plan, document, group)
+                vetted = _write(staging, f"{task}/models/{slug}.json", plan, document, group)
                 export_v2.write(v2_root / task / "models" / f"{slug}.json", {
                     **v2_headers[task], **_model(group[0]), "gpus": document["gpus"],
                     "configurations": document["configurations"],
                     "best": {row["gpu"]: version2.row(task, plan.configuration(row), row["model_id"], row["gpu"],
-                                                      v2_rows[task]) for row in best_rows}})
+                                                      v2_rows[task]) for row in best_rows}},
+                    vetted=("configurations",) if vetted else ())
                 best[task] += best_rows
                 written += 1
                 counter.update(1)
