@@ -1,5 +1,6 @@
 """Build: load the Parquet tables into a DuckDB database with the views in sql/, published by rename."""
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -58,6 +59,7 @@ SQL_OBJECT = re.compile(
 @dataclass(frozen=True)
 class BuildResult:
     views: list[str]
+    index_snapshot: str  # the snapshot the index is built from
     appended: bool = False
     notices: tuple[str, ...] = ()
     # Seconds spent fitting (FITTED, the import included), one figure per snapshot fitted: the refresh
@@ -93,18 +95,19 @@ def sql_object(name: str) -> SqlObject:
     return SqlObject(kind, match["body"], text[match.start():])
 
 
-def views_in_dependency_order() -> list[str]:
+def views_in_dependency_order(connection: duckdb.DuckDBPyConnection | None = None) -> list[str]:
     """The sql/ objects and the stored tables (STORED), each after the tables, views and macros its SQL
     reads (a stored table after its macro and snapshot_history). DuckDB's own parser finds them: its
     json_serialize_sql gives the parsed statement, whose table and function references name what it
     reads (a common table expression named like an object only adds an edge). Measured: 20 ms, where
-    importing and running sqlglot took 170 ms of every build."""
+    importing and running sqlglot took 170 ms of every build. Parsed on `connection` when given (the
+    build's: opening an in-memory database of its own costs another 20 ms)."""
     known = view_files().keys() | STORED.keys()
     graph = {table: {macro, "snapshot_history"} for table, (macro, _) in STORED.items()}
     objects = {name: sql_object(name) for name in view_files()}
     queries = [obj.body if obj.kind != "macro" else f"select {obj.body}" for obj in objects.values()]
-    with duckdb.connect() as connection:
-        parsed = connection.execute("select json_serialize_sql(unnest($queries))", {"queries": queries}).fetchall()
+    with contextlib.nullcontext(connection) if connection else duckdb.connect() as parser:
+        parsed = parser.execute("select json_serialize_sql(unnest($queries))", {"queries": queries}).fetchall()
     for name, (tree,) in zip(objects, parsed):
         if '"error":true' in tree:
             raise PipelineError(f"{sql_path(name)}: {msgspec.json.decode(tree)['error_message'].splitlines()[0]}")
@@ -378,7 +381,7 @@ def _publish_reference_tables(connection: duckdb.DuckDBPyConnection, paths: Path
 def create_views(connection: duckdb.DuckDBPyConnection, store: Callable[[str], None] | None = None) -> None:
     """Create every view and macro in sql/ on `connection`, each after what it reads; a stored table
     is made by `store` when its turn comes (without one, as a view over its macro, for tests)."""
-    for name in views_in_dependency_order():
+    for name in views_in_dependency_order(connection):
         if name in STORED:
             if store is not None:
                 store(name)
@@ -671,10 +674,11 @@ def build(
             _publish_reference_tables(connection, paths)
             create_views(connection, lambda table: _store(connection, paths, table, notices, fitting_seconds))
             describe_objects(connection)
+            (index_snapshot,) = connection.execute("select snapshot_id from index_snapshot").fetchone()
             connection.execute("checkpoint")
         os.replace(staging, paths.database)
     finally:
         for leftover in leftovers:
             leftover.unlink(missing_ok=True)
-    return BuildResult(list(view_files()), appended=bool(loaded), notices=tuple(notices),
+    return BuildResult(list(view_files()), index_snapshot, appended=bool(loaded), notices=tuple(notices),
                        fitting_seconds=tuple(fitting_seconds))

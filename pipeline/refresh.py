@@ -104,7 +104,8 @@ def run_ingest(paths: Paths, snapshot_id: str | None) -> None:
         f"{len(result.row_counts)} tables ({seconds_since(started)})")
 
 
-def run_build(options: Options, paths: Paths, full: bool) -> None:
+def run_build(options: Options, paths: Paths, full: bool) -> str:
+    """Build the database of the generation `paths` writes; returns the snapshot its index is built from."""
     from pipeline.build import build
 
     started = time.perf_counter()
@@ -116,6 +117,7 @@ def run_build(options: Options, paths: Paths, full: bool) -> None:
             f"({sum(result.fitting_seconds):.2f} s)")
     how = "appended to the published database" if result.appended else "built from every Parquet file"
     say(f"build: {len(result.views)} views and macros, {how} ({seconds_since(started)})")
+    return result.index_snapshot
 
 
 def run_export(options: Options, paths: Paths) -> None:
@@ -160,7 +162,6 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
     if damaged == [] and record == previous:
         return None
     from pipeline.audit import audit_summary  # DuckDB, which a refresh with nothing to do never loads
-    from pipeline.database import connect
 
     # Ingesting depends on the snapshot and the code only: with the same code, what the database holds
     # with the same content is not ingested again.
@@ -173,9 +174,7 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
             run_ingest(staged, snapshot_id)
         for snapshot_id in each(ingest, "history: ingesting", "snapshot", logged=True) if history else ingest:
             run_ingest(staged, snapshot_id)
-        run_build(options, staged, full=bool(damaged))
-        with connect(str(staged.database), read_only=True) as connection:
-            index_snapshot = connection.execute("select snapshot_id from index_snapshot").fetchone()[0]
+        index_snapshot = run_build(options, staged, full=bool(damaged))
         run_export(options, staged)
         write_json_atomic(staged.generation / REFRESH_RECORD, record)
     say(f"published: {paths.out / 'energy_index.duckdb'}, {paths.out / 'parquet'}/, {paths.out / 'index'}/")

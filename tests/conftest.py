@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -32,6 +33,12 @@ from pipeline.settings import GITHUB_API, GITHUB_RAW
 # at once (port 9, discard, is closed), in this process and in every make or CLI it starts.
 os.environ[GITHUB_API.name] = os.environ[GITHUB_RAW.name] = "http://127.0.0.1:9"
 os.environ.pop("GITHUB_TOKEN", None)
+
+# A suite started where Ctrl-C is ignored (a background job of a shell without job control, nohup) would
+# pass that on to every command the tests start, and the Ctrl-C tests would see no Ctrl-C: the test
+# processes take it as an interactive run does.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 PROJECT = Path(__file__).resolve().parents[1]
 SHARED = PROJECT.parent / "shared"
@@ -162,10 +169,17 @@ def plain_build(snapshot_refresh: Callable[[Path], Paths]) -> Paths:
     return snapshot_refresh(NEWEST)
 
 
+# Beside a shared build: held by write_once while it writes, and by copy_build (shared) while it copies.
+WRITE_ONCE_LOCK = "write-once.lock"
+
+
 def copy_build(build: Paths, out: Path) -> Path:
     """A writable copy of a shared build at `out` (its links to the published generation kept as links):
-    the same files a refresh into `out` would have published, without running it again."""
-    shutil.copytree(build.out, out, symlinks=True)
+    the same files a refresh into `out` would have published, without running it again. Not while
+    write_once writes over it (a report or a release staged in it would vanish under the copy)."""
+    with open(build.out.parent / WRITE_ONCE_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        shutil.copytree(build.out, out, symlinks=True)
     return out
 
 
@@ -239,7 +253,7 @@ def write_once(build: Paths, command: str) -> str:
     has its own module fixtures. The others wait for it, as does any other write command over the same
     build (a report and a release at once would meet OUT's lock, which refuses the second). Returns what
     the run printed on stderr (empty for the workers that waited)."""
-    with open(build.out.parent / "write-once.lock", "a") as lock:
+    with open(build.out.parent / WRITE_ONCE_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = build.out.parent / f"{command}-done"
         if done.exists():
