@@ -45,7 +45,7 @@ TASK_FILE_HEAD = ("task", "task_display_name", "architecture")
 DETAIL_CHUNK_FILES = 500  # ~20 MB of JSON at a time
 # Task files are read in groups of at most this many bytes (a larger file alone), each table of a group
 # validated once: pandera's fixed cost per call is most of what a small file's validation costs (the
-# newest snapshot's seven task files, 1.4 MB: 0.18 s validated one by one, 0.06 s together).
+# newest snapshot's seven task files, 1.4 MB: 0.23-0.33 s validated one by one, 0.06-0.08 s together).
 TASK_GROUP_BYTES = 8_000_000
 # A worker costs about a second to start (pandera's import), and its parts are pickled back: at 100x
 # 9 s of CPU in one process become 14 s with workers. On two cores with little else running that still
