@@ -106,7 +106,7 @@ def views_in_dependency_order(connection: duckdb.DuckDBPyConnection | None = Non
     graph = {table: {macro, "snapshot_history"} for table, (macro, _) in STORED.items()}
     objects = {name: sql_object(name) for name in view_files()}
     queries = [obj.body if obj.kind != "macro" else f"select {obj.body}" for obj in objects.values()]
-    with contextlib.nullcontext(connection) if connection else duckdb.connect() as parser:
+    with contextlib.nullcontext(connection) if connection is not None else duckdb.connect() as parser:
         parsed = parser.execute("select json_serialize_sql(unnest($queries))", {"queries": queries}).fetchall()
     for name, (tree,) in zip(objects, parsed):
         if '"error":true' in tree:

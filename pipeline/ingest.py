@@ -46,6 +46,8 @@ DETAIL_CHUNK_FILES = 500  # ~20 MB of JSON at a time
 # Task files are read in groups of at most this many bytes (a larger file alone), each table of a group
 # validated once: pandera's fixed cost per call is most of what a small file's validation costs (the
 # newest snapshot's seven task files, 1.4 MB: 0.23-0.33 s validated one by one, 0.06-0.08 s together).
+# A group's decoded rows and their pandas copy are held at once: the bound keeps that to some tens of
+# MB, and a snapshot of 100x the newest's size and more (files of 20 MB and up) is read file by file.
 TASK_GROUP_BYTES = 8_000_000
 # A worker costs about a second to start (pandera's import), and its parts are pickled back: at 100x
 # 9 s of CPU in one process become 14 s with workers. On two cores with little else running that still
@@ -152,6 +154,8 @@ def _read_index(snapshot: _Snapshot) -> tuple[dict[str, Any], dict[str, str]]:
         # A task name becomes a file and folder name: only a closed alphabet may reach a path.
         _expect(isinstance(task, str) and bool(TASK_NAME_PATTERN.match(task)),
                 f"index.json: task {task!r} is not a task name (lower-case letters, digits and '-')")
+    repeated = sorted({task for task in index["tasks"] if index["tasks"].count(task) > 1})
+    _expect(not repeated, f"index.json: tasks listed more than once: {', '.join(repeated)}")
     families = {}
     for family, tasks in index["architectures"].items():
         _expect(isinstance(tasks, list), f"index.json: architectures.{family} must be a list of tasks")
@@ -196,7 +200,7 @@ def _read_task_file(
 
 
 def _read_task(snapshot: _Snapshot, position: int, task: str, family: str, label: str | None,
-               part: "_Part") -> tuple[str, pyarrow.Table | None]:
+               part: _Part) -> tuple[str, pyarrow.Table | None]:
     """A task file: its row of the tasks table and what it found, added to `part`; its configurations'
     table (None when refused), not yet validated, under its table's name."""
     found = part.found
@@ -215,7 +219,6 @@ def _read_task(snapshot: _Snapshot, position: int, task: str, family: str, label
         "index_position": position, "file_architecture": architecture if isinstance(architecture, str) else None,
         "file_extra_fields": extras_text({key: value for key, value in head.items() if key not in TASK_FILE_HEAD}),
     })
-    part.files += 1
     return table_name, table
 
 
@@ -223,7 +226,7 @@ def _read_tasks(snapshot: _Snapshot, tasks: list[tuple[int, str, str, str | None
                 listed_models: Container[str]) -> _Part:
     """A group of task files (position, task, family, workload label): their rows of the tasks table and,
     when they pass, their configurations' tables, each table validated once for the group."""
-    part = _Part(0, _Findings())
+    part = _Part(len(tasks), _Findings())
     read = [(name, table) for name, table in (_read_task(snapshot, position, task, family, label, part)
                                                for position, task, family, label in tasks) if table is not None]
     # Validated together, written file by file: the Parquet files keep a row group per task file.
@@ -240,10 +243,10 @@ def _task_groups(tasks: list[str], sizes: dict[str, int]) -> list[list[tuple[int
     """The tasks with their positions, in order, cut into groups of at most TASK_GROUP_BYTES of task files
     (a larger one alone)."""
     groups: list[list[tuple[int, str]]] = []
-    total = TASK_GROUP_BYTES
+    total = 0
     for position, task in enumerate(tasks):
         size = sizes.get(f"tasks/{task}.json", 0)
-        if total + size > TASK_GROUP_BYTES:
+        if not groups or total + size > TASK_GROUP_BYTES:
             groups.append([])
             total = 0
         groups[-1].append((position, task))

@@ -56,10 +56,11 @@ def _format_failures(table_name: str, frame: pd.DataFrame, error: pa.errors.Sche
 @contextmanager
 def _hypothesis_unimportable() -> Iterator[None]:
     """Pandera's first validation registers its backends, and they import hypothesis when it is installed,
-    for the data synthesis (schema.strategy) the pipeline never asks for: 0.2 s of every command that
-    validates, on an installation that has the test tools (`make test` installs them; pandera issue 1644).
-    Unless something has imported it already, hypothesis cannot be imported while pandera validates, and
-    can be afterwards."""
+    for the data synthesis (schema.strategy, schema.example) the pipeline never asks for: 0.2 s of every
+    command that validates, on an installation that has the test tools (`make test` installs them;
+    pandera issue 1644). Unless something has imported it already, hypothesis cannot be imported while
+    pandera validates: pandera's data synthesis is then off for this process, and hypothesis itself can
+    be imported afterwards."""
     if "hypothesis" in sys.modules:
         yield
         return
@@ -67,7 +68,7 @@ def _hypothesis_unimportable() -> Iterator[None]:
     try:
         yield
     finally:
-        if sys.modules.get("hypothesis", "imported meanwhile") is None:
+        if "hypothesis" in sys.modules and sys.modules["hypothesis"] is None:
             del sys.modules["hypothesis"]
 
 

@@ -213,6 +213,12 @@ def test_a_task_name_that_would_reach_a_path_or_sql_is_refused(good_build, run_c
     assert f"index.json: task {task!r} is not a task name" in message
 
 
+def test_a_task_listed_twice_is_refused_naming_it(good_build, run_cli) -> None:
+    rewrite(good_build[0] / "index.json", lambda index: index["tasks"].append("gpqa"))
+    message = refresh_fails(good_build, run_cli)
+    assert "index.json: tasks listed more than once: gpqa" in message
+
+
 @pytest.mark.parametrize(
     ("name", "field"),
     [("tasks/gpqa.json", "energy_per_token_joules"),

@@ -67,6 +67,20 @@ def test_detail_files_read_in_small_chunks_give_the_same_tables(newest_build, tm
     _assert_same_tables(chunked, newest_build, snapshot_id)
 
 
+def test_task_files_read_together_or_one_by_one_give_the_same_files(newest_build, tmp_path, monkeypatch) -> None:
+    """The shared build read the newest snapshot's seven task files as one group; one file a group
+    (TASK_GROUP_BYTES below any file's size) gives the same Parquet files, byte for byte."""
+    assert len(ingest_module._task_groups(["a", "b"], {"tasks/a.json": 10, "tasks/b.json": 10})) == 1
+    one_by_one, snapshot_id = _raw_copy(newest_build, tmp_path / "one-by-one")
+    monkeypatch.setattr(ingest_module, "TASK_GROUP_BYTES", 1)
+    # A file the manifest does not size (its reading then names what is wrong) still has a group.
+    assert ingest_module._task_groups(["a", "b", "c"], {"tasks/b.json": 5}) == [[(0, "a")], [(1, "b")], [(2, "c")]]
+    ingest(one_by_one, snapshot_id)
+    for table in ("token_configurations", "diffusion_configurations", "tasks"):
+        mine, theirs = one_by_one.parquet_path(table, snapshot_id), newest_build.parquet_path(table, snapshot_id)
+        assert mine.read_bytes() == theirs.read_bytes(), table
+
+
 LAYOUTS = {
     "indent 4": {"indent": 4},
     "one line": {},
