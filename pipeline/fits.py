@@ -16,7 +16,8 @@ saturation equation.
 What the grid search costs is kept down without changing a digit of what it finds: everything that
 depends only on the batch limits (the sigmoid at every grid point, its sums over each fit's points) is
 computed once per set of batch limits, which many deployments share; a series of values met twice (a
-synthetic snapshot's copies repeat them) is fitted once; and each fit's best grid points are picked out
+synthetic snapshot's copies repeat them, a history's snapshots most of theirs) is fitted once in a
+process (_fitted_series); and each fit's best grid points are picked out
 of its 2,400 errors through the least error of each block of grid points instead of a partition of them
 all. numpy's ufunc buffer is kept below two rows of the grid while fitting (UFUNC_BUFFER), which halves
 what its products over the grid cost. Every float that reaches a row is computed by the same operations
@@ -281,17 +282,34 @@ def _fit_chunk(x: np.ndarray, series: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return parameters, np.array([np.nan if limit is None else limit for limit in saturation], dtype=float)
 
 
+# Fits of series already fitted in this process, by batch limits and values: a history's snapshots
+# repeat most curves (the eleven shared snapshots hold 11,784 series to fit, 1,178 of them distinct, and
+# their fitting took 3.8 s instead of 0.4 s), and a process that builds again (the test suite, a history
+# step after step) meets the same series again. A fit depends on nothing else, so a remembered one is the
+# same bits. A plain dict, bounded by FITTED_SERIES_MAX (about 700 bytes each): once full it takes no
+# more. Points beyond REMEMBER_MAX_POINTS are fitted without it: a synthetic snapshot at scale scales each
+# copy's energy and power, so its series do not repeat, and a lookup per series would only add time.
+# functools.lru_cache does not fit: the misses are fitted together (Grid), not one call each.
+FITTED_SERIES_MAX = 100_000
+REMEMBER_MAX_POINTS = 100_000
+_fitted_series: dict[bytes, tuple[np.ndarray, float]] = {}
+
+
 class _Series:
     """The series of a snapshot's curves to fit, gathered size by size (add) and fitted all at once (fit):
-    curves measured at the same batch limits share a Grid, a series of values met twice is fitted once,
-    and the distinct series are cut into chunks of about CHUNK_WORK that are fitted independently."""
+    curves measured at the same batch limits share a Grid, a series of values met twice (or already fitted
+    in this process, _fitted_series) is fitted once, and the distinct series are cut into chunks of about
+    CHUNK_WORK that are fitted independently."""
 
-    def __init__(self) -> None:
+    def __init__(self, remember: bool) -> None:
+        self.remember = remember  # whether to look series up in _fitted_series and keep their fits there
         self.chunks: list[tuple[np.ndarray, np.ndarray]] = []  # (batch limits, distinct series)
+        self.chunk_keys: list[list[bytes]] = []  # each chunk's series' _fitted_series keys
         self.work = 0
-        # Per size added: per set of batch limits, the series' (curve, quantity), each one's distinct series
-        # and that set's chunks.
-        self.sizes: list[list[tuple[np.ndarray, np.ndarray, np.ndarray, range]]] = []
+        # Per size added: per set of batch limits, the series' (curve, quantity), each one's distinct series,
+        # which of those were fitted before (their fits and saturation x) and the chunks of the others.
+        self.sizes: list[list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                    range]]] = []
         self.results: list[tuple[np.ndarray, np.ndarray]] = []
 
     def add(self, x: np.ndarray, y: np.ndarray, fitted: np.ndarray) -> int:
@@ -307,16 +325,36 @@ class _Series:
             _, first, repeat = np.unique(series.view(np.dtype((np.void, series.itemsize * n))).ravel(),
                                          return_index=True, return_inverse=True)
             distinct = series[first]
+            if self.remember:
+                keys = [limit.tobytes() + values.tobytes() for values in distinct]
+                known = np.array([key in _fitted_series for key in keys], dtype=bool).reshape(-1)
+            else:
+                keys, known = [], np.zeros(len(distinct), dtype=bool)
+            remembered = [_fitted_series[key] for key, was in zip(keys, known) if was]
+            known_fits = np.array([fits for fits, _ in remembered]).reshape(-1, n - 1, 4)
+            known_saturation = np.array([settles for _, settles in remembered], dtype=float)
+            unknown = np.flatnonzero(~known)
             start = len(self.chunks)
-            self.chunks += [(limit, distinct[at:at + per_chunk]) for at in range(0, len(distinct), per_chunk)]
-            self.work += len(distinct) * n * (n - 1)
+            for at in range(0, len(unknown), per_chunk):
+                part = unknown[at:at + per_chunk]
+                self.chunks.append((limit, distinct[part]))
+                self.chunk_keys.append([keys[i] for i in part] if keys else [])
+            self.work += len(unknown) * n * (n - 1)
             if len(distinct):
-                groups.append((curve, quantity, repeat.reshape(-1), range(start, len(self.chunks))))
+                groups.append((curve, quantity, repeat.reshape(-1), known, known_fits, known_saturation,
+                               range(start, len(self.chunks))))
         self.sizes.append(groups)
         return len(self.sizes) - 1
 
     def fit(self) -> None:
         self.results = _fit_chunks(self.chunks, parallel=self.work >= PARALLEL_MIN_WORK)
+        if not self.remember:
+            return
+        for keys, (fits, saturation) in zip(self.chunk_keys, self.results):
+            for key, series_fits, settles in zip(keys, fits, saturation.tolist()):
+                if len(_fitted_series) >= FITTED_SERIES_MAX:
+                    return
+                _fitted_series.setdefault(key, (series_fits, settles))
 
     def parameters(self, size: int, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Of the curves added as `size` (y as added): their parameters (curves, quantities, fits, 4) and
@@ -325,9 +363,13 @@ class _Series:
         curves, n, quantities = y.shape
         parameters = np.full((curves, quantities, n - 1, 4), np.nan)
         saturation = np.full((curves, quantities), np.nan)
-        for curve, quantity, repeat, chunks in self.sizes[size]:
-            fits = np.concatenate([self.results[chunk][0] for chunk in chunks])
-            limits = np.concatenate([self.results[chunk][1] for chunk in chunks])
+        for curve, quantity, repeat, known, known_fits, known_saturation, chunks in self.sizes[size]:
+            fits = np.empty((len(known), n - 1, 4))
+            limits = np.empty(len(known))
+            fits[known], limits[known] = known_fits, known_saturation
+            if chunks:
+                fits[~known] = np.concatenate([self.results[chunk][0] for chunk in chunks])
+                limits[~known] = np.concatenate([self.results[chunk][1] for chunk in chunks])
             parameters[curve, quantity] = fits[repeat]
             saturation[curve, quantity] = limits[repeat]
         return parameters, saturation
@@ -384,7 +426,7 @@ def fit_curves(points: pyarrow.Table) -> pyarrow.Table:
     monotone = np.zeros(rows, dtype=bool)
     fitted = np.zeros(rows, dtype=bool)
     # Every size's series are gathered first, so that they are fitted together (in worker processes at scale).
-    to_fit, by_size = _Series(), []
+    to_fit, by_size = _Series(remember=table.num_rows <= REMEMBER_MAX_POINTS), []
     for n in np.unique(sizes):
         curves = np.flatnonzero(sizes == n)
         at = starts[curves][:, None] + np.arange(n)  # (curves, points)

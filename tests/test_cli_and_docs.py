@@ -78,19 +78,16 @@ def test_the_list_of_objects_is_generated_and_names_every_object_of_the_database
         **{t: "table" for t in tables}, **{v: "view" for v in views}, **{m: "macro" for m in macros}}
 
 
-def test_every_view_and_column_is_described(newest_build: Paths) -> None:
+def test_every_table_view_and_column_is_described(newest_build: Paths) -> None:
     with duckdb.connect(str(newest_build.database), read_only=True) as connection:
-        undescribed_views = connection.execute(
+        undescribed_objects = connection.execute(
             "select view_name from duckdb_views() where not internal and comment is null"
+            " union all select table_name from duckdb_tables() where not internal and comment is null"
         ).fetchall()
         undescribed_columns = connection.execute(
-            """
-            select c.table_name, c.column_name from duckdb_columns() as c
-            join duckdb_views() as v on v.view_name = c.table_name
-            where not v.internal and c.comment is null
-            """
+            "select table_name, column_name from duckdb_columns() where not internal and comment is null"
         ).fetchall()
-    assert undescribed_views == []
+    assert undescribed_objects == []
     assert undescribed_columns == []
 
 

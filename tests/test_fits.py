@@ -251,10 +251,12 @@ def test_a_curves_fit_does_not_depend_on_the_curves_fitted_with_it(newest_build)
                                 "order by all").to_arrow_table()
     whole = fit_curves(points)
     models = sorted(set(points["model_id"].to_pylist()))[::5]
+    forget_fits()
     some = fit_curves(points.filter(pc.is_in(points["model_id"], pyarrow.array(models))))
     assert some.num_rows and some.equals(whole.filter(pc.is_in(whole["model_id"], pyarrow.array(models))))
     copy = points.set_column(points.schema.get_field_index("model_id"), "model_id",
                              pc.binary_join_element_wise(points["model_id"], "#copy", ""))
+    forget_fits()
     twice = fit_curves(pyarrow.concat_tables([points, copy]))
     assert twice.filter(pc.invert(pc.ends_with(twice["model_id"], "#copy"))).equals(whole)
 
@@ -281,11 +283,55 @@ def test_the_rows_are_the_same_bits_in_chunks_and_in_a_worker_process(newest_bui
         points = connection.sql("select * from efficiency_curve_points_in((select snapshot_id from index_snapshot)) "
                                 "order by all").to_arrow_table()
     monkeypatch.setattr(fits, "CHUNK_WORK", 10 ** 9)
+    forget_fits()
     whole = fits.fit_curves(points)  # one chunk per set of batch limits
     monkeypatch.setattr(fits, "CHUNK_WORK", 1)  # a chunk per SERIES_AT_ONCE series
+    forget_fits()
     assert _same_bits(fits.fit_curves(points), whole)
     # Every chunk by the worker: none is left for this process to take (it takes those it can cancel).
     monkeypatch.setattr(fits, "PARALLEL_MIN_WORK", 0)
     monkeypatch.setattr(fits.os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(concurrent.futures.Future, "cancel", lambda self: False)
+    forget_fits()
     assert _same_bits(fits.fit_curves(points), whole)
+
+
+def test_a_series_fitted_before_in_the_process_is_the_same_bits_and_the_memory_is_bounded(history_build,
+                                                                                          monkeypatch):
+    """A series already fitted in this process is taken from _fitted_series: each of three snapshots of the
+    history fitted after the others gives the rows it gives fitted alone, a full memory takes no more, and a large
+    snapshot's points are fitted without it."""
+    from pipeline import fits
+
+    with duckdb.connect(str(history_build.database), read_only=True) as connection:
+        # The oldest snapshot and the two newest: consecutive snapshots share most series, distant ones fewer.
+        snapshots = [s for (s,) in connection.execute(
+            "select snapshot_id from snapshot_history order by position").fetchall()]
+        points = [connection.sql("select * from efficiency_curve_points_in(?) order by all", params=[s])
+                  .to_arrow_table() for s in (snapshots[0], *snapshots[-2:])]
+    alone, distinct = [], []
+    for snapshot_points in points:
+        forget_fits()
+        alone.append(fits.fit_curves(snapshot_points))
+        distinct.append(len(fits._fitted_series))
+    forget_fits()
+    in_turn = [fits.fit_curves(snapshot_points) for snapshot_points in points]
+    assert all(_same_bits(one, other) for one, other in zip(in_turn, alone))
+    remembered = len(fits._fitted_series)
+    assert 0 < max(distinct) <= remembered < sum(distinct), "a series the snapshots share is fitted once"
+    monkeypatch.setattr(fits, "FITTED_SERIES_MAX", remembered // 2)
+    forget_fits()
+    bounded = [fits.fit_curves(snapshot_points) for snapshot_points in reversed(points)][::-1]
+    assert len(fits._fitted_series) == remembered // 2
+    assert all(_same_bits(one, other) for one, other in zip(bounded, alone))
+    # Points beyond REMEMBER_MAX_POINTS (a synthetic snapshot at scale) are fitted without it.
+    monkeypatch.setattr(fits, "REMEMBER_MAX_POINTS", points[-1].num_rows - 1)
+    forget_fits()
+    assert _same_bits(fits.fit_curves(points[-1]), alone[-1]) and fits._fitted_series == {}
+
+
+def forget_fits() -> None:
+    """Empty this process's memory of fitted series, so that the next fit computes every series."""
+    from pipeline import fits
+
+    fits._fitted_series.clear()

@@ -104,7 +104,8 @@ def _comparable(value: object) -> object:
 
 
 def everything(paths: Paths) -> dict[str, list[tuple]]:
-    """Every table's and view's rows, sorted: what a reader of the database can see."""
+    """Every table's and view's rows, sorted, and the comment of every table, view and column and the
+    macros' parameters (under names no object has): what a reader of the database can see."""
     with duckdb.connect(str(paths.database), read_only=True) as connection:
         names = [name for (name,) in connection.execute(
             "select table_name from duckdb_tables() where not internal"
@@ -112,6 +113,15 @@ def everything(paths: Paths) -> dict[str, list[tuple]]:
         return {
             name: [tuple(map(_comparable, row)) for row in connection.execute(f'select * from "{name}" order by all').fetchall()]
             for name in names
+        } | {
+            "(comments)": connection.execute(
+                "select table_name, null, comment from duckdb_tables() where not internal"
+                " union all select view_name, null, comment from duckdb_views() where not internal"
+                " union all select table_name, column_name, comment from duckdb_columns() where not internal"
+                " order by all").fetchall(),
+            "(macros)": connection.execute(
+                "select function_name, function_type, parameters from duckdb_functions()"
+                " where schema_name = 'main' and not internal order by all").fetchall(),
         }
 
 
