@@ -308,9 +308,9 @@ def ingest_command(args: SimpleNamespace, paths: Paths) -> None:
 def build_command(args: SimpleNamespace, paths: Paths) -> None:
     """Bring OUT/energy_index.duckdb up to the Parquet tables (appending to a copy of the published database,
     or --full: loading everything), with the views and macros in sql/, and publish it by rename once complete."""
-    from pipeline.refresh import Options, run_build
+    from pipeline.refresh import Options, build_published
 
-    run_build(Options.of(args), paths, args.full)
+    build_published(Options.of(args), paths, args.full)
 
 
 @cli.command("export", short_help="write the energy index JSON under OUT/index/",

@@ -10,7 +10,7 @@ command that writes into OUT holds its lock (exclusive_lock), so writers never i
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -146,10 +146,11 @@ def _record_files(staged: Path, published: Path | None) -> None:
     write_json_atomic(staged / FILE_RECORD, {"files": files})
 
 
-def damaged_files(paths: Paths) -> list[tuple[str, str]] | None:
-    """The published files that differ from what was published, as (path relative to the generation,
-    what is wrong): missing, another size, or another sha256. None when the generation has no readable
-    record (the record itself missing or damaged): then nothing can be vouched for."""
+def damaged_files(paths: Paths, names: Collection[str] | None = None) -> list[tuple[str, str]] | None:
+    """The published files (of `names` when given, paths relative to the generation) that differ from what
+    was published, as (path relative to the generation, what is wrong): missing, another size, or another
+    sha256. None when the generation has no readable record (the record itself missing or damaged): then
+    nothing can be vouched for."""
     if not paths.current.is_dir():
         return []
     generation = paths.current.resolve()
@@ -157,6 +158,8 @@ def damaged_files(paths: Paths) -> list[tuple[str, str]] | None:
         return None
     damaged = []
     for name, (size, digest) in sorted(recorded.items()):
+        if names is not None and name not in names:
+            continue
         path = generation / name
         if (stat := _stat_or_none(path)) is None:
             damaged.append((name, "missing"))

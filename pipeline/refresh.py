@@ -120,6 +120,20 @@ def run_build(options: Options, paths: Paths, full: bool) -> str:
     return result.index_snapshot
 
 
+def build_published(options: Options, paths: Paths, full: bool) -> str:
+    """The build command's run_build: it appends only to a published database that is as it was published
+    (a refresh checks every published file before it builds), since what it appends to keeps its views and
+    macros (build.create_views); a database that differs is built again from every Parquet file, said once."""
+    from pipeline.publish import damaged_files
+
+    published = Paths(paths.out)
+    if not full and (damaged := damaged_files(published, names={published.database.name})) != []:
+        problem = "its published record is missing or unreadable" if damaged is None else damaged[0][1]
+        say(f"build: warning: {published.database}: {problem}; building it from every Parquet file")
+        full = True
+    return run_build(options, paths, full)
+
+
 def run_export(options: Options, paths: Paths) -> None:
     from pipeline.export import export
 

@@ -298,9 +298,9 @@ def test_the_rows_are_the_same_bits_in_chunks_and_in_a_worker_process(newest_bui
 
 def test_a_series_fitted_before_in_the_process_is_the_same_bits_and_the_memory_is_bounded(history_build,
                                                                                           monkeypatch):
-    """A series already fitted in this process is taken from _fitted_series: each of three snapshots of the
-    history fitted after the others gives the rows it gives fitted alone, a full memory takes no more, and a large
-    snapshot's points are fitted without it."""
+    """A series already fitted in this process is taken from _fitted_series, not fitted again: each of
+    three snapshots of the history fitted after the others fits only the series new to it and gives the
+    rows it gives fitted alone; a full memory takes no more; a large snapshot's points are fitted without it."""
     from pipeline import fits
 
     with duckdb.connect(str(history_build.database), read_only=True) as connection:
@@ -309,25 +309,40 @@ def test_a_series_fitted_before_in_the_process_is_the_same_bits_and_the_memory_i
             "select snapshot_id from snapshot_history order by position").fetchall()]
         points = [connection.sql("select * from efficiency_curve_points_in(?) order by all", params=[s])
                   .to_arrow_table() for s in (snapshots[0], *snapshots[-2:])]
+    fitted: list[int] = []  # the series each call of _fit_chunk fits
+    fit_chunk = fits._fit_chunk
+    monkeypatch.setattr(fits, "_fit_chunk", lambda x, series: fitted.append(len(series)) or fit_chunk(x, series))
+
+    def fit(snapshot_points: Any) -> tuple[Any, int]:
+        """The rows of fit_curves, and how many series it fitted."""
+        fitted.clear()
+        return fits.fit_curves(snapshot_points), sum(fitted)
+
     alone, distinct = [], []
     for snapshot_points in points:
         forget_fits()
-        alone.append(fits.fit_curves(snapshot_points))
-        distinct.append(len(fits._fitted_series))
+        rows, count = fit(snapshot_points)
+        alone.append(rows)
+        distinct.append(count)
+        assert count == len(fits._fitted_series) > 0
     forget_fits()
-    in_turn = [fits.fit_curves(snapshot_points) for snapshot_points in points]
-    assert all(_same_bits(one, other) for one, other in zip(in_turn, alone))
+    in_turn = [fit(snapshot_points) for snapshot_points in points]
+    assert all(_same_bits(one, other) for (one, _), other in zip(in_turn, alone))
     remembered = len(fits._fitted_series)
-    assert 0 < max(distinct) <= remembered < sum(distinct), "a series the snapshots share is fitted once"
+    assert in_turn[0][1] == distinct[0]
+    assert sum(count for _, count in in_turn) == remembered < sum(distinct), "a series met before is not fitted"
+    assert fit(points[1])[1] == 0
     monkeypatch.setattr(fits, "FITTED_SERIES_MAX", remembered // 2)
     forget_fits()
-    bounded = [fits.fit_curves(snapshot_points) for snapshot_points in reversed(points)][::-1]
+    bounded = [fit(snapshot_points)[0] for snapshot_points in reversed(points)][::-1]
     assert len(fits._fitted_series) == remembered // 2
     assert all(_same_bits(one, other) for one, other in zip(bounded, alone))
     # Points beyond REMEMBER_MAX_POINTS (a synthetic snapshot at scale) are fitted without it.
     monkeypatch.setattr(fits, "REMEMBER_MAX_POINTS", points[-1].num_rows - 1)
     forget_fits()
-    assert _same_bits(fits.fit_curves(points[-1]), alone[-1]) and fits._fitted_series == {}
+    rows, count = fit(points[-1])
+    assert _same_bits(rows, alone[-1]) and count == distinct[-1] and fits._fitted_series == {}
+    assert fit(points[-1])[1] == distinct[-1]
 
 
 def forget_fits() -> None:

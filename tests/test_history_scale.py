@@ -2,6 +2,7 @@
 equal a direct comparison; a snapshot arriving out of order recomputes only its neighbours' pairs and
 gives the same tables as in order; no object compares every pair."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -105,7 +106,7 @@ def _comparable(value: object) -> object:
 
 def everything(paths: Paths) -> dict[str, list[tuple]]:
     """Every table's and view's rows, sorted, and the comment of every table, view and column and the
-    macros' parameters (under names no object has): what a reader of the database can see."""
+    definition of every view and macro (under names no object has): what a reader of the database can see."""
     with duckdb.connect(str(paths.database), read_only=True) as connection:
         names = [name for (name,) in connection.execute(
             "select table_name from duckdb_tables() where not internal"
@@ -119,10 +120,18 @@ def everything(paths: Paths) -> dict[str, list[tuple]]:
                 " union all select view_name, null, comment from duckdb_views() where not internal"
                 " union all select table_name, column_name, comment from duckdb_columns() where not internal"
                 " order by all").fetchall(),
-            "(macros)": connection.execute(
-                "select function_name, function_type, parameters from duckdb_functions()"
-                " where schema_name = 'main' and not internal order by all").fetchall(),
+            "(definitions)": [(name, _excludes_sorted(definition)) for name, definition in connection.execute(
+                "select view_name, sql from duckdb_views() where not internal"
+                " union all select function_name, function_type || parameters::varchar || macro_definition"
+                " from duckdb_functions() where schema_name = 'main' and not internal order by all").fetchall()],
         }
+
+
+def _excludes_sorted(sql: str) -> str:
+    """A view's or macro's text as DuckDB keeps it, with each EXCLUDE list sorted: DuckDB keeps an EXCLUDE
+    as a set, whose order it prints differently once the definition has been read back from a file."""
+    return re.sub(r"EXCLUDE \(([^)]*)\)", lambda match: f"EXCLUDE ({', '.join(sorted(match[1].split(', ')))})",
+                  sql)
 
 
 def test_a_refresh_appends_to_the_published_database_and_equals_a_full_build(
@@ -138,6 +147,25 @@ def test_a_refresh_appends_to_the_published_database_and_equals_a_full_build(
     rebuilt = everything(Paths(out))
     assert sorted(rebuilt) == sorted(appended)
     assert [name for name in appended if rebuilt[name] != appended[name]] == []
+
+
+def test_a_build_over_a_database_changed_since_it_was_published_builds_it_whole(
+    in_order: Paths, tmp_path: Path, run_cli
+) -> None:
+    """A build appends to a copy of the published database and keeps its views and macros: only to one
+    that is as it was published (its recorded sha256); another is built from every Parquet file."""
+    out = copy_build(in_order, tmp_path / "out")
+    with duckdb.connect(str(Paths(out).database)) as connection:
+        connection.execute("create or replace macro wh_from_joules(joules) as joules / 3000")
+    built = run_cli("build", "--out", out)
+    assert built.exit_code == 0, built.stderr
+    warning, outcome = built.stderr.splitlines()
+    assert re.fullmatch(r"build: warning: .*/energy_index\.duckdb: .*published with .*; building it from every "
+                        r"Parquet file", warning), warning
+    assert "built from every Parquet file" in outcome
+    assert rows(Paths(out), "select wh_from_joules(3600)") == [(1.0,)]
+    again = run_cli("build", "--out", out)
+    assert again.exit_code == 0 and "appended to the published database" in again.stderr
 
 
 def test_the_pair_tables_are_the_stored_tables_of_consecutive_pairs() -> None:
