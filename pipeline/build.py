@@ -600,8 +600,8 @@ def _table_macro_columns(connection: duckdb.DuckDBPyConnection) -> list[tuple[st
 
 def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
     """Give every table, view and column its comment from the field dictionary (writing those that differ
-    from the comment it has) and fill data_dictionary, with the table macros' result columns too. A column with no dictionary entry fails the build: nothing reaches a
-    reader undocumented."""
+    from the comment it has) and fill data_dictionary, with the table macros' result columns too. A column
+    with no dictionary entry fails the build: nothing reaches a reader undocumented."""
     # Created empty first, so that it lists itself.
     _create_table(connection, "data_dictionary", [])
     catalog = connection.execute(

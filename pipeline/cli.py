@@ -302,7 +302,8 @@ def ingest_command(args: SimpleNamespace, paths: Paths) -> None:
 @click.option("--snapshot", "index_snapshot", metavar="ID", help="snapshot (id or bare commit hash) the index and "
               "the current-snapshot views are built from (default: the newest ingested)")
 @click.option("--full", is_flag=True, help="load every snapshot's Parquet into a new database (default: append "
-              "what is new to a copy of the published database when it was built by this code; the result is the same)")
+              "what is new to a copy of the published database when it was built by this code and is as published; "
+              "the result is the same)")
 @QUIET
 @step("stage")
 def build_command(args: SimpleNamespace, paths: Paths) -> None:

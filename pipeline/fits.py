@@ -17,12 +17,12 @@ What the grid search costs is kept down without changing a digit of what it find
 depends only on the batch limits (the sigmoid at every grid point, its sums over each fit's points) is
 computed once per set of batch limits, which many deployments share; a series of values met twice (a
 synthetic snapshot's copies repeat them, a history's snapshots most of theirs) is fitted once in a
-process (_fitted_series); and each fit's best grid points are picked out
-of its 2,400 errors through the least error of each block of grid points instead of a partition of them
-all. numpy's ufunc buffer is kept below two rows of the grid while fitting (UFUNC_BUFFER), which halves
-what its products over the grid cost. Every float that reaches a row is computed by the same operations
-in the same order as a plain evaluation of the whole grid, so the rows do not depend on which or how
-many curves are fitted together.
+process (_fitted_series); and each fit's best grid points are picked out of its 2,400 errors through
+the least error of each block of grid points instead of a partition of them all. numpy's ufunc buffer
+is kept below two rows of the grid while fitting (UFUNC_BUFFER), which halves what its products over
+the grid cost. Every float that reaches a row is computed by the same operations in the same order as a
+plain evaluation of the whole grid, so the rows do not depend on which or how many curves are fitted
+together.
 
 That is what lets a large snapshot's fitting use every core: the distinct series are cut into chunks
 (_Series), each fitted on its own, saturation batch limits included (_fit_chunk); above PARALLEL_MIN_WORK
@@ -286,11 +286,12 @@ def _fit_chunk(x: np.ndarray, series: np.ndarray) -> tuple[np.ndarray, np.ndarra
 # repeat most curves (the eleven shared snapshots hold 11,784 series to fit, 1,178 of them distinct: their
 # fitting took 0.8 s with it instead of 3.1 s), and a process that builds again (the test suite, a history
 # step after step) meets the same series again. A fit depends on nothing else but this module's constants
-# (the grid, the tie and saturation rules), so a remembered one is the same bits; whatever changes one of
-# them in a running process (a test) empties it first. A plain dict, bounded by FITTED_SERIES_MAX (about 700 bytes each): once full it takes no
-# more. Points beyond REMEMBER_MAX_POINTS are fitted without it: a synthetic snapshot at scale scales each
-# copy's energy and power, so its series do not repeat, and a lookup per series would only add time.
-# functools.lru_cache does not fit: the misses are fitted together (Grid), not one call each.
+# (the grid, the tie and saturation rules), so a remembered one is the same bits; whatever changed one of
+# them in a running process (a test) would have to empty it first. A plain dict, bounded by
+# FITTED_SERIES_MAX (about 700 bytes each): once full it takes no more. Points beyond REMEMBER_MAX_POINTS
+# are fitted without it: a synthetic snapshot at scale scales each copy's energy and power, so its series
+# do not repeat, and a lookup per series would only add time. functools.lru_cache does not fit: the misses
+# are fitted together (Grid), not one call each.
 FITTED_SERIES_MAX = 100_000
 REMEMBER_MAX_POINTS = 100_000
 _fitted_series: dict[bytes, tuple[np.ndarray, float]] = {}
