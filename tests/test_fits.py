@@ -172,6 +172,35 @@ def test_settled_value_and_saturation(fits):
     assert settled > 50
 
 
+def test_the_saturation_in_closed_form_is_the_root_a_root_finder_finds():
+    from scipy.optimize import brentq
+    from scipy.special import expit
+
+    from pipeline.fits import SATURATION_FRACTION, SATURATION_MAX_X, saturation_x
+
+    def excess(x: float, L: float, x0: float, k: float, b0: float) -> float:
+        settled = b0 + L if k > 0 else b0
+        value = b0 + L * expit(k * (x - x0))
+        return abs(settled - value) - SATURATION_FRACTION * abs(value)
+
+    rng = np.random.default_rng(7)
+    found = {"root": 0, "none": 0, "zero": 0}
+    # Curves of either direction and sign, some crossing zero (the value's sign changes along them).
+    for curve in zip(rng.normal(0, 100, 3000), rng.uniform(-5, 25, 3000),
+                     rng.choice([-1, 1], 3000) * np.logspace(-2, 2, 3000), rng.normal(0, 100, 3000)):
+        x = saturation_x(*curve)
+        if x is None:
+            assert excess(SATURATION_MAX_X, *curve) > 0
+            found["none"] += 1
+        elif x == 0:
+            assert excess(0.0, *curve) <= 0
+            found["zero"] += 1
+        else:
+            assert x == pytest.approx(brentq(excess, 0.0, SATURATION_MAX_X, args=curve, xtol=1e-12), abs=1e-9)
+            found["root"] += 1
+    assert min(found.values()) > 100, found
+
+
 def test_estimate_by_fit(fits, newest_build, capsys):
     from pipeline.query import estimate
 
