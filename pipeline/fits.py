@@ -32,6 +32,7 @@ fits in this process in about 0.2 s (scipy's import, 0.2 s, aside); its 100x syn
 5.0 s (9.3 s before the worker and the buffer size, 7.0 s in one process), its 1000x one in 43 s (95 s).
 Beside another job that keeps a core busy the worker gains little, as there is no free core."""
 
+import math
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -246,16 +247,16 @@ def saturation_x(L: float, x0: float, k: float, b0: float) -> float | None:
         return 0.0
     if excess(SATURATION_MAX_X) > 0:
         return None
-    # The root in closed form rather than by a root finder (scipy.optimize.brentq took importing
-    # scipy.optimize, about 0.35 s of every build that fits). With u the sigmoid's part that vanishes as x
-    # grows (1 - sigmoid for k > 0, the sigmoid for k < 0), value = settled + toward * u, and the equation
-    # |toward| u = f |settled + toward u| is linear in u on each side of the sign change: one side's
-    # solution is the root. x follows from u by the sigmoid's inverse. On the eleven shared snapshots'
-    # 10,365 roots it is within 2.5e-10 of brentq's (xtol 1e-9) and nearer the root in 8,494 of them.
+    # The root in closed form, not by a root finder: with u the part of the sigmoid that vanishes as x
+    # grows (1 - sigmoid for k > 0, the sigmoid for k < 0), value = settled + toward * u and the equation
+    # |toward| u = SATURATION_FRACTION |value| is linear in u once the sign of the value is known, and at
+    # the root the value has the sign of settled (it is within SATURATION_FRACTION of it). x follows from u
+    # through the sigmoid's inverse. Where |L| is within rounding of SATURATION_FRACTION of the value the
+    # curve starts from (as x goes to minus infinity), u rounds to 1 or above, which no finite x reaches:
+    # the root is then taken to be 0, the least batch limit.
     toward = -L if k > 0 else L
-    u = SATURATION_FRACTION * settled / (abs(toward) - SATURATION_FRACTION * toward)
-    if not (0 < u < 1 and settled + toward * u >= 0):
-        u = -SATURATION_FRACTION * settled / (abs(toward) + SATURATION_FRACTION * toward)
+    u = min(SATURATION_FRACTION * abs(settled)
+            / (abs(toward) - math.copysign(SATURATION_FRACTION, settled) * toward), 1.0)
     return min(max(x0 - float(logit(u)) / abs(k), 0.0), SATURATION_MAX_X)
 
 

@@ -4,6 +4,7 @@ and flags re-derived independently, `estimate --method fit`, a rebuild that refi
 search's shortcuts: its candidates as a partition of every error finds them, and a curve's rows whatever
 is fitted with it."""
 
+import itertools
 import math
 import statistics
 from collections import defaultdict
@@ -199,6 +200,16 @@ def test_the_saturation_in_closed_form_is_the_root_a_root_finder_finds():
             assert x == pytest.approx(brentq(excess, 0.0, SATURATION_MAX_X, args=curve, xtol=1e-12), abs=1e-9)
             found["root"] += 1
     assert min(found.values()) > 100, found
+    # Where |L| is within a few ulps of the fraction of the value the curve starts from, the root's u
+    # rounds to 1 or above: the answer is still a batch limit (or None), never NaN.
+    for L, k, sign, ulps, x0 in itertools.product((1.0496, -1.0496, 0.7, -0.7), (100.0, -43.1, 3.0, -3.0), (1, -1),
+                                                  range(-5, 6), (1.0, 10.0, 12.1)):
+        start = sign * abs(L) / SATURATION_FRACTION
+        for _ in range(abs(ulps)):
+            start = math.nextafter(start, 0.0 if ulps > 0 else sign * math.inf)
+        curve = (L, x0, k, start if k > 0 else start - L)
+        x = saturation_x(*curve)
+        assert x is None or 0 <= x <= SATURATION_MAX_X, (curve, x)
 
 
 def test_estimate_by_fit(fits, newest_build, capsys):
