@@ -613,7 +613,9 @@ def _print_fit_estimate(result: dict, batch_limit: float, boundary: str) -> None
         if row["wh_per_unit"] is None:
             print(f"  - {query.deployment_label(row)}: {row['method']} ({span})")
             continue
-        outside = "" if row["doublings_outside"] == 0 else f", {row['doublings_outside']:.2g} doublings outside"
+        doublings = f"{row['doublings_outside']:.2g}"
+        outside = "" if row["doublings_outside"] == 0 else \
+            f", {doublings} doubling{'' if doublings == '1' else 's'} outside"
         print(f"  - {query.deployment_label(row)}: {row['wh_per_unit']:.4g}; {row['method']}{outside} ({span}); "
               f"the fit misses measured points by at most {row['in_sample_max_error']:.1%}, left-out points by "
               f"{row['leave_one_out_median_error']:.1%} (median)")

@@ -32,7 +32,6 @@ fits in this process in about 0.2 s (scipy's import, 0.2 s, aside); its 100x syn
 5.0 s (9.3 s before the worker and the buffer size, 7.0 s in one process), its 1000x one in 43 s (95 s).
 Beside another job that keeps a core busy the worker gains little, as there is no free core."""
 
-import math
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -56,8 +55,10 @@ MAX_IN_SAMPLE_ERROR = 0.10
 # The saturation batch limit: beyond it, however far batching goes, the fitted value moves by less than
 # this fraction of its value there (for energy per output: more batching saves less than 5 %).
 SATURATION_FRACTION = 0.05
-# Beyond this log2 batch limit (about a million) a curve counts as never settling: no saturation batch limit.
-SATURATION_MAX_X = 20.0
+# How far beyond its measured batch limits a fit is read, in doublings of the batch limit: energy_from_fit
+# (sql/macros) extrapolates no further, as nothing measured constrains where the logistic levels off, and a
+# saturation batch limit beyond it is not given.
+EXTRAPOLATION_DOUBLINGS = 1
 # Grid points rescored by their residuals, per fit (_best_grid_points).
 CANDIDATES = 16
 # Errors this close, relative, are the same error computed in another order.
@@ -230,13 +231,16 @@ def is_monotone(values: np.ndarray) -> bool:
     return bool((steps >= 0).all() or (steps <= 0).all())
 
 
-def saturation_x(L: float, x0: float, k: float, b0: float) -> float | None:
+def saturation_x(L: float, x0: float, k: float, b0: float, up_to: float) -> float | None:
     """The log2 batch limit beyond which the fitted value moves by less than SATURATION_FRACTION of its
-    value there however far batching goes; None when the curve does not settle by SATURATION_MAX_X or
-    has no settled value (it would reach zero)."""
+    value there however far batching goes; None when the curve does not settle by log2 batch limit
+    `up_to`, or settles at zero or below: every quantity fitted is positive, so such a curve falls through
+    zero beyond its points and has no floor to settle at."""
     settled = b0 + L if k > 0 else b0
-    if settled == 0 or L == 0:
-        return 0.0 if L == 0 else None
+    if settled <= 0:
+        return None
+    if L == 0:
+        return 0.0
 
     def excess(x: float) -> float:
         # What batching can still move minus the fraction of the value, falling as x grows.
@@ -245,19 +249,18 @@ def saturation_x(L: float, x0: float, k: float, b0: float) -> float | None:
 
     if excess(0.0) <= 0:
         return 0.0
-    if excess(SATURATION_MAX_X) > 0:
+    if excess(up_to) > 0:
         return None
     # The root in closed form, not by a root finder: with u the part of the sigmoid that vanishes as x
-    # grows (1 - sigmoid for k > 0, the sigmoid for k < 0), value = settled + toward * u and the equation
-    # |toward| u = SATURATION_FRACTION |value| is linear in u once the sign of the value is known, and at
-    # the root the value has the sign of settled (it is within SATURATION_FRACTION of it). x follows from u
-    # through the sigmoid's inverse. Where |L| is within rounding of SATURATION_FRACTION of the value the
-    # curve starts from (as x goes to minus infinity), u rounds to 1 or above, which no finite x reaches:
-    # the root is then taken to be 0, the least batch limit.
+    # grows (1 - sigmoid for k > 0, the sigmoid for k < 0), value = settled + toward * u, and at the root
+    # the value is within SATURATION_FRACTION of settled, so positive: |toward| u = SATURATION_FRACTION
+    # (settled + toward u) is linear in u. x follows from u through the sigmoid's inverse. Where |L| is
+    # within rounding of SATURATION_FRACTION of the value the curve starts from (as x goes to minus
+    # infinity), u rounds to 1 or above, which no finite x reaches: the root is then taken to be 0, the
+    # least batch limit.
     toward = -L if k > 0 else L
-    u = min(SATURATION_FRACTION * abs(settled)
-            / (abs(toward) - math.copysign(SATURATION_FRACTION, settled) * toward), 1.0)
-    return min(max(x0 - float(logit(u)) / abs(k), 0.0), SATURATION_MAX_X)
+    u = min(SATURATION_FRACTION * settled / (abs(toward) - SATURATION_FRACTION * toward), 1.0)
+    return min(max(x0 - float(logit(u)) / abs(k), 0.0), up_to)
 
 
 def _unit_of(quantity: str, family: str, unit_label: str) -> str:
@@ -287,7 +290,8 @@ def _fit_chunk(x: np.ndarray, series: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """Parameters (series, fits, 4) of series (series, points) measured at batch limits x, and the saturation
     x of each series' fit to every point (NaN where None). What a worker process does (_fit_chunks)."""
     parameters = Grid(x).fit(series)
-    saturation = [saturation_x(*fit) for fit in parameters[:, 0].tolist()]
+    up_to = float(x.max()) + EXTRAPOLATION_DOUBLINGS
+    saturation = [saturation_x(*fit, up_to) for fit in parameters[:, 0].tolist()]
     return parameters, np.array([np.nan if limit is None else limit for limit in saturation], dtype=float)
 
 
@@ -487,6 +491,7 @@ def _table(table: pyarrow.Table, starts: np.ndarray, sizes: np.ndarray, kinds: d
     units = pyarrow.array([QUANTITIES[name][1] or _unit_of(name, family, label)
                            for family, label in kinds for name in _quantities(family)], pyarrow.string())
     L, k, b0 = columns["L"], columns["k"], columns["b0"]
+    settled = np.where(k > 0, b0 + L, b0)  # none where it is zero or below (saturation_x)
     saturation_limit = np.full(len(first), np.nan)
     saturation_limit[fitted] = [float(2.0 ** x) for x in columns["saturation_x"][fitted].tolist()]  # NaN: none
     too_few, in_sample_max = ~fitted, columns["in_sample_max_error"]
@@ -505,7 +510,7 @@ def _table(table: pyarrow.Table, starts: np.ndarray, sizes: np.ndarray, kinds: d
     } | {name: pyarrow.array(columns[name], mask=too_few) for name in (
         "L", "x0", "k", "b0", "in_sample_median_error", "in_sample_max_error", "leave_one_out_median_error",
         "leave_one_out_max_error")} | {
-        "settled_value": pyarrow.array(np.where(k > 0, b0 + L, b0), mask=too_few),
+        "settled_value": pyarrow.array(settled, mask=too_few | ~(settled > 0)),
         "saturation_batch_limit": pyarrow.array(saturation_limit, mask=too_few | np.isnan(saturation_limit)),
         "fit_status": pyarrow.array(status, pyarrow.string()),
         "is_fit_for_use": status == "fit for use",

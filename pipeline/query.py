@@ -128,6 +128,13 @@ METHODS = {
             "figure where the fit is not fit for use (docs/fits.md)"),
 }
 
+# method -> what the range at a boundary spans.
+RANGE_SPANS = {
+    "interpolation": "the lowest repeat at the boundary's low factor to the highest repeat at its high factor",
+    "fit": "the lowest fitted figure at the boundary's low factor to the highest at its high factor; a fit has no "
+           "repeats",
+}
+
 
 def estimate(
     paths: Paths, task: str, model: str, gpu: str, concurrency: float, gpus: int | None, precision: str | None,
@@ -175,7 +182,7 @@ def estimate(
     # figure at each factor).
     scale = {level: multipliers[level] / multipliers["central"] for level in ("low", "high")}
     boundary_range = None if not estimated else {
-        "boundary": boundary,
+        "boundary": boundary, "spans": RANGE_SPANS[method],
         "low": min(row.get("wh_per_unit_low", row["wh_per_unit"]) for row in estimated) * scale["low"],
         "high": max(row.get("wh_per_unit_high", row["wh_per_unit"]) for row in estimated) * scale["high"],
     }
@@ -209,10 +216,11 @@ def snapshot_label(result: dict[str, Any]) -> str:
 def range_lines(result: dict[str, Any]) -> list[str]:
     """The estimate's range at its boundary and, when asked, Wh per response, as text lines."""
     lines = []
-    if result["range"] is not None:
-        lines.append(f"range at the {result['boundary']} boundary: {result['range']['low']:.4g} to "
-                     f"{result['range']['high']:.4g} {result['unit']} (lowest repeat at the low factor to highest "
-                     "repeat at the high factor)")
+    if (spread := result["range"]) is not None:
+        low, high = f"{spread['low']:.4g}", f"{spread['high']:.4g}"
+        lines.append(f"range at the {result['boundary']} boundary: "
+                     + (f"{low} to {high}" if low != high else f"{low}") + f" {result['unit']}"
+                     + ("" if low != high else ", no spread") + f" ({spread['spans']})")
     if response := result.get("per_response"):
         lines.append(f"per response of {response['output_tokens']} output tokens: {response['min_wh']:.4g}"
                      + (f" to {response['max_wh']:.4g}" if response["max_wh"] != response["min_wh"] else "")
@@ -236,8 +244,11 @@ def resolve_question(measured: list[dict[str, Any]], task: str, model: str, gpu:
         parts[start:start + len(wanted)] == wanted
         for parts in [name.casefold().split("-")] for start in range(len(parts))))
     slugs = {row["model_id"]: row["slug"] for row in measured}
+    # Any task's model is known (one measured for another task is refused below, naming its tasks); a
+    # misspelt one is shown the nearest of those measured for the task asked.
     model = _one("model", model, sorted(slugs), lambda name: name == model, lambda name: model.casefold() in (
-        name.casefold(), slugs[name].casefold(), name.rpartition("/")[2].casefold()))
+        name.casefold(), slugs[name].casefold(), name.rpartition("/")[2].casefold()),
+        suggest=(f"measured for {task}", sorted({row["model_id"] for row in measured if row["task"] == task})))
     gpu = _one("GPU", gpu, sorted({row["gpu"] for row in measured}), lambda name: name == gpu,
                lambda name: name.casefold() == gpu.casefold())
     tasks_of_model = sorted({row["task"] for row in measured if row["model_id"] == model})
@@ -249,15 +260,19 @@ def resolve_question(measured: list[dict[str, Any]], task: str, model: str, gpu:
     return task, model, gpu
 
 
-def _one(kind: str, value: str, known: list[str], exactly: Callable[[str], bool], loosely: Callable[[str], bool]) -> str:
-    """The one known name `value` names, exactly or else loosely; refused when none or several do."""
+def _one(kind: str, value: str, known: list[str], exactly: Callable[[str], bool], loosely: Callable[[str], bool],
+         suggest: tuple[str, list[str]] | None = None) -> str:
+    """The one known name `value` names, exactly or else loosely; refused when none or several do, naming
+    the nearest known names (or, with `suggest`, the nearest of its names, described by its text)."""
     matching = [name for name in known if exactly(name)] or [name for name in known if loosely(name)]
     if len(matching) == 1:
         return matching[0]
     if matching:
         raise PipelineError(f"{kind} {value!r} is ambiguous: it could be {', '.join(matching)}")
-    close = nearest(value, known, 5)
-    raise PipelineError(f"unknown {kind} {value!r}; " + (f"nearest: {', '.join(close)}" if close else
+    among, names = suggest or ("", known)
+    close = nearest(value, names, 5)
+    raise PipelineError(f"unknown {kind} {value!r}; " + (f"nearest{' ' + among if among else ''}: {', '.join(close)}"
+                                                         if close else
                         f"none of the {len(known)} the index snapshot measured is near it (see: energy-index sql "
                         '"select distinct task, model_id, gpu from configuration_points")'))
 

@@ -194,7 +194,9 @@ FIT_TABLE_TEXT = (
     "Whether each deployment's fit (efficiency_curve_fits, energy per output) is fit for use, and if not why, with "
     "its largest miss of a measured point; its median errors at the measured points and at each interior point "
     "left out; and, where it is fit for use, the energy floor and the batch limit beyond which batching saves "
-    "little. The chart at the end of the section draws the fits over the points.",
+    "little. The floor is blank where the curve heads to zero or below, as no energy can; the batch limit where "
+    "the curve does not settle within one doubling of the largest measured batch limit, beyond which nothing "
+    "measured constrains it. The chart at the end of the section draws the fits over the points.",
 )
 TABLE_HEADINGS = ("GPU", "deployment", "measured points", "batch limits measured", "the fit",
                   "in-sample median error (%)", "leave-one-out median error (%)", "energy floor ({unit})",
@@ -213,7 +215,7 @@ def fit_table(task: ChartedTask, rows: list[dict[str, Any]], decimals: int) -> t
             row["label"],
             *(None if row[column] is None else round(100 * row[column], 1)
               for column in ("in_sample_median_error", "leave_one_out_median_error")),
-            round(row["settled_value"], decimals) if usable else None,
+            round(row["settled_value"], decimals) if usable and row["settled_value"] is not None else None,
             round(row["saturation_batch_limit"]) if usable and row["saturation_batch_limit"] is not None else None,
         ])
     return headings, values

@@ -173,12 +173,19 @@ def plain_build(snapshot_refresh: Callable[[Path], Paths]) -> Paths:
 WRITE_ONCE_LOCK = "write-once.lock"
 
 
-def copy_build(build: Paths, out: Path) -> Path:
-    """A writable copy of a shared build at `out` (its links to the published generation kept as links):
-    the same files a refresh into `out` would have published, without running it again. Not while
-    write_once writes over it (a report or a release staged in it would vanish under the copy)."""
+@contextmanager
+def not_while_written(build: Paths) -> Iterator[None]:
+    """The block runs while no write_once writes over the shared build: a copy of it (a report or a release
+    staged in it would vanish under the copy), or a command that takes its OUT's lock (it would be refused)."""
     with open(build.out.parent / WRITE_ONCE_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_SH)
+        yield
+
+
+def copy_build(build: Paths, out: Path) -> Path:
+    """A writable copy of a shared build at `out` (its links to the published generation kept as links):
+    the same files a refresh into `out` would have published, without running it again."""
+    with not_while_written(build):
         shutil.copytree(build.out, out, symlinks=True)
     return out
 

@@ -5,7 +5,7 @@ import re
 import click
 import duckdb
 import pytest
-from conftest import NEWEST, PROJECT, SEED_AS_OF, SEED_RETRIEVED
+from conftest import NEWEST, PROJECT, SEED_AS_OF, SEED_RETRIEVED, not_while_written
 
 from pipeline.cli import cli, main
 from pipeline.paths import Paths
@@ -133,9 +133,10 @@ def test_a_command_imports_only_what_it_uses(argv: list[str], allowed: set[str],
     import subprocess
     import sys
 
-    run = subprocess.run([sys.executable, "-c", IMPORTS.replace("HEAVY", repr(HEAVY)), *argv,
-                          *(["--out", str(newest_build.out)] if argv[0] in ("sql", "estimate", "refresh") else [])],
-                         capture_output=True, text=True, timeout=120)
+    with not_while_written(newest_build):  # a refresh takes OUT's lock
+        run = subprocess.run([sys.executable, "-c", IMPORTS.replace("HEAVY", repr(HEAVY)), *argv,
+                              *(["--out", str(newest_build.out)] if argv[0] in ("sql", "estimate", "refresh") else [])],
+                             capture_output=True, text=True, timeout=120)
     assert run.stdout or "; nothing to do\n" in run.stderr, run.stderr
     assert set(eval(run.stderr.splitlines()[-1])) == allowed, run.stderr
 

@@ -6,6 +6,7 @@ is fitted with it."""
 
 import itertools
 import math
+import re
 import statistics
 from collections import defaultdict
 from typing import Any
@@ -157,27 +158,49 @@ def test_errors_and_flags_rederived(fits, every, LogisticModel):
 
 
 def test_settled_value_and_saturation(fits):
-    settled = 0
+    found = {"settles": 0, "no floor": 0, "beyond the bound": 0}
     for fit in fits:
         if fit["L"] is None:
             continue
         far = fit["b0"] + fit["L"] if fit["k"] > 0 else fit["b0"]
-        assert fit["settled_value"] == pytest.approx(far)
         batch = fit["saturation_batch_limit"]
-        if batch is None or batch == 1:
+        if far <= 0:
+            # Every quantity is positive: a curve heading to zero or below has no floor and does not settle.
+            assert fit["settled_value"] is None and batch is None
+            found["no floor"] += 1
             continue
-        value = predict(fit, math.log2(batch))
-        # At the saturation batch limit what further batching can still move is 5 % of the value there.
-        assert abs(far - value) == pytest.approx(0.05 * abs(value), rel=1e-6)
-        settled += 1
-    assert settled > 50
+        assert fit["settled_value"] == pytest.approx(far)
+        # Read no further than one doubling past the largest measured batch limit, as energy_from_fit is.
+        bound = 2 * fit["max_batch_limit"]
+        if batch is None:
+            value = predict(fit, math.log2(bound))
+            assert abs(far - value) > 0.05 * abs(value)
+            found["beyond the bound"] += 1
+        elif batch > 1:
+            value = predict(fit, math.log2(batch))
+            # At the saturation batch limit what further batching can still move is 5 % of the value there.
+            assert abs(far - value) == pytest.approx(0.05 * abs(value), rel=1e-6)
+            assert batch <= bound
+            found["settles"] += 1
+    assert found["settles"] > 50 and found["beyond the bound"] > 50 and found["no floor"] >= 1, found
+
+
+def test_the_fit_is_read_no_further_than_energy_from_fit_reads_it():
+    from pipeline.fits import EXTRAPOLATION_DOUBLINGS
+    from pipeline.paths import SQL_DIR
+
+    macro = (SQL_DIR / "macros" / "energy_from_fit.sql").read_text(encoding="utf-8")
+    bounds = re.findall(r"doublings_outside (?:>|<=) (\d+)", macro)
+    assert bounds and {int(bound) for bound in bounds} == {EXTRAPOLATION_DOUBLINGS}
 
 
 def test_the_saturation_in_closed_form_is_the_root_a_root_finder_finds():
     from scipy.optimize import brentq
     from scipy.special import expit
 
-    from pipeline.fits import SATURATION_FRACTION, SATURATION_MAX_X, saturation_x
+    from pipeline.fits import SATURATION_FRACTION, saturation_x
+
+    up_to = 20.0
 
     def excess(x: float, L: float, x0: float, k: float, b0: float) -> float:
         settled = b0 + L if k > 0 else b0
@@ -185,31 +208,35 @@ def test_the_saturation_in_closed_form_is_the_root_a_root_finder_finds():
         return abs(settled - value) - SATURATION_FRACTION * abs(value)
 
     rng = np.random.default_rng(7)
-    found = {"root": 0, "none": 0, "zero": 0}
+    found = {"root": 0, "none": 0, "zero": 0, "no floor": 0}
     # Curves of either direction and sign, some crossing zero (the value's sign changes along them).
     for curve in zip(rng.normal(0, 100, 3000), rng.uniform(-5, 25, 3000),
                      rng.choice([-1, 1], 3000) * np.logspace(-2, 2, 3000), rng.normal(0, 100, 3000)):
-        x = saturation_x(*curve)
-        if x is None:
-            assert excess(SATURATION_MAX_X, *curve) > 0
+        L, _, k, b0 = curve
+        x = saturation_x(*curve, up_to)
+        if (b0 + L if k > 0 else b0) <= 0:
+            assert x is None  # it falls through zero: no floor to settle at
+            found["no floor"] += 1
+        elif x is None:
+            assert excess(up_to, *curve) > 0
             found["none"] += 1
         elif x == 0:
             assert excess(0.0, *curve) <= 0
             found["zero"] += 1
         else:
-            assert x == pytest.approx(brentq(excess, 0.0, SATURATION_MAX_X, args=curve, xtol=1e-12), abs=1e-9)
+            assert x == pytest.approx(brentq(excess, 0.0, up_to, args=curve, xtol=1e-12), abs=1e-9)
             found["root"] += 1
     assert min(found.values()) > 100, found
     # Where |L| is within a few ulps of the fraction of the value the curve starts from, the root's u
     # rounds to 1 or above: the answer is still a batch limit (or None), never NaN.
-    for L, k, sign, ulps, x0 in itertools.product((1.0496, -1.0496, 0.7, -0.7), (100.0, -43.1, 3.0, -3.0), (1, -1),
-                                                  range(-5, 6), (1.0, 10.0, 12.1)):
-        start = sign * abs(L) / SATURATION_FRACTION
+    for L, k, ulps, x0 in itertools.product((1.0496, -1.0496, 0.7, -0.7), (100.0, -43.1, 3.0, -3.0), range(-5, 6),
+                                            (1.0, 10.0, 12.1)):
+        start = abs(L) / SATURATION_FRACTION
         for _ in range(abs(ulps)):
-            start = math.nextafter(start, 0.0 if ulps > 0 else sign * math.inf)
+            start = math.nextafter(start, 0.0 if ulps > 0 else math.inf)
         curve = (L, x0, k, start if k > 0 else start - L)
-        x = saturation_x(*curve)
-        assert x is None or 0 <= x <= SATURATION_MAX_X, (curve, x)
+        x = saturation_x(*curve, up_to)
+        assert x is None or 0 <= x <= up_to, (curve, x)
 
 
 def test_estimate_by_fit(fits, newest_build, capsys):

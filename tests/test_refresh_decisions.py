@@ -171,7 +171,7 @@ def test_a_damaged_ingested_file_is_ingested_again_or_named_when_it_cannot_be(tm
 
 def test_an_unreadable_derived_file_is_computed_again_with_a_warning(history_build: Paths, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    shutil.copytree(history_build.out, out, symlinks=True)
+    copy_build(history_build, out)
     stored = Paths(out).parquet_path("index_changes", NEWEST.name).resolve()
     stored.write_bytes(b"not a parquet file at all")
     for attempt in range(2):
@@ -187,7 +187,7 @@ def test_an_unreadable_derived_file_is_computed_again_with_a_warning(history_bui
 
 def test_history_with_nothing_changed_does_no_work(history_build: Paths, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    shutil.copytree(history_build.out, out, symlinks=True)
+    copy_build(history_build, out)
     # Everything but the fetch's pointer to the last snapshot it read (and the lock).
     def mtimes() -> dict[Path, int]:
         return {p: p.lstat().st_mtime_ns for p in out.rglob("*") if p.name not in (".lock", "LATEST", "raw")}
