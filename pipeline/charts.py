@@ -109,8 +109,11 @@ def _log(title: str) -> str:
 
 def log_ticks(values: Iterable[float | None]) -> list[float]:
     """Labelled ticks for a log axis across the whole range of `values`: 1, 2 and 5 times the powers of ten
-    within it, every digit's when that gives fewer than three, and else the range's ends (and middle) at two
-    significant digits, so that a range inside one decade (12 to 17 Wh) is labelled too."""
+    within it, or 1, 2, 3 and 5 times, or every digit's, the first that gives three, and else the range's
+    ends (and middle) at two significant digits, so that a range inside one decade (12 to 17 Wh) is labelled
+    too. Every digit's only when the others give too few: eight labels within one decade of a small panel
+    overlap, and the chart then hides every other one (21 to 108 Wh is labelled 30, 50 and 100, not 30 to
+    100 with 80 and 100 hidden)."""
     numbers = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
     if not numbers:
         return []
@@ -121,7 +124,7 @@ def log_ticks(values: Iterable[float | None]) -> list[float]:
         scale = 10.0 ** (math.floor(math.log10(value)) - 1)
         return float(f"{(math.ceil if up else math.floor)(value / scale) * scale:.3g}")
 
-    for mantissas in ((1, 2, 5), range(1, 10)):
+    for mantissas in ((1, 2, 5), (1, 2, 3, 5), range(1, 10)):
         ticks = [float(f"{m}e{k}") for k in decades for m in mantissas if low <= m * 10.0 ** k <= high]
         if len(ticks) >= 3 or (len(ticks) >= 2 and mantissas == (1, 2, 5) and high / low > 20):
             # An end more than half as far again from the nearest label gets its own (12.18 below 20).

@@ -159,6 +159,8 @@ def test_log_ticks_label_a_range_within_one_decade() -> None:
     assert log_ticks([12.18, 17.0]) == [13.0, 15.0, 17.0]
     assert log_ticks([0.9, 130]) == [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]
     assert log_ticks([3.0, 8.5]) == [3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+    # Qwen3-8B's H100 fit panel: three labels rather than eight, which a small panel would half hide.
+    assert log_ticks([21.0, 108.0]) == [30.0, 50.0, 100.0]
     assert log_ticks([None, -1.0]) == []
     # The B200 answer at 12.18 Wh on an axis up to 600: a label at its end, not only from 20 on.
     assert log_ticks([12.18, 600.0]) == [13.0, 20.0, 50.0, 100.0, 200.0, 500.0]
