@@ -232,8 +232,8 @@ def test_estimate_prints_the_interval_and_the_averaged_points_it_used(
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("--model", "Qwen/Qwen3-8", "unknown model 'Qwen/Qwen3-8'; nearest measured for lm-arena-chat: Qwen/Qwen3-8B"),
     # Nearer to Qwen/Qwen3-VL-8B-Instruct, which only image and video chat measured.
-    ("--model", "Qwen/Qwen3-8b-instrct", "unknown model 'Qwen/Qwen3-8b-instrct'; nearest measured for lm-arena-chat: "
-                                         "Qwen/Qwen3-8B,"),
+    ("--model", "Qwen/Qwen3-8b-instrct",
+     "unknown model 'Qwen/Qwen3-8b-instrct'; nearest measured for lm-arena-chat: Qwen/Qwen3-8B,"),
     ("--gpu", "A100", "unknown GPU 'A100'; nearest: "),
     ("--task", "chat", "task 'chat' is ambiguous: it could be image-chat, lm-arena-chat, video-chat"),
     ("--task", "gpqaa", "unknown task 'gpqaa'; nearest: gpqa"),
