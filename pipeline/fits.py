@@ -231,10 +231,10 @@ def is_monotone(values: np.ndarray) -> bool:
     return bool((steps >= 0).all() or (steps <= 0).all())
 
 
-def saturation_x(L: float, x0: float, k: float, b0: float, up_to: float) -> float | None:
+def saturation_x(L: float, x0: float, k: float, b0: float, up_to_x: float) -> float | None:
     """The log2 batch limit beyond which the fitted value moves by less than SATURATION_FRACTION of its
     value there however far batching goes; None when the curve does not settle by log2 batch limit
-    `up_to`, or settles at zero or below: every quantity fitted is positive, so such a curve falls through
+    `up_to_x`, or settles at zero or below: every quantity fitted is positive, so such a curve falls through
     zero beyond its points and has no floor to settle at."""
     settled = b0 + L if k > 0 else b0
     if settled <= 0:
@@ -249,7 +249,7 @@ def saturation_x(L: float, x0: float, k: float, b0: float, up_to: float) -> floa
 
     if excess(0.0) <= 0:
         return 0.0
-    if excess(up_to) > 0:
+    if excess(up_to_x) > 0:
         return None
     # The root in closed form, not by a root finder: with u the part of the sigmoid that vanishes as x
     # grows (1 - sigmoid for k > 0, the sigmoid for k < 0), value = settled + toward * u, and at the root
@@ -260,7 +260,7 @@ def saturation_x(L: float, x0: float, k: float, b0: float, up_to: float) -> floa
     # least batch limit.
     toward = -L if k > 0 else L
     u = min(SATURATION_FRACTION * settled / (abs(toward) - SATURATION_FRACTION * toward), 1.0)
-    return min(max(x0 - float(logit(u)) / abs(k), 0.0), up_to)
+    return min(max(x0 - float(logit(u)) / abs(k), 0.0), up_to_x)
 
 
 def _unit_of(quantity: str, family: str, unit_label: str) -> str:
@@ -290,8 +290,8 @@ def _fit_chunk(x: np.ndarray, series: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """Parameters (series, fits, 4) of series (series, points) measured at batch limits x, and the saturation
     x of each series' fit to every point (NaN where None). What a worker process does (_fit_chunks)."""
     parameters = Grid(x).fit(series)
-    up_to = float(x.max()) + EXTRAPOLATION_DOUBLINGS
-    saturation = [saturation_x(*fit, up_to) for fit in parameters[:, 0].tolist()]
+    up_to_x = float(x.max()) + EXTRAPOLATION_DOUBLINGS
+    saturation = [saturation_x(*fit, up_to_x) for fit in parameters[:, 0].tolist()]
     return parameters, np.array([np.nan if limit is None else limit for limit in saturation], dtype=float)
 
 

@@ -114,25 +114,22 @@ order by position
 """
 DEPLOYMENT_FIELDS = ("num_gpus", "tensor_parallel", "data_parallel", "expert_parallel", "ulysses_degree",
                      "ring_degree", "precision", "width", "height", "num_frames", "fps", "inference_steps")
-# method -> (its table macro, the figures besides wh_per_unit that a boundary scales, what it does).
+# method -> (its table macro, the figures besides wh_per_unit that a boundary scales, what it does, what
+# the range at a boundary spans).
 METHODS = {
     "interpolation": ("energy_at_concurrency", ("wh_per_unit_low", "wh_per_unit_high", "lower_wh_per_unit",
                                                 "upper_wh_per_unit"),
                       "linear in log concurrency between the two neighbouring measured points, each configuration "
                       "one point with its repeats averaged (token tasks: the measured average running batch; "
                       "diffusion: the batch size); never extrapolated. The interval interpolates the points' lowest "
-                      "and highest repeats: it covers the repeat spread only (docs/uncertainty.md)"),
+                      "and highest repeats: it covers the repeat spread only (docs/uncertainty.md)",
+                      "the lowest repeat at the boundary's low factor to the highest repeat at its high factor"),
     "fit": ("energy_from_fit", (), "the deployment's logistic fit y = b0 + L * sigmoid(k * (log2(batch limit) - x0)), "
             "as the leaderboard's data toolkit fits it (efficiency_curve_fits), at the batch limit asked (token tasks: "
             "max_num_seqs; diffusion: the batch size); extrapolated by at most one doubling of the batch limit; no "
-            "figure where the fit is not fit for use (docs/fits.md)"),
-}
-
-# method -> what the range at a boundary spans.
-RANGE_SPANS = {
-    "interpolation": "the lowest repeat at the boundary's low factor to the highest repeat at its high factor",
-    "fit": "the lowest fitted figure at the boundary's low factor to the highest at its high factor; a fit has no "
-           "repeats",
+            "figure where the fit is not fit for use (docs/fits.md)",
+            ("the lowest fitted figure at the boundary's low factor to the highest at its high factor; a fit has "
+             "no repeats")),
 }
 
 
@@ -144,7 +141,7 @@ def estimate(
     boundary (ESTIMATE), and their range, as one document naming the snapshot and upstream commit it was
     read from; the task, model and GPU may be written loosely (resolve_question). `output_tokens` (token
     tasks) adds Wh per response of that length."""
-    macro, scaled, described = METHODS[method]
+    macro, scaled, described, spans = METHODS[method]
     query = ESTIMATE.format(rows=macro, scaled="".join(f", {name} * central as {name}" for name in scaled))
     with session(paths) as (connection, _):
         (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
@@ -177,12 +174,10 @@ def estimate(
     unit_label = deployments[0]["unit_label"]
     if output_tokens is not None and unit_label != TOKEN_UNIT_LABEL:
         raise PipelineError(f"--output-tokens applies to token tasks; {task} gives Wh per {unit_label}")
-    # The chosen boundary's range: the lowest repeat at the low factor to the highest repeat at the high
-    # factor, over the deployments whose measured range covers the concurrency (a fit has no repeats: its
-    # figure at each factor).
+    # The chosen boundary's range (`spans` says what it spans), over the deployments that give a figure.
     scale = {level: multipliers[level] / multipliers["central"] for level in ("low", "high")}
     boundary_range = None if not estimated else {
-        "boundary": boundary, "spans": RANGE_SPANS[method],
+        "boundary": boundary, "spans": spans,
         "low": min(row.get("wh_per_unit_low", row["wh_per_unit"]) for row in estimated) * scale["low"],
         "high": max(row.get("wh_per_unit_high", row["wh_per_unit"]) for row in estimated) * scale["high"],
     }
@@ -244,16 +239,27 @@ def resolve_question(measured: list[dict[str, Any]], task: str, model: str, gpu:
         parts[start:start + len(wanted)] == wanted
         for parts in [name.casefold().split("-")] for start in range(len(parts))))
     slugs = {row["model_id"]: row["slug"] for row in measured}
-    # Any task's model is known (one measured for another task is refused below, naming its tasks); a
-    # misspelt one is shown the nearest of those measured for the task asked.
+    tasks_of = {name: sorted({row["task"] for row in measured if row["model_id"] == name}) for name in slugs}
+
+    def nearest_models(value: str) -> str:
+        # Any task's model is known (one measured for another task is refused below, naming its tasks); a
+        # misspelt one is shown the nearest measured for the task asked, and apart from them the two nearer
+        # still that only other tasks measured, if any (a wrong task would otherwise hide the model meant).
+        here = nearest(value, [name for name in sorted(slugs) if task in tasks_of[name]], 5)
+        overall = nearest(value, sorted(slugs), 5)
+        elsewhere = list(itertools.takewhile(lambda name: task not in tasks_of[name], overall))[:2]
+        if not here and not elsewhere:
+            return _nearest_hint(value, sorted(slugs))
+        return "; ".join([f"nearest measured for {task}: {', '.join(here)}"] * bool(here) + [
+            "nearer, measured only for other tasks: " + ", ".join(f"{name} ({', '.join(tasks_of[name])})"
+                                                               for name in elsewhere)] * bool(elsewhere))
+
     model = _one("model", model, sorted(slugs), lambda name: name == model, lambda name: model.casefold() in (
-        name.casefold(), slugs[name].casefold(), name.rpartition("/")[2].casefold()),
-        suggest=(f"measured for {task}", sorted({row["model_id"] for row in measured if row["task"] == task})))
+        name.casefold(), slugs[name].casefold(), name.rpartition("/")[2].casefold()), hint=nearest_models)
     gpu = _one("GPU", gpu, sorted({row["gpu"] for row in measured}), lambda name: name == gpu,
                lambda name: name.casefold() == gpu.casefold())
-    tasks_of_model = sorted({row["task"] for row in measured if row["model_id"] == model})
-    if task not in tasks_of_model:
-        raise PipelineError(f"{model} was not measured for {task}; it was for: {', '.join(tasks_of_model)}")
+    if task not in tasks_of[model]:
+        raise PipelineError(f"{model} was not measured for {task}; it was for: {', '.join(tasks_of[model])}")
     gpus_of_model = sorted({row["gpu"] for row in measured if row["model_id"] == model and row["task"] == task})
     if gpu not in gpus_of_model:
         raise PipelineError(f"{model} was not measured on {gpu} for {task}; only on: {', '.join(gpus_of_model)}")
@@ -261,20 +267,22 @@ def resolve_question(measured: list[dict[str, Any]], task: str, model: str, gpu:
 
 
 def _one(kind: str, value: str, known: list[str], exactly: Callable[[str], bool], loosely: Callable[[str], bool],
-         suggest: tuple[str, list[str]] | None = None) -> str:
+         hint: Callable[[str], str] | None = None) -> str:
     """The one known name `value` names, exactly or else loosely; refused when none or several do, naming
-    the nearest known names (or, with `suggest`, the nearest of its names, described by its text)."""
+    the nearest known names (or what `hint` says of `value`)."""
     matching = [name for name in known if exactly(name)] or [name for name in known if loosely(name)]
     if len(matching) == 1:
         return matching[0]
     if matching:
         raise PipelineError(f"{kind} {value!r} is ambiguous: it could be {', '.join(matching)}")
-    among, names = suggest or ("", known)
-    close = nearest(value, names, 5)
-    raise PipelineError(f"unknown {kind} {value!r}; " + (f"nearest{' ' + among if among else ''}: {', '.join(close)}"
-                                                         if close else
-                        f"none of the {len(known)} the index snapshot measured is near it (see: energy-index sql "
-                        '"select distinct task, model_id, gpu from configuration_points")'))
+    raise PipelineError(f"unknown {kind} {value!r}; {(hint or (lambda _: _nearest_hint(value, known)))(value)}")
+
+
+def _nearest_hint(value: str, known: list[str]) -> str:
+    close = nearest(value, known, 5)
+    return f"nearest: {', '.join(close)}" if close else (
+        f"none of the {len(known)} the index snapshot measured is near it (see: energy-index sql "
+        '"select distinct task, model_id, gpu from configuration_points")')
 
 
 def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None = None,

@@ -359,7 +359,7 @@ def _page(text: PageText, snapshot: dict[str, Any], sections: Iterable[tuple[Tas
         specs.update(charts)
     escaped = {name: html.escape(str(value)) for name, value in values.items()}
     return _texts().page.format(
-        title=html.escape(text.title.format(**values)), intro=text.intro.format(nav=", ".join(nav), **escaped),
+        title=html.escape(text.title.format(**values)), intro=text.intro.format(nav="".join(nav), **escaped),
         style=(assets / "report.css").read_text(encoding="utf-8"), script=script, sections="\n".join(bodies),
         charts=msgspec.json.encode(specs).decode().replace("</", "<\\/"),  # no "</script>" inside the script
         code=(assets / "report.js").read_text(encoding="utf-8")), specs

@@ -205,7 +205,8 @@ TABLE_HEADINGS = ("GPU", "deployment", "measured points", "batch limits measured
 
 def fit_table(task: ChartedTask, rows: list[dict[str, Any]], decimals: int) -> tuple[list[str], list[list[Any]]]:
     """The fit table's headings and cell values, a row per deployment as the chart orders them: the floor
-    and the saturation batch limit only where the fit is fit for use (elsewhere they mean nothing)."""
+    and the saturation batch limit only where the fit is fit for use (elsewhere they mean nothing), and
+    where efficiency_curve_fits gives them (none past its extrapolation bound, no floor at or below zero)."""
     headings = [heading.format(unit=task.unit_title, saving=percent(SATURATION_FRACTION)) for heading in TABLE_HEADINGS]
     values = []
     for row in rows:

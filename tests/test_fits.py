@@ -5,6 +5,7 @@ search's shortcuts: its candidates as a partition of every error finds them, and
 is fitted with it."""
 
 import itertools
+import json
 import math
 import re
 import statistics
@@ -192,6 +193,30 @@ def test_the_fit_is_read_no_further_than_energy_from_fit_reads_it():
     macro = (SQL_DIR / "macros" / "energy_from_fit.sql").read_text(encoding="utf-8")
     bounds = re.findall(r"doublings_outside (?:>|<=) (\d+)", macro)
     assert bounds and {int(bound) for bound in bounds} == {EXTRAPOLATION_DOUBLINGS}
+    # The words that tell readers the bound (a KeyError here: the bound changed, say it anew).
+    words = {1: "one doubling"}[EXTRAPOLATION_DOUBLINGS]
+    for path in (SQL_DIR.parent / "docs" / "fits.md", SQL_DIR.parent / "schemas" / "dictionary.toml",
+                 SQL_DIR.parent / "pipeline" / "report_fits.py", SQL_DIR.parent / "pipeline" / "query.py"):
+        assert words in path.read_text(encoding="utf-8"), path
+
+
+def test_estimate_says_how_far_it_extrapolates_and_what_its_range_spans(newest_build, capsys):
+    def ask(*extra: str) -> str:
+        code = main(["estimate", "--out", str(newest_build.out), "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B",
+                     "--gpu", "B200", *extra])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return out
+
+    # Its one deployment was measured up to batch limit 1,536: twice that is one doubling outside.
+    text = ask("--concurrency", "3072", "--method", "fit")
+    assert "extrapolated above the measured batch limits, 1 doubling outside" in text
+    assert "range at the gpu_only boundary: " in text and ", no spread (the lowest fitted figure" in text
+    assert "doublings outside" not in text
+    spans = {method: json.loads(ask("--concurrency", "256", "--method", method, "--format", "json"))["range"]["spans"]
+             for method in ("fit", "interpolation")}
+    assert "a fit has no repeats" in spans["fit"] and "repeat" in spans["interpolation"] and spans["fit"] != spans[
+        "interpolation"]
 
 
 def test_the_saturation_in_closed_form_is_the_root_a_root_finder_finds():

@@ -229,6 +229,16 @@ def test_estimate_prints_the_interval_and_the_averaged_points_it_used(
     assert (round(deployment["wh_per_unit_low"], 2), round(deployment["wh_per_unit_high"], 2)) == (34.73, 37.01)
 
 
+def test_a_misspelt_model_of_another_task_is_named_apart_from_the_tasks_own(
+    newest_build: Paths, capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run_estimate(capsys, newest_build, "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-VL-8B-Instrct",
+                                  "--gpu", "H100", "--concurrency", "100")
+    assert (code, out) == (1, "")
+    assert "; nearest measured for lm-arena-chat: " in err
+    assert "; nearer, measured only for other tasks: Qwen/Qwen3-VL-8B-Instruct (image-chat, video-chat)" in err
+
+
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("--model", "Qwen/Qwen3-8", "unknown model 'Qwen/Qwen3-8'; nearest measured for lm-arena-chat: Qwen/Qwen3-8B"),
     # Nearer to Qwen/Qwen3-VL-8B-Instruct, which only image and video chat measured.
