@@ -213,9 +213,8 @@ def range_lines(result: dict[str, Any]) -> list[str]:
     lines = []
     if (spread := result["range"]) is not None:
         low, high = f"{spread['low']:.4g}", f"{spread['high']:.4g}"
-        lines.append(f"range at the {result['boundary']} boundary: "
-                     + (f"{low} to {high}" if low != high else f"{low}") + f" {result['unit']}"
-                     + ("" if low != high else ", no spread") + f" ({spread['spans']})")
+        figures = f"{low} to {high} {result['unit']}" if low != high else f"{low} {result['unit']}, no spread"
+        lines.append(f"range at the {result['boundary']} boundary: {figures} ({spread['spans']})")
     if response := result.get("per_response"):
         lines.append(f"per response of {response['output_tokens']} output tokens: {response['min_wh']:.4g}"
                      + (f" to {response['max_wh']:.4g}" if response["max_wh"] != response["min_wh"] else "")
@@ -275,7 +274,7 @@ def _one(kind: str, value: str, known: list[str], exactly: Callable[[str], bool]
         return matching[0]
     if matching:
         raise PipelineError(f"{kind} {value!r} is ambiguous: it could be {', '.join(matching)}")
-    raise PipelineError(f"unknown {kind} {value!r}; {(hint or (lambda _: _nearest_hint(value, known)))(value)}")
+    raise PipelineError(f"unknown {kind} {value!r}; {hint(value) if hint else _nearest_hint(value, known)}")
 
 
 def _nearest_hint(value: str, known: list[str]) -> str:
