@@ -46,6 +46,19 @@ UPSTREAM = SHARED / "upstream" / "ml-energy-leaderboard"
 SEED = SHARED / "seed" / "llama-4-scout-17b-16e-instruct.json"
 NEWEST = UPSTREAM / "2026-02-16-7885788"
 SNAPSHOTS = sorted(path for path in UPSTREAM.iterdir() if path.is_dir()) if UPSTREAM.is_dir() else []
+# The snapshots make test builds one by one: the oldest, the last with the old parallelism layout and no
+# avg_output_len, and the newest. The other eight are in make test-all (marker sweep).
+EVERYDAY_SNAPSHOTS = ("2025-11-29-9fa07d1", "2025-12-01-f74deb8", "2026-02-16-7885788")
+
+
+def swept(values: list[Any], everyday: Callable[[Any], bool], ids: Callable[[Any], str] = str) -> list[Any]:
+    """`values` as parameters, those `everyday` does not keep marked sweep (make test-all only)."""
+    return [pytest.param(value, id=ids(value), marks=() if everyday(value) else pytest.mark.sweep) for value in values]
+
+
+def every_snapshot() -> list[Any]:
+    """Each shared snapshot folder as a parameter; make test keeps EVERYDAY_SNAPSHOTS."""
+    return swept(SNAPSHOTS, lambda path: path.name in EVERYDAY_SNAPSHOTS, lambda path: path.name)
 def examples(everyday: int, full: int) -> int:
     """How many examples a hypothesis property draws: `everyday` in `make test`, `full` with EXAMPLES=full
     (`make test-all`)."""
@@ -156,7 +169,7 @@ def snapshot_refresh(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -
                                           ["refresh", "--source", str(snapshot)])
 
 
-@pytest.fixture(scope="session", params=SNAPSHOTS, ids=lambda path: path.name)
+@pytest.fixture(scope="session", params=every_snapshot())
 def snapshot_build(request: pytest.FixtureRequest, snapshot_refresh: Callable[[Path], Paths]) -> tuple[Path, Paths]:
     """A refresh of each shared snapshot, built once per test session."""
     return request.param, snapshot_refresh(request.param)

@@ -50,7 +50,7 @@ def built(tmp_path: Path, plain_build: Paths) -> Path:
     return copy_build(plain_build, tmp_path / "out")
 
 
-@pytest.mark.parametrize("how", ["truncate", "delete"])
+@pytest.mark.parametrize("how", ["truncate", pytest.param("delete", marks=pytest.mark.sweep)])
 def test_the_no_op_refresh_sees_a_damaged_archive_and_fetches_it_again(how: str, built: Path, run_cli) -> None:
     snapshot = snapshot_id(NEWEST)
     damage(built / "raw" / snapshot / ARCHIVED, how)
@@ -61,7 +61,7 @@ def test_the_no_op_refresh_sees_a_damaged_archive_and_fetches_it_again(how: str,
     assert whole(built, snapshot)
 
 
-@pytest.mark.parametrize("how", ["flip", "truncate", "delete"])
+@pytest.mark.parametrize("how", ["flip", *(pytest.param(how, marks=pytest.mark.sweep) for how in ("truncate", "delete"))])
 def test_a_damaged_archive_is_never_ingested_and_the_advice_works(how: str, built: Path, run_cli) -> None:
     snapshot = snapshot_id(NEWEST)
     damage(built / "raw" / snapshot / ARCHIVED, how)

@@ -58,6 +58,7 @@ def test_the_rai_properties_come_from_the_source_card_and_the_snapshot(croissant
     assert card.source["name"] in croissant["rai:dataReleaseMaintenancePlan"]
 
 
+@pytest.mark.validators
 def test_mlcroissant_validates_reads_the_rai_properties_and_loads_records(release: Path) -> None:
     mlcroissant = pytest.importorskip("mlcroissant", reason="the interop extra is not installed (make test installs it)")
     validated = subprocess.run([str(BIN / "mlcroissant"), "validate", "--jsonld", "croissant.json"],

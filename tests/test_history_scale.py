@@ -48,6 +48,7 @@ def history(out: Path, *sources: Path) -> Paths:
     return Paths(out)
 
 
+@pytest.mark.sweep
 def test_stored_changes_equal_a_direct_comparison_of_each_consecutive_pair(in_order: Paths) -> None:
     paths = in_order
     order = [row[0] for row in rows(paths, "select snapshot_id from snapshot_history order by position")]
@@ -66,6 +67,7 @@ def test_stored_changes_equal_a_direct_comparison_of_each_consecutive_pair(in_or
     assert len(changed) == 5 and all(count > 0 for _, count in changed)
 
 
+@pytest.mark.sweep
 def test_out_of_order_arrival_gives_the_same_tables_and_recomputes_only_neighbours(
     six: list[Path], in_order: Paths, tmp_path: Path
 ) -> None:
@@ -134,6 +136,7 @@ def _excludes_sorted(sql: str) -> str:
                   sql)
 
 
+@pytest.mark.sweep
 def test_a_refresh_appends_to_the_published_database_and_equals_a_full_build(
     seven: list[Path], in_order: Paths, tmp_path: Path, run_cli
 ) -> None:
@@ -149,6 +152,7 @@ def test_a_refresh_appends_to_the_published_database_and_equals_a_full_build(
     assert [name for name in appended if rebuilt[name] != appended[name]] == []
 
 
+@pytest.mark.sweep
 def test_a_build_over_a_database_changed_since_it_was_published_builds_it_whole(
     in_order: Paths, tmp_path: Path, run_cli
 ) -> None:

@@ -49,6 +49,7 @@ READERS = {
 }
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_each_folder_reads_with_the_readers_defaults_as_the_database_holds_it(history_build: Paths, reader: str) -> None:
     with duckdb.connect() as connection:
@@ -80,6 +81,7 @@ print(json.dumps({folder: duckdb.sql(f"select count(*) from read_parquet('{folde
 """
 
 
+@pytest.mark.engines
 def test_the_oldest_supported_duckdb_reads_each_folder_with_a_glob(history_build: Paths, tmp_path: Path) -> None:
     from test_clients import ENGINES, engine_python
 
@@ -96,6 +98,7 @@ def test_the_oldest_supported_duckdb_reads_each_folder_with_a_glob(history_build
     assert json.loads(ran.stdout) == expected
 
 
+@pytest.mark.engines
 def test_pandas_keeps_integers_that_may_be_null_as_integers(history_build: Paths) -> None:
     with duckdb.connect(str(history_build.database), read_only=True) as connection:
         integer_columns = connection.execute(

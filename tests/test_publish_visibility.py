@@ -55,8 +55,9 @@ def sees_the_second_build(mode: str, duckdb_version: str) -> bool:
 
 def _environments() -> list[tuple[str, Path, tuple[str, ...]]]:
     engines = [(f"duckdb-{v}", PROJECT / ".engines" / f"duckdb-{v}" / "bin" / "python", DUCKDB_MODES) for v in ENGINES]
-    return [("project", Path(sys.executable), DUCKDB_MODES + SQLALCHEMY_MODES), *engines,
-            ("superset-stack", SUPERSET_STACK, DUCKDB_MODES + SQLALCHEMY_MODES)]
+    others = [*engines, ("superset-stack", SUPERSET_STACK, DUCKDB_MODES + SQLALCHEMY_MODES)]
+    return [("project", Path(sys.executable), DUCKDB_MODES + SQLALCHEMY_MODES),
+            *(pytest.param(*environment, id=environment[0], marks=pytest.mark.engines) for environment in others)]
 
 
 def _first_build(newest_build: Paths, tmp_path: Path) -> Path:
@@ -81,11 +82,11 @@ def _ask(reader: subprocess.Popen[str], request: str = "query") -> dict:
     return json.loads(line)
 
 
-@pytest.mark.parametrize(("name", "python", "modes"), _environments(), ids=[e[0] for e in _environments()])
+@pytest.mark.parametrize(("name", "python", "modes"), _environments())
 def test_a_reader_configured_as_documented_sees_the_second_publish(
         newest_build: Paths, tmp_path: Path, name: str, python: Path, modes: tuple[str, ...]) -> None:
     if not python.is_file():
-        pytest.fail(f"{python} is missing: 'make test' installs it (make {python.parents[1]}/.installed)")
+        pytest.fail(f"{python} is missing: 'make test-all' installs it (make {python.parents[1]}/.installed)")
     out = _first_build(newest_build, tmp_path)
     database = str(out / "energy_index.duckdb")
     readers = {mode: subprocess.Popen([str(python), str(CHECK), mode, database], stdin=subprocess.PIPE,
@@ -122,13 +123,14 @@ def _lines(stream: IO[str]) -> "queue.Queue[str]":
     return lines
 
 
+@pytest.mark.engines
 def test_an_open_duckdb_cli_session_sees_the_second_publish_after_open_readonly(
         newest_build: Paths, tmp_path: Path) -> None:
     """An interactive session of the DuckDB CLI, as docs/querying.md tells its user: the session keeps the
     build it opened, `.open --readonly` of the published name (or a new invocation) answers from the
     newest, and a `.open` without the option would reopen the file writable."""
     if not DUCKDB_CLI.is_file():
-        pytest.fail(f"{DUCKDB_CLI} is missing: 'make test' installs it (make {DUCKDB_CLI.parents[1]}/.installed)")
+        pytest.fail(f"{DUCKDB_CLI} is missing: 'make test-all' installs it (make {DUCKDB_CLI.parents[1]}/.installed)")
     out = _first_build(newest_build, tmp_path)
     database = str(out / "energy_index.duckdb")
     # The deadline and whether the database the session is on is read-only, one CSV line per statement.

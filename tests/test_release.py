@@ -31,6 +31,7 @@ def release(history_build: Paths) -> Path:
     return folder
 
 
+@pytest.mark.validators
 def test_frictionless_validates_the_data_package(release: Path) -> None:
     pytest.importorskip("frictionless", reason="the interop extra is not installed (make test installs it)")
     result = subprocess.run([str(BIN / "frictionless"), "validate", "--json", "datapackage.json"],
@@ -40,6 +41,7 @@ def test_frictionless_validates_the_data_package(release: Path) -> None:
     assert len(report["tasks"]) == len(RELEASE_TABLES)
 
 
+@pytest.mark.validators
 def test_mlcroissant_validates_the_croissant_metadata_and_loads_records(release: Path) -> None:
     pytest.importorskip("mlcroissant", reason="the interop extra is not installed (make test installs it)")
     validated = subprocess.run([str(BIN / "mlcroissant"), "validate", "--jsonld", "croissant.json"],

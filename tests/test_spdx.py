@@ -41,6 +41,7 @@ def _packages(document: dict) -> list[dict]:
     return [element for element in document["@graph"] if element["type"] == "ai_AIPackage"]
 
 
+@pytest.mark.validators
 def test_the_document_validates_against_the_spdx_json_schema(document: dict) -> None:
     # jsonschema-rs: the Python jsonschema gives the same verdicts on this schema (whose every element is an
     # anyOf of SPDX's classes) in 16 s a document, jsonschema-rs in 0.1 s.
@@ -55,6 +56,7 @@ def test_the_document_validates_against_the_spdx_json_schema(document: dict) -> 
     assert list(validator.iter_errors(damaged))
 
 
+@pytest.mark.validators
 def test_the_document_conforms_to_the_spdx_shacl_shapes(document: dict) -> None:
     pyshacl = pytest.importorskip("pyshacl", reason="the interop extra is not installed (make test installs it)")
     import rdflib

@@ -36,6 +36,7 @@ def _run_example(first_line: str, release: Path, **replacements: str) -> dict:
     return namespace
 
 
+@pytest.mark.validators
 def test_the_spdx_example_reads_every_energy_entry_with_rdflib(release: Path, capsys: pytest.CaptureFixture) -> None:
     pytest.importorskip("rdflib", reason="the interop extra is not installed (make test installs it)")
     context = str(Path(__file__).with_name("spdx") / "spdx-context.jsonld")
@@ -46,6 +47,7 @@ def test_the_spdx_example_reads_every_energy_entry_with_rdflib(release: Path, ca
     assert capsys.readouterr().out.count(" kWh\n") == 3
 
 
+@pytest.mark.validators
 def test_the_croissant_example_reads_the_rai_limitations_and_the_records(release: Path) -> None:
     pytest.importorskip("mlcroissant", reason="the interop extra is not installed (make test installs it)")
     namespace = _run_example("import mlcroissant as mlc", release)

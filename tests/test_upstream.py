@@ -149,6 +149,7 @@ def assert_same_tables(by_api: Path, by_folder: Path, ids: list[str]) -> None:
             assert api_rows == folder_rows, f"{table} {snapshot}"
 
 
+@pytest.mark.sweep
 def test_history_upstream_follows_pages_resumes_after_a_kill_and_fetches_nothing_it_holds(
     github: FakeGitHub, tmp_path: Path, run_cli
 ) -> None:

@@ -22,7 +22,7 @@ def snapshot_ids(out: Path) -> list[str]:
 
 @pytest.mark.parametrize("lacking", ["models/Qwen__Qwen3-8B__gpqa.json", "tasks/gpqa.json"],
                          ids=["model-file", "task-file"])
-@pytest.mark.parametrize("command", ["refresh", "history"])
+@pytest.mark.parametrize("command", ["refresh", pytest.param("history", marks=pytest.mark.sweep)])
 def test_a_commit_whose_tree_lacks_a_file_its_index_names_is_refused_and_nothing_kept(
     lacking: str, command: str, github: FakeGitHub, tmp_path: Path, run_cli
 ) -> None:
@@ -48,6 +48,7 @@ def test_a_commit_whose_tree_lacks_a_file_its_index_names_is_refused_and_nothing
     assert snapshot_ids(out) == [snapshot_id(NEWEST)]
 
 
+@pytest.mark.sweep
 def test_history_upstream_pins_its_listing_when_the_newest_commit_drops_out_between_pages(
     github: FakeGitHub, tmp_path: Path, run_cli
 ) -> None:
@@ -69,6 +70,7 @@ def test_history_upstream_pins_its_listing_when_the_newest_commit_drops_out_betw
     assert pages and all(f"sha={chosen[-1].sha}" in page for page in pages), pages
 
 
+@pytest.mark.sweep
 def test_history_upstream_is_unmoved_by_a_commit_pushed_between_pages(github: FakeGitHub, tmp_path: Path,
                                                                        run_cli) -> None:
     chosen = [COMMITS["e0ba9ed"], COMMITS["281c69e"], COMMITS["6e70d23"]]
