@@ -351,7 +351,7 @@ def ratios_text(row: dict[str, Any], per: str, tokens: bool) -> str:
     """"A uses k× B per <per>" (and, for a token task, "and k× B per response"), each with its interval, or
     once that neither has one; or that there is no k, and why."""
     if row["energy_ratio"] is None:
-        return f"no k: different workloads ({row['workload_difference']}, A's first)"
+        return f"no k: A and B were measured on different workloads, A's against B's: {row['workload_difference']}"
     once = row["n_repeats_a"] == 1 and row["n_repeats_b"] == 1
     parts = [(row["energy_ratio"], row["energy_ratio_low"], row["energy_ratio_high"], per)] + [
         (row["per_response_ratio"], row["per_response_ratio_low"], row["per_response_ratio_high"], "response")] * tokens
