@@ -287,8 +287,9 @@ def _nearest_hint(value: str, known: list[str]) -> str:
 def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None = None,
             boundary: str | None = None) -> dict[str, Any]:
     """"A uses k× B" for two models on one task, per GPU both were measured on and boundary (the view
-    model_comparisons), with the interval of k from both figures' repeat ranges, as one document naming
-    the snapshot. Models by model_id or slug in any case; a GPU in any case."""
+    model_comparisons), k per unit and per response, each with its interval from both figures' repeat
+    ranges, and what differs where two diffusion workloads do (and no k), as one document naming the
+    snapshot. Models by model_id or slug in any case; a GPU in any case."""
     with session(paths) as (connection, _):
         (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
                                   " join index_snapshot using (snapshot_id)", {})
