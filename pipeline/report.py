@@ -53,6 +53,7 @@ class PageText(msgspec.Struct, frozen=True):
     tier_table: tuple[str, str]
     comparison_table: tuple[str, str]
     diffusion_comparison_table: tuple[str, str]
+    no_comparison: str
     charts: dict[str, ChartText]
 
 
@@ -268,9 +269,6 @@ def _comparison_table(task: Task, rows: list[dict[str, Any]], with_model: bool =
     """The pairs "A uses k× B", each ratio with its interval in the next column and, where k is withheld or
     the two ratios point opposite ways, a sentence saying so."""
     tokens = task.family == "token"
-    if not rows:
-        return ("<p>No pair of models whose ratios point opposite ways.</p>" if with_model and tokens else
-                "<p>No other model on the same GPU.</p>")
     per = "output token" if tokens else task.unit_label
 
     def interval(row: dict[str, Any], ratio: str) -> str:
@@ -377,9 +375,12 @@ def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str
              _tier_table(task, rows["latency_cost"], bool(models))]
     comparisons = [row for row in rows["comparisons"] if row["on_index_page"] or not models]
     table_text = text.comparison_table if task.family == "token" else text.diffusion_comparison_table
+    # No rows, no table: a sentence says why (no heading, which would stand over nothing).
     parts += [heading(*(part.format(unit=task.unit_label) for part in table_text),
                       downloads.add(f"{task.task}-comparisons", {"comparisons": comparisons})),
-              _comparison_table(task, comparisons, bool(models))]
+              _comparison_table(task, comparisons, bool(models))] if comparisons else [
+        '<p class="answers">{}</p>'.format(text.no_comparison if models and task.family == "token"
+                                           else _texts().model.no_comparison)]
     specs = {}
     for chart in task_charts(task, rows, models, text.charts, _texts().one_snapshot, styles):
         chart_id = f"{task.task}-{chart.name}"
