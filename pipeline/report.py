@@ -286,16 +286,18 @@ def _comparison_table(task: Task, rows: list[dict[str, Any]], with_model: bool =
                     f"{'less' if longer == 'B' else 'more'} per response ({longer}'s responses are longer)")
         return ""
 
-    headers = ["model (A)"] * with_model + ["B", "GPU", f"A uses k× B per {per}", "interval (repeats)"] + [
-        "A uses k× B per response", "interval (repeats)", "mean output tokens, A", "mean output tokens, B"] * tokens + [
-        "what the ratios say"]
-    return _table("comparison-table", headers, [_model_cell({"model_id": row["model_a"], "slug": row["slug_a"]}, with_model) + [
-        _cell(row["model_b"], link=row["href_b"] if with_model else row["href_b"].removeprefix("models/"),
-              sort=row["model_b"].lower()),
-        _cell(row["gpu"]), _cell(row["energy_ratio"]), _cell(interval(row, "energy_ratio")),
-        *([_cell(row["per_response_ratio"]), _cell(interval(row, "per_response_ratio")),
-           _cell(round(row["avg_output_tokens_a"])), _cell(round(row["avg_output_tokens_b"]))] if tokens else []),
-        _cell(note(row))] for row in rows])
+    headers = (["model (A)"] * with_model + ["B", "GPU", f"A uses k× B per {per}", "interval (repeats)"]
+               + ["A uses k× B per response", "interval (repeats)", "mean output tokens, A",
+                  "mean output tokens, B"] * tokens + ["what the ratios say"])
+    return _table("comparison-table", headers, [
+        _model_cell({"model_id": row["model_a"], "slug": row["slug_a"]}, with_model) + [
+            _cell(row["model_b"], link=row["href_b"] if with_model else row["href_b"].removeprefix("models/"),
+                  sort=row["model_b"].lower()),
+            _cell(row["gpu"]), _cell(row["energy_ratio"]), _cell(interval(row, "energy_ratio")),
+            *([_cell(row["per_response_ratio"]), _cell(interval(row, "per_response_ratio")),
+               _cell(round(row["avg_output_tokens_a"])), _cell(round(row["avg_output_tokens_b"]))] if tokens else []),
+            _cell(note(row))]
+        for row in rows])
 
 
 def _tier_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True) -> str:

@@ -91,7 +91,8 @@ def raw_comparisons() -> dict[tuple[str, str, str, str], dict[str, Any]]:
                 per_response = (row_a["energy_per_request_joules"] / row_b["energy_per_request_joules"]
                                 if "energy_per_request_joules" in row_a else per_unit)
                 pairs[task, gpu, a, b] = {
-                    "per_unit": per_unit, "per_response": per_response, "reversed": (per_unit - 1) * (per_response - 1) < 0,
+                    "per_unit": per_unit, "per_response": per_response,
+                    "reversed": (per_unit - 1) * (per_response - 1) < 0,
                     "difference": raw_workload_difference(row_a, row_b) if task in CEILING_S else None,
                     "tokens": (row_a.get("avg_output_len"), row_b.get("avg_output_len"))}
     return pairs
@@ -212,7 +213,8 @@ def test_compare_says_both_ratios_and_when_they_point_opposite_ways(newest_build
 
 def test_compare_gives_no_k_for_diffusion_configurations_of_different_workloads(newest_build: Paths) -> None:
     expected = raw_comparisons()
-    task, gpu, a, b = next(key for key, pair in expected.items() if pair["difference"] and "steps" in pair["difference"])
+    task, gpu, a, b = next(key for key, pair in expected.items()
+                           if pair["difference"] and "steps" in pair["difference"])
     document = run_json(newest_build, "compare", "--task", task, a, b, "--gpu", gpu)
     assert [row["boundary"] for row in document["comparisons"]] == ["gpu_only", "server", "facility"]
     for row in document["comparisons"]:
@@ -225,7 +227,9 @@ def test_compare_gives_no_k_for_diffusion_configurations_of_different_workloads(
             f"{expected[task, gpu, a, b]['difference']};") in text
     assert "×" not in text
     # a pair of the same workload keeps its k
-    task, gpu, a, b = next(key for key, pair in expected.items() if key[0] in CEILING_S and pair["difference"] is None)
-    (row,) = run_json(newest_build, "compare", "--task", task, a, b, "--gpu", gpu, "--boundary", "gpu_only")["comparisons"]
+    task, gpu, a, b = next(key for key, pair in expected.items()
+                           if key[0] in CEILING_S and pair["difference"] is None)
+    (row,) = run_json(newest_build, "compare", "--task", task, a, b, "--gpu", gpu,
+                      "--boundary", "gpu_only")["comparisons"]
     assert row["workload_difference"] is None
     assert row["energy_ratio"] == pytest.approx(expected[task, gpu, a, b]["per_unit"], rel=1e-12)
