@@ -293,7 +293,7 @@ def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None
     with session(paths) as (connection, _):
         (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
                                   " join index_snapshot using (snapshot_id)", {})
-        indexed = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from index_rows_v2", {})
+        indexed = fetch_dicts(connection, "select distinct family, task, model_id, slug, gpu from index_rows_v2", {})
         tasks = sorted({row["task"] for row in indexed})
         task = _one("task", task, tasks, lambda name: name == task, lambda name: name.casefold() == task.casefold())
         in_task = [row for row in indexed if row["task"] == task]
@@ -317,13 +317,13 @@ def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None
         gpus = {name: sorted(row["gpu"] for row in in_task if row["model_id"] == name) for name in names}
         raise PipelineError(f"compare: {names[0]} and {names[1]} share no GPU{' ' + gpu if gpu else ''} in the "
                             f"{task} index; " + "; ".join(f"{name}: {', '.join(gpus[name])}" for name in names))
-    unit = rows[0]["unit_label"]
-    return {"task": task, "model_a": names[0], "model_b": names[1], "snapshot_id": snapshot["snapshot_id"],
-            "commit": snapshot["commit"], "unit": f"Wh per {unit}",
-            "ratios": {"energy_ratio": f"k per {per_unit(unit)}: model_a's Wh per {unit} / model_b's",
+    unit, family = rows[0]["unit_label"], in_task[0]["family"]
+    return {"task": task, "family": family, "model_a": names[0], "model_b": names[1],
+            "snapshot_id": snapshot["snapshot_id"], "commit": snapshot["commit"], "unit": f"Wh per {unit}",
+            "ratios": {"energy_ratio": f"k per {per_unit(family, unit)}: model_a's Wh per {unit} / model_b's",
                        "per_response_ratio": "k per response: model_a's Wh per response / model_b's, each at its "
                                              "own mean output length (avg_output_tokens_a, avg_output_tokens_b)"
-                       if unit == TOKEN_UNIT else
+                       if family == "token" else
                        f"k per response: one {unit} a response, so the same as energy_ratio"},
             "method": "k = model_a's index figure / model_b's (the lowest-energy configuration within the latency "
                       "limit on each GPU), per unit and per response; interval: model_a's lowest repeat / model_b's "
@@ -334,8 +334,6 @@ def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None
             "comparisons": [{key: value for key, value in row.items() if key != "unit_label"} for row in rows]}
 
 
-# The unit of a token task's figure (unified_configurations.unit_label): its k is per output token.
-TOKEN_UNIT = "million output tokens"
 # What a compare document gives of each GPU and boundary: model_comparisons' columns, in its order.
 COMPARISON_COLUMNS = ("wh_per_unit_a", "wh_per_unit_b", "energy_ratio", "energy_ratio_low", "energy_ratio_high",
                       "n_repeats_a", "n_repeats_b", "avg_output_tokens_a", "avg_output_tokens_b",
@@ -343,9 +341,10 @@ COMPARISON_COLUMNS = ("wh_per_unit_a", "wh_per_unit_b", "energy_ratio", "energy_
                       "per_response_ratio_high", "is_per_response_reversed", "workload_difference")
 
 
-def per_unit(unit_label: str) -> str:
-    """What a ratio of figures in `unit_label` is per: a million tokens over a million tokens is per token."""
-    return "output token" if unit_label == TOKEN_UNIT else unit_label
+def per_unit(family: str, unit_label: str) -> str:
+    """What a ratio of two figures per `unit_label` is per: of a token task's, per million output tokens each,
+    per output token; of a diffusion task's, per image or video."""
+    return "output token" if family == "token" else unit_label
 
 
 def ratios_text(row: dict[str, Any], per: str, tokens: bool) -> str:
@@ -373,8 +372,8 @@ def comparison_lines(result: dict[str, Any]) -> list[str]:
     """A compare document as text lines: one per GPU and boundary, each ratio naming what it is per, and
     after a GPU's lines what the figures' ratios cannot say plainly: that per output token and per response
     point opposite ways."""
-    unit = result["unit"].removeprefix("Wh per ")
-    tokens = unit == TOKEN_UNIT
+    tokens = result["family"] == "token"
+    per = per_unit(result["family"], result["unit"].removeprefix("Wh per "))
     lines = [f"{result['model_a']} (A) vs {result['model_b']} (B), {result['task']}; data: {snapshot_label(result)}:"]
     for gpu, rows in itertools.groupby(result["comparisons"], key=lambda row: row["gpu"]):
         rows = list(rows)
@@ -382,7 +381,7 @@ def comparison_lines(result: dict[str, Any]) -> list[str]:
             figures = f"A {row['wh_per_unit_a']:.4g}, B {row['wh_per_unit_b']:.4g} {result['unit']}"
             if tokens:
                 figures += f"; A {row['per_response_wh_a']:.4g}, B {row['per_response_wh_b']:.4g} Wh per response"
-            lines.append(f"  {gpu}, {row['boundary']}: {ratios_text(row, per_unit(unit), tokens)}; {figures}")
+            lines.append(f"  {gpu}, {row['boundary']}: {ratios_text(row, per, tokens)}; {figures}")
         if rows[0]["is_per_response_reversed"]:
             lines.append(f"  {gpu}: {reversal_text(rows[0])}")
     return lines
