@@ -638,8 +638,11 @@ def _print_fit_estimate(result: dict, batch_limit: float, boundary: str) -> None
               help="text or json")
 @step("read")
 def compare_command(args: SimpleNamespace, paths: Paths) -> None:
-    """"MODEL_A uses k× MODEL_B": their index figures on one task, per GPU and boundary, with the interval of k
-    from both figures' repeat ranges (the view model_comparisons). Models by model_id or slug."""
+    """"MODEL_A uses k× MODEL_B": their index figures on one task, per GPU and boundary, k per output token (per
+    image or video) and per response, each with its interval from both figures' repeat ranges (the view
+    model_comparisons). Where the two point opposite ways (one model's responses are much longer), it says
+    so; diffusion configurations of different workloads get no k, and it names what differs ("steps 50 vs
+    28"). Models by model_id or slug."""
     from pipeline import query
 
     result = query.compare(paths, args.task, args.model_a, args.model_b, args.gpu, args.boundary)

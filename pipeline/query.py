@@ -287,12 +287,13 @@ def _nearest_hint(value: str, known: list[str]) -> str:
 def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None = None,
             boundary: str | None = None) -> dict[str, Any]:
     """"A uses k× B" for two models on one task, per GPU both were measured on and boundary (the view
-    model_comparisons), with the interval of k from both figures' repeat ranges, as one document naming
-    the snapshot. Models by model_id or slug in any case; a GPU in any case."""
+    model_comparisons), k per unit and per response, each with its interval from both figures' repeat
+    ranges, and what differs where two diffusion workloads do (and no k), as one document naming the
+    snapshot. Models by model_id or slug in any case; a GPU in any case."""
     with session(paths) as (connection, _):
         (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
                                   " join index_snapshot using (snapshot_id)", {})
-        indexed = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from index_rows_v2", {})
+        indexed = fetch_dicts(connection, "select distinct family, task, model_id, slug, gpu from index_rows_v2", {})
         tasks = sorted({row["task"] for row in indexed})
         task = _one("task", task, tasks, lambda name: name == task, lambda name: name.casefold() == task.casefold())
         in_task = [row for row in indexed if row["task"] == task]
@@ -305,9 +306,8 @@ def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None
         if gpu is not None:
             gpu = _one("GPU", gpu, sorted({row["gpu"] for row in in_task}), lambda name: name == gpu,
                        lambda name: name.casefold() == gpu.casefold())
-        rows = fetch_dicts(connection, """
-            select gpu, boundary, unit_label, wh_per_unit_a, wh_per_unit_b, energy_ratio, energy_ratio_low,
-                   energy_ratio_high, n_repeats_a, n_repeats_b
+        rows = fetch_dicts(connection, f"""
+            select gpu, boundary, unit_label, {', '.join(COMPARISON_COLUMNS)}
             from model_comparisons
             where task = $task and model_a = $a and model_b = $b and ($gpu is null or gpu = $gpu)
                 and ($boundary is null or boundary = $boundary)
@@ -317,22 +317,71 @@ def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None
         gpus = {name: sorted(row["gpu"] for row in in_task if row["model_id"] == name) for name in names}
         raise PipelineError(f"compare: {names[0]} and {names[1]} share no GPU{' ' + gpu if gpu else ''} in the "
                             f"{task} index; " + "; ".join(f"{name}: {', '.join(gpus[name])}" for name in names))
-    return {"task": task, "model_a": names[0], "model_b": names[1], "snapshot_id": snapshot["snapshot_id"],
-            "commit": snapshot["commit"], "unit": f"Wh per {rows[0]['unit_label']}",
+    unit, family = rows[0]["unit_label"], in_task[0]["family"]
+    return {"task": task, "family": family, "model_a": names[0], "model_b": names[1],
+            "snapshot_id": snapshot["snapshot_id"], "commit": snapshot["commit"], "unit": f"Wh per {unit}",
+            "ratios": {"energy_ratio": f"k per {per_unit(family, unit)}: model_a's Wh per {unit} / model_b's",
+                       "per_response_ratio": "k per response: model_a's Wh per response / model_b's, each at its "
+                                             "own mean output length (avg_output_tokens_a, avg_output_tokens_b)"
+                       if family == "token" else
+                       f"k per response: one {unit} a response, so the same as energy_ratio"},
             "method": "k = model_a's index figure / model_b's (the lowest-energy configuration within the latency "
-                      "limit on each GPU); interval: model_a's lowest repeat / model_b's highest to model_a's highest "
-                      "/ model_b's lowest (a figure measured once is its own range). Boundary factors are the GPU's "
-                      "for both, so k is the same at every boundary (view model_comparisons).",
+                      "limit on each GPU), per unit and per response; interval: model_a's lowest repeat / model_b's "
+                      "highest to model_a's highest / model_b's lowest (a figure measured once is its own range). "
+                      "Boundary factors are the GPU's for both, so k is the same at every boundary. Diffusion "
+                      "configurations of different workloads (steps, resolution, frames, fps) get no k; "
+                      "workload_difference names what differs (view model_comparisons).",
             "comparisons": [{key: value for key, value in row.items() if key != "unit_label"} for row in rows]}
 
 
+# What a compare document gives of each GPU and boundary: model_comparisons' columns, in its order.
+COMPARISON_COLUMNS = ("wh_per_unit_a", "wh_per_unit_b", "energy_ratio", "energy_ratio_low", "energy_ratio_high",
+                      "n_repeats_a", "n_repeats_b", "avg_output_tokens_a", "avg_output_tokens_b",
+                      "per_response_wh_a", "per_response_wh_b", "per_response_ratio", "per_response_ratio_low",
+                      "per_response_ratio_high", "is_per_response_reversed", "workload_difference")
+
+
+def per_unit(family: str, unit_label: str) -> str:
+    """What a ratio of two figures per `unit_label` is per: of a token task's, per million output tokens each,
+    per output token; of a diffusion task's, per image or video."""
+    return "output token" if family == "token" else unit_label
+
+
+def ratios_text(row: dict[str, Any], per: str, tokens: bool) -> str:
+    """"A uses k× B per <per>" (and, for a token task, "and k× B per response"), each with its interval, or
+    once that neither has one; or that there is no k, and why."""
+    if row["energy_ratio"] is None:
+        return f"no k: A and B were measured on different workloads, A's against B's: {row['workload_difference']}"
+    once = row["n_repeats_a"] == 1 and row["n_repeats_b"] == 1
+    parts = [(row["energy_ratio"], row["energy_ratio_low"], row["energy_ratio_high"], per)] + [
+        (row["per_response_ratio"], row["per_response_ratio_low"], row["per_response_ratio_high"], "response")] * tokens
+    said = " and ".join(f"{k:.3g}× B per {what}" + ("" if once else f" (interval {low:.3g} to {high:.3g})")
+                        for k, low, high, what in parts)
+    return f"A uses {said}" + (" (each measured once: no interval)" if once else "")
+
+
+def reversal_text(row: dict[str, Any]) -> str:
+    """In words, how per output token and per response point opposite ways for one row."""
+    more, less = ("A", "B") if row["energy_ratio"] > 1 else ("B", "A")
+    return (f"per output token and per response point opposite ways: {more} uses more energy per output token, "
+            f"{less} more per response, as {less}'s responses are longer ({row['avg_output_tokens_a']:,.0f} "
+            f"against {row['avg_output_tokens_b']:,.0f} mean output tokens, A against B)")
+
+
 def comparison_lines(result: dict[str, Any]) -> list[str]:
-    """A compare document as text lines: one per GPU and boundary."""
-    lines = [f"{result['model_a']} vs {result['model_b']}, {result['task']} ({result['unit']}); data: "
-             f"{snapshot_label(result)}:"]
-    for row in result["comparisons"]:
-        interval = ("measured once each, no interval" if row["energy_ratio_low"] == row["energy_ratio_high"]
-                    else f"interval {row['energy_ratio_low']:.3g} to {row['energy_ratio_high']:.3g}")
-        lines.append(f"  {row['gpu']}, {row['boundary']}: A uses {row['energy_ratio']:.3g}× B ({interval}); "
-                     f"A {row['wh_per_unit_a']:.4g}, B {row['wh_per_unit_b']:.4g}")
+    """A compare document as text lines: one per GPU and boundary, each ratio naming what it is per, and
+    after a GPU's lines what the figures' ratios cannot say plainly: that per output token and per response
+    point opposite ways."""
+    tokens = result["family"] == "token"
+    per = per_unit(result["family"], result["unit"].removeprefix("Wh per "))
+    lines = [f"{result['model_a']} (A) vs {result['model_b']} (B), {result['task']}; data: {snapshot_label(result)}:"]
+    for gpu, rows in itertools.groupby(result["comparisons"], key=lambda row: row["gpu"]):
+        rows = list(rows)
+        for row in rows:
+            figures = f"A {row['wh_per_unit_a']:.4g}, B {row['wh_per_unit_b']:.4g} {result['unit']}"
+            if tokens:
+                figures += f"; A {row['per_response_wh_a']:.4g}, B {row['per_response_wh_b']:.4g} Wh per response"
+            lines.append(f"  {gpu}, {row['boundary']}: {ratios_text(row, per, tokens)}; {figures}")
+        if rows[0]["is_per_response_reversed"]:
+            lines.append(f"  {gpu}: {reversal_text(rows[0])}")
     return lines

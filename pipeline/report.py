@@ -51,6 +51,9 @@ class PageText(msgspec.Struct, frozen=True):
     intro: str
     index_table: tuple[str, str]
     tier_table: tuple[str, str]
+    comparison_table: tuple[str, str]
+    diffusion_comparison_table: tuple[str, str]
+    no_comparison: str
     charts: dict[str, ChartText]
 
 
@@ -170,6 +173,21 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
             select g.model_id, g.gpu, {DEPLOYMENT} as deployment, e.*
             from grid as g, lateral energy_at_concurrency($task, g.model_id, g.gpu, g.x) as e
             where e.method in ('measured', 'interpolated') order by g.model_id, g.gpu, deployment, e.concurrency""",
+        # "A uses k× B" at the gpu_only boundary (k is the same at every boundary); on_index_page:
+        # each pair once, A the higher figure per unit, and of a token task only where the ratios disagree.
+        "comparisons": """
+            select model_a, slug_a, model_b, slug_b, gpu,
+                   round(energy_ratio, 3) as energy_ratio, round(energy_ratio_low, 3) as energy_ratio_low,
+                   round(energy_ratio_high, 3) as energy_ratio_high, round(per_response_ratio, 3) as per_response_ratio,
+                   round(per_response_ratio_low, 3) as per_response_ratio_low,
+                   round(per_response_ratio_high, 3) as per_response_ratio_high, avg_output_tokens_a,
+                   avg_output_tokens_b, is_per_response_reversed, workload_difference,
+                   (wh_per_unit_a > wh_per_unit_b or (wh_per_unit_a = wh_per_unit_b and model_a > model_b))
+                       and (is_per_response_reversed or avg_output_tokens_a is null) as on_index_page,
+                   'models/' || slug_b || '.html' as href_b
+            from model_comparisons
+            where task = $task and boundary = 'gpu_only'
+            order by lower(model_a), model_a, gpu, lower(model_b), model_b""",
         "history": f"""
             select h.snapshot_id, h.model_id, h.slug, h.gpu, h.row_id, h.num_gpus,
                    coalesce(h.max_num_seqs, h.batch_size) as batch_limit, h.{metric} as latency, h.wh_per_unit
@@ -247,6 +265,41 @@ def _index_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True
     ] for row in rows])
 
 
+def _comparison_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True) -> str:
+    """The pairs "A uses k× B", each ratio with its interval in the next column and, where k is withheld or
+    the two ratios point opposite ways, a sentence saying so."""
+    tokens = task.family == "token"
+    per = "output token" if tokens else task.unit_label
+
+    def interval(row: dict[str, Any], ratio: str) -> str:
+        if row[ratio] is None:
+            return ""
+        once = row[f"{ratio}_low"] == row[f"{ratio}_high"]
+        return "measured once: none" if once else f"{row[f'{ratio}_low']} to {row[f'{ratio}_high']}"
+
+    def note(row: dict[str, Any]) -> str:
+        if row["workload_difference"] is not None:
+            return f"no k: different workloads ({row['workload_difference']})"
+        if row["is_per_response_reversed"]:
+            longer = "B" if row["energy_ratio"] > 1 else "A"
+            return (f"opposite ways: A uses {'more' if longer == 'B' else 'less'} energy per output token, "
+                    f"{'less' if longer == 'B' else 'more'} per response ({longer}'s responses are longer)")
+        return ""
+
+    headers = (["model (A)"] * with_model + ["B", "GPU", f"A uses k× B per {per}", "interval (repeats)"]
+               + ["A uses k× B per response", "interval (repeats)", "mean output tokens, A",
+                  "mean output tokens, B"] * tokens + ["what the ratios say"])
+    return _table("comparison-table", headers, [
+        _model_cell({"model_id": row["model_a"], "slug": row["slug_a"]}, with_model) + [
+            _cell(row["model_b"], link=row["href_b"] if with_model else row["href_b"].removeprefix("models/"),
+                  sort=row["model_b"].lower()),
+            _cell(row["gpu"]), _cell(row["energy_ratio"]), _cell(interval(row, "energy_ratio")),
+            *([_cell(row["per_response_ratio"]), _cell(interval(row, "per_response_ratio")),
+               _cell(round(row["avg_output_tokens_a"])), _cell(round(row["avg_output_tokens_b"]))] if tokens else []),
+            _cell(note(row))]
+        for row in rows])
+
+
 def _tier_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True) -> str:
     """Model × GPU rows, a column per tier of every latency metric, each the tier's figure as tiers.json holds it."""
     if not rows:
@@ -268,7 +321,7 @@ def _tier_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True)
 
 
 # Columns a CSV download leaves out: links and drawing aids, not data.
-NOT_IN_CSV = {"href", "slug", "line_colour"}
+NOT_IN_CSV = {"href", "href_b", "slug", "slug_a", "slug_b", "line_colour", "on_index_page"}
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:
@@ -322,6 +375,14 @@ def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str
              _index_table(task, rows["best"], with_model=bool(models)),
              heading(*text.tier_table, downloads.add(f"{task.task}-tiers", {"latency_cost": rows["latency_cost"]})),
              _tier_table(task, rows["latency_cost"], bool(models))]
+    comparisons = [row for row in rows["comparisons"] if row["on_index_page"] or not models]
+    table_text = text.comparison_table if task.family == "token" else text.diffusion_comparison_table
+    # No rows, no table: a sentence says why (no heading, which would stand over nothing).
+    parts += [heading(*(part.format(unit=task.unit_label) for part in table_text),
+                      downloads.add(f"{task.task}-comparisons", {"comparisons": comparisons})),
+              _comparison_table(task, comparisons, bool(models))] if comparisons else [
+        '<p class="answers">{}</p>'.format(text.no_comparison if models and task.family == "token"
+                                           else _texts().model.no_comparison)]
     specs = {}
     for chart in task_charts(task, rows, models, text.charts, _texts().one_snapshot, styles):
         chart_id = f"{task.task}-{chart.name}"
@@ -384,7 +445,8 @@ def _models(task: Task) -> list[str]:
 
 def _model_rows(task: Task, model_id: str) -> dict[str, list[dict[str, Any]]]:
     """The rows of the task that a model's page shows: the model's, its frontier across GPUs as the frontier."""
-    rows = {key: value if key == "snapshots" else [row for row in value if row.get("model_id") == model_id]
+    rows = {key: value if key == "snapshots" else [row for row in value
+                                                   if row.get("model_id", row.get("model_a")) == model_id]
             for key, value in task.data.items()}
     rows["frontier"] = rows.pop("model_frontier")
     return rows

@@ -1,5 +1,6 @@
 """estimate and compare against an independent computation from the raw upstream JSON in ../shared
-(newest snapshot): the figures, the snapshot they name, Wh per response, and "A uses k× B"."""
+(newest snapshot): the figures, the snapshot they name, Wh per response, and "A uses k× B" per output token
+and per response, diffusion pairs only of the same workload."""
 
 import json
 import math
@@ -20,6 +21,10 @@ from pipeline.query import compare
 CLI = str(Path(sys.executable).with_name("energy-index"))
 TASK = "lm-arena-chat"
 DEADLINE_MS = 500  # the leaderboard's default median ITL ceiling, which the newest build uses
+# The leaderboard's default batch-latency ceilings, which the newest build uses for the diffusion tasks.
+CEILING_S = {"text-to-image": 30, "text-to-video": 300}
+# The pair the issue names: per output token A uses more than B on some GPU, per response less.
+LONG_AND_SHORT = ("meta-llama/Llama-3.1-70B-Instruct", "nvidia/NVIDIA-Nemotron-Nano-12B-v2")
 
 
 def run_json(paths: Paths, *arguments: str) -> dict[str, Any]:
@@ -38,6 +43,59 @@ def raw_best(model_id: str, gpu: str) -> dict[str, Any]:
     within = [r for r in upstream_rows(NEWEST, TASK) if r["model_id"] == model_id and r["gpu_model"] == gpu
               and r["median_itl_ms"] <= DEADLINE_MS]
     return min(within, key=raw_wh)
+
+
+def raw_energy(row: dict[str, Any]) -> float:
+    """Energy per unit as the raw JSON gives it: per output token, per image or per video."""
+    return next(row[key] for key in ("energy_per_token_joules", "energy_per_image_joules", "energy_per_video_joules")
+                if key in row)
+
+
+def raw_index(task: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each model's lowest-energy configuration on each GPU within the task's latency limit, from the raw JSON
+    alone (the first in file order on a tie)."""
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in upstream_rows(NEWEST, task):
+        within = (row["batch_latency_s"] <= CEILING_S[task] if task in CEILING_S
+                  else row["median_itl_ms"] <= DEADLINE_MS)
+        key = (row["model_id"], row["gpu_model"])
+        if within and (key not in best or raw_energy(row) < raw_energy(best[key])):
+            best[key] = row
+    return best
+
+
+def raw_workload_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """What differs between two diffusion configurations' workloads, A's first, in the view's words."""
+    def size(row: dict[str, Any]) -> str | None:
+        kind = "image" if "image_width" in row else "video"
+        return f"{row[f'{kind}_width']}x{row[f'{kind}_height']}" if f"{kind}_width" in row else None
+
+    parts = [(name, value(a), value(b)) for name, value in (
+        ("steps", lambda row: row.get("inference_steps")), ("resolution", size),
+        ("frames", lambda row: row.get("num_frames")), ("fps", lambda row: row.get("fps")))]
+    return "; ".join(f"{name} {x} vs {y}" for name, x, y in parts if x != y) or None
+
+
+def raw_comparisons() -> dict[tuple[str, str, str, str], dict[str, Any]]:
+    """Every ordered pair of models with an index row on one task and GPU: k per unit and per response (the
+    upstream's energy per request; one image or video a response), whether they lie on opposite sides of 1,
+    and what differs between two diffusion workloads."""
+    pairs = {}
+    for task in sorted(path.stem for path in (NEWEST / "tasks").glob("*.json")):
+        best = raw_index(task)
+        for (a, gpu), row_a in best.items():
+            for (b, other_gpu), row_b in best.items():
+                if other_gpu != gpu or b == a:
+                    continue
+                per_unit = raw_energy(row_a) / raw_energy(row_b)
+                per_response = (row_a["energy_per_request_joules"] / row_b["energy_per_request_joules"]
+                                if "energy_per_request_joules" in row_a else per_unit)
+                pairs[task, gpu, a, b] = {
+                    "per_unit": per_unit, "per_response": per_response,
+                    "reversed": (per_unit - 1) * (per_response - 1) < 0,
+                    "difference": raw_workload_difference(row_a, row_b) if task in CEILING_S else None,
+                    "tokens": (row_a.get("avg_output_len"), row_b.get("avg_output_len"))}
+    return pairs
 
 
 def test_estimate_names_its_snapshot_and_matches_the_raw_json(newest_build: Paths) -> None:
@@ -94,3 +152,84 @@ def test_compare_refuses_unknown_and_identical_models(newest_build: Paths) -> No
         compare(newest_build, TASK, "qwen3-8b", "nosuch")
     with pytest.raises(PipelineError, match="two different models"):
         compare(newest_build, TASK, "qwen3-8b", "Qwen/Qwen3-8B")
+
+
+def test_model_comparisons_give_k_per_token_and_per_response_and_pair_only_the_same_diffusion_workload(
+        newest_build: Paths) -> None:
+    expected = raw_comparisons()
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        rows = connection.execute("""
+            select task, gpu, model_a, model_b, energy_ratio, energy_ratio_low, energy_ratio_high,
+                   per_response_ratio, per_response_ratio_low, per_response_ratio_high, is_per_response_reversed,
+                   workload_difference, avg_output_tokens_a, avg_output_tokens_b
+            from model_comparisons where boundary = 'gpu_only'""").fetchall()
+    view = {row[:4]: row[4:] for row in rows}
+    assert view.keys() == expected.keys()
+    # the raw JSON has both cases, so the assertions below are not vacuous
+    assert any(pair["reversed"] for pair in expected.values())
+    assert any(pair["difference"] for pair in expected.values())
+    assert any(pair["difference"] is None for key, pair in expected.items() if key[0] in CEILING_S)
+    for key, pair in expected.items():
+        (k, k_low, k_high, per_response, per_response_low, per_response_high, is_reversed, difference,
+         tokens_a, tokens_b) = view[key]
+        assert difference == pair["difference"], key
+        if difference is not None:  # different workloads: no k either way, nor a verdict on their directions
+            assert (k, k_low, k_high, per_response, per_response_low, per_response_high, is_reversed) == (None,) * 7
+            continue
+        assert k == pytest.approx(pair["per_unit"], rel=1e-12), key
+        assert per_response == pytest.approx(pair["per_response"], rel=1e-9), key
+        assert k_low <= k <= k_high and per_response_low <= per_response <= per_response_high
+        assert is_reversed == pair["reversed"], key
+        if key[0] not in CEILING_S:
+            assert (tokens_a, tokens_b) == pytest.approx(pair["tokens"], rel=1e-12)
+
+
+def test_compare_says_both_ratios_and_when_they_point_opposite_ways(newest_build: Paths) -> None:
+    a, b = LONG_AND_SHORT
+    expected = raw_comparisons()
+    document = run_json(newest_build, "compare", "--task", TASK, a, b, "--boundary", "gpu_only")
+    gpus = [row["gpu"] for row in document["comparisons"]]
+    assert gpus == sorted(gpu for task, gpu, x, y in expected if (task, x, y) == (TASK, a, b))
+    assert {"energy_ratio", "per_response_ratio"} <= document["ratios"].keys()
+    for row in document["comparisons"]:
+        pair = expected[TASK, row["gpu"], a, b]
+        assert row["energy_ratio"] == pytest.approx(pair["per_unit"], rel=1e-12)
+        assert row["per_response_ratio"] == pytest.approx(pair["per_response"], rel=1e-9)
+        assert row["per_response_ratio_low"] <= row["per_response_ratio"] <= row["per_response_ratio_high"]
+        assert row["is_per_response_reversed"] is pair["reversed"]
+    reversed_on = [gpu for gpu in gpus if expected[TASK, gpu, a, b]["reversed"]]
+    assert reversed_on, "the raw JSON no longer has this pair pointing opposite ways on any GPU"
+    text = subprocess.run([CLI, "compare", "--out", str(newest_build.out), "--task", TASK, a, b],
+                          capture_output=True, text=True, timeout=120).stdout
+    for gpu in gpus:
+        pair = expected[TASK, gpu, a, b]
+        assert f"  {gpu}, gpu_only: A uses {pair['per_unit']:.3g}× B per output token and " \
+               f"{pair['per_response']:.3g}× B per response" in text
+        said = f"  {gpu}: per output token and per response point opposite ways" in text
+        assert said is pair["reversed"], gpu
+    tokens_a, tokens_b = expected[TASK, reversed_on[0], a, b]["tokens"]
+    assert f"({tokens_a:,.0f} against {tokens_b:,.0f} mean output tokens, A against B)" in text
+
+
+def test_compare_gives_no_k_for_diffusion_configurations_of_different_workloads(newest_build: Paths) -> None:
+    expected = raw_comparisons()
+    task, gpu, a, b = next(key for key, pair in expected.items()
+                           if pair["difference"] and "steps" in pair["difference"])
+    document = run_json(newest_build, "compare", "--task", task, a, b, "--gpu", gpu)
+    assert [row["boundary"] for row in document["comparisons"]] == ["gpu_only", "server", "facility"]
+    for row in document["comparisons"]:
+        assert row["workload_difference"] == expected[task, gpu, a, b]["difference"]
+        assert row["energy_ratio"] is None and row["per_response_ratio"] is None
+        assert row["wh_per_unit_a"] > 0 and row["wh_per_unit_b"] > 0  # the figures stand; only k is withheld
+    text = subprocess.run([CLI, "compare", "--out", str(newest_build.out), "--task", task, a, b, "--gpu", gpu],
+                          capture_output=True, text=True, timeout=120).stdout
+    assert (f"  {gpu}, gpu_only: no k: A and B were measured on different workloads, A's against B's: "
+            f"{expected[task, gpu, a, b]['difference']};") in text
+    assert "×" not in text
+    # a pair of the same workload keeps its k
+    task, gpu, a, b = next(key for key, pair in expected.items()
+                           if key[0] in CEILING_S and pair["difference"] is None)
+    (row,) = run_json(newest_build, "compare", "--task", task, a, b, "--gpu", gpu,
+                      "--boundary", "gpu_only")["comparisons"]
+    assert row["workload_difference"] is None
+    assert row["energy_ratio"] == pytest.approx(expected[task, gpu, a, b]["per_unit"], rel=1e-12)

@@ -268,3 +268,41 @@ def test_the_report_reads_offline_with_tooltips_highlighting_and_distinct_models
     assert chosen and others
     assert all(opacity in (None, "1") for opacity in chosen), chosen
     assert all(float(opacity) < 0.5 for opacity in others), sorted(set(others))
+
+
+def test_the_report_compares_models_per_output_token_and_per_response_and_only_like_for_like(report: Path) -> None:
+    from test_compare import raw_comparisons
+
+    expected = raw_comparisons()
+    # The index page: each pair whose ratios point opposite ways, once, A the one higher per output token.
+    shown = table_rows(report / "index.html", "lm-arena-chat", "comparison-table")
+    assert sorted((row[0], row[1], row[2]) for row in shown) == sorted(
+        (a, b, gpu) for (task, gpu, a, b), pair in expected.items()
+        if task == "lm-arena-chat" and pair["reversed"] and pair["per_unit"] > 1)
+    for row in shown:
+        pair = expected["lm-arena-chat", row[2], row[0], row[1]]
+        assert float(row[3]) == pytest.approx(pair["per_unit"], abs=5e-4)
+        assert float(row[5]) == pytest.approx(pair["per_response"], abs=5e-4)
+        assert row[7:9] == [f"{round(tokens):,}" for tokens in pair["tokens"]]
+        assert row[-1].startswith("opposite ways: A uses more energy per output token, less per response")
+    # Diffusion: every pair once, no k where the workloads differ, the difference named.
+    shown = table_rows(report / "index.html", "text-to-image", "comparison-table")
+    pairs = {(a, b, gpu) for (task, gpu, a, b) in expected if task == "text-to-image"}
+    assert {(row[0], row[1], row[2]) for row in shown} | {(row[1], row[0], row[2]) for row in shown} == pairs
+    assert len(shown) == len(pairs) // 2
+    for row in shown:
+        pair = expected["text-to-image", row[2], row[0], row[1]]
+        if pair["difference"]:
+            assert row[3:5] == ["", ""] and row[-1] == f"no k: different workloads ({pair['difference']})"
+        else:
+            assert float(row[3]) == pytest.approx(pair["per_unit"], abs=5e-4) and row[-1] == ""
+    assert any(expected["text-to-image", row[2], row[0], row[1]]["difference"] for row in shown)
+    # A model's page: every other model on its GPUs, the ratios' disagreement said where it holds.
+    model = "meta-llama/Llama-3.1-70B-Instruct"
+    shown = table_rows(report / "models" / "llama-3.1-70b-instruct.html", "lm-arena-chat", "comparison-table")
+    assert sorted((row[0], row[1]) for row in shown) == sorted(
+        (b, gpu) for (task, gpu, a, b) in expected if task == "lm-arena-chat" and a == model)
+    for row in shown:
+        pair = expected["lm-arena-chat", row[1], model, row[0]]
+        assert row[-1].startswith("opposite ways") is pair["reversed"]
+        assert float(row[4]) == pytest.approx(pair["per_response"], abs=5e-4)
