@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import msgspec
 
@@ -76,12 +76,6 @@ def dictionary_pattern(table: str, column: str) -> re.Pattern[str]:
     from schemas import dictionary
 
     return re.compile(dictionary.table_columns(table)[column]["matches"])
-
-
-def __getattr__(name: str) -> Any:
-    if name == "TASK_NAME_PATTERN":  # read from the dictionary when asked for, not by every fetch
-        return dictionary_pattern("tasks", "task")
-    raise AttributeError(name)
 
 
 def content_digest(upstream: Mapping[str, str], files: list[FileEntry]) -> str:

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 import schemas
 from pipeline.errors import PipelineError
-from pipeline.archive import TASK_NAME_PATTERN, check_snapshot_id, fetch_again, read_manifest
+from pipeline.archive import check_snapshot_id, dictionary_pattern, fetch_again, read_manifest
 from pipeline.files import atomic_path, release_memory
 from pipeline.fingerprint import data_sha256
 from pipeline.paths import Paths
@@ -152,7 +152,7 @@ def _read_index(snapshot: _Snapshot) -> tuple[dict[str, Any], dict[str, str]]:
                             {"models": dict, "tasks": list, "architectures": dict, "last_updated": str})
     for task in index["tasks"]:
         # A task name becomes a file and folder name: only a closed alphabet may reach a path.
-        _expect(isinstance(task, str) and bool(TASK_NAME_PATTERN.match(task)),
+        _expect(isinstance(task, str) and bool(dictionary_pattern("tasks", "task").match(task)),
                 f"index.json: task {task!r} is not a task name (lower-case letters, digits and '-')")
     repeated = sorted({task for task in index["tasks"] if index["tasks"].count(task) > 1})
     _expect(not repeated, f"index.json: tasks listed more than once: {', '.join(repeated)}")
