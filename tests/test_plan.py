@@ -311,3 +311,28 @@ def test_the_worked_example_in_the_docs_is_derived_by_hand(newest_build: Paths, 
                    f"{low['wh_per_mtok']:.4g}", f"{high['wh_per_mtok']:.4g}"):
         assert figure in page, figure
     assert derive("lm-arena-chat", "Qwen/Qwen3-8B", 1e9, "p90_itl_ms", 50)["H100"]["row_id"] == "qwen3-8b/H100/1/256"
+
+
+def test_the_reports_fleet_table_is_the_least_energy_plan_of_each_tier_and_volume(newest_build: Paths) -> None:
+    from pipeline.charts import Metric
+    from pipeline.report import FLEET_QUERY, FLEET_VOLUMES, Task, _fleet_table
+
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        cursor = connection.execute(FLEET_QUERY, {"task": "gpqa"})
+        names = [column[0] for column in cursor.description]
+        rows = [dict(zip(names, row)) for row in cursor.fetchall()]
+        tiers = connection.execute("select latency_metric, latency_limit_ms from latency_tiers "
+                                   "where family = 'token'").fetchall()
+    assert {(row["latency_metric"], row["latency_limit"], row["per_day"]) for row in rows} <= {
+        (metric, limit, volume) for metric, limit in tiers for volume in FLEET_VOLUMES}
+    assert len(tiers) == 15 and len(rows) >= 3 * 12  # every tier from 50 ms on has a plan
+    for row in rows[::7]:  # the cheapest plan over every model of the task, as the macro ranks each model's
+        every = [plan for plan in fleet_plan(newest_build, "gpqa", None, row["per_day"], row["latency_metric"],
+                                             row["latency_limit"])
+                 if plan["boundary"] == "gpu_only" and plan["plan_status"] == "planned"]
+        assert row["kwh_per_day_central"] == min(plan["kwh_per_day_central"] for plan in every)
+    metrics = [Metric(latency_metric=name, title=f"{name} (ms)", short_title=name, unit="ms") for name in METRIC_KEYS]
+    task = Task("gpqa", "Problem Solving", "token", "million output tokens", {}, metrics)
+    table = _fleet_table(task, rows)
+    assert table.count("<tr>") == 1 + len({(row["latency_metric"], row["latency_limit"]) for row in rows})
+    assert "10⁹ tokens a day" in table and f"{rows[0]['kwh_per_day_central']:.4g}" in table
