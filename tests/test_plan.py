@@ -26,7 +26,9 @@ CASES = [
     ("gpqa", "openai/gpt-oss-120b", 1e10, "median_itl_ms", 100),  # several deployments on each GPU
     ("gpqa", "openai/gpt-oss-20b", 3e8, "p99_itl_ms", 200),  # a configuration measured twice
     ("sourcegraph-fim", "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", 1e10, "p90_itl_ms", 100),
-    ("image-chat", "Qwen/Qwen3-VL-8B-Instruct", 1e9, "p99_itl_ms", 100),
+    ("image-chat", "Qwen/Qwen3-VL-8B-Instruct", 1e9, "p99_itl_ms", 100),  # B200: below its curve
+    ("lm-arena-chat", "Qwen/Qwen3-32B", 1e9, "p90_itl_ms", 100),  # H100: held at the full-load figure
+    ("lm-arena-chat", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", 1e9, "median_itl_ms", 50),  # B200: at measured power
 ]
 DIFFUSION_CASES = [
     ("text-to-image", "black-forest-labs/FLUX.1-dev", 1e5, "batch_latency_s", 30),
