@@ -223,13 +223,13 @@ def _fleet_table(task: Task, rows: list[dict[str, Any]]) -> str:
     for row in rows:
         cells.setdefault((row["latency_metric"], row["latency_limit"]), {})[row["per_day"]] = row
     titles = {metric.latency_metric: metric.title for metric in task.metrics}
-    headers = ["latency limit"] + [f"10{str(round(math.log10(volume))).translate(SUPERSCRIPTS)} tokens a day"
+    headers = ["latency limit"] + [f"10{str(round(math.log10(volume))).translate(SUPERSCRIPTS)} tokens a day: kWh a day"
                                    for volume in FLEET_VOLUMES]
     return _table("fleet-table", headers, [
         [_cell(f"{titles[metric].rsplit(' (', 1)[0]} ≤ {limit:g} ms", sort=f"{metric} {limit:08.1f}")] + [
             _cell(float(f"{plan['kwh_per_day_central']:.4g}"), hover=f"{plan['row_id']}, {plan['replicas']:,} "
                   f"replica(s), {plan['power_kw_central']:.4g} kW on average ({plan['method']})",
-                  note=f"{plan['model_id']} on {plan['gpu']} × {plan['gpus']:,}")
+                  note=f"{plan['model_id']} on {plan['gpus']:,} {plan['gpu']}")
             if (plan := by_volume.get(volume)) else _cell("", sort="") for volume in FLEET_VOLUMES]
         for (metric, limit), by_volume in cells.items()])
 
