@@ -639,7 +639,8 @@ def _print_fit_estimate(result: dict, batch_limit: float, boundary: str) -> None
               "output length on the task (token tasks)")
 @click.option("--images-per-day", metavar="N", help="demand: images a day (text-to-image)")
 @click.option("--videos-per-day", metavar="N", help="demand: videos a day (text-to-video)")
-@click.option("--median-itl-ms", metavar="MS", help="latency limit: median inter-token latency, inclusive (token tasks)")
+@click.option("--median-itl-ms", metavar="MS",
+              help="latency limit: median inter-token latency, inclusive (token tasks)")
 @click.option("--p90-itl-ms", metavar="MS", help="latency limit: p90 inter-token latency, inclusive (token tasks)")
 @click.option("--p99-itl-ms", metavar="MS", help="latency limit: p99 inter-token latency, inclusive (token tasks)")
 @click.option("--batch-latency-s", metavar="S", help="latency limit: batch latency, inclusive (diffusion tasks)")

@@ -221,8 +221,8 @@ def text_lines(result: dict[str, Any]) -> list[str]:
             lines.append(
                 f"    {plan['energy_rank']}. {plan['gpu']}: {_count(plan['replicas'], 'replica')} × "
                 f"{_count(plan['num_gpus'], 'GPU')} = {_count(plan['gpus'], 'GPU')} of {plan['row_id']} "
-                f"({limit['metric']} {plan['latency']:.4g} {limit['unit']}; each replica at {plan['load_fraction']:.1%} "
-                f"of its measured {_figure(plan['units_per_second'])} {output}/s)")
+                f"({limit['metric']} {plan['latency']:.4g} {limit['unit']}; each replica at "
+                f"{plan['load_fraction']:.1%} of its measured {_figure(plan['units_per_second'])} {output}/s)")
             lines.append(
                 f"       {_figure(kwh['central'])} kWh a day{_range(kwh)}, {_figure(kw['central'])} kW on average"
                 f"{_range(kw)}, "
@@ -238,8 +238,9 @@ def text_lines(result: dict[str, Any]) -> list[str]:
         bounds = row.get("kwh_per_day_bounds")
         lowest = f" (the lowest {limit['metric']} measured there: {row['lowest_latency']:.4g} {limit['unit']})"
         lines.append(f"  no plan on {row['gpu']}: {row['reason']}" + (lowest if bounds is None else
-                     f"; {_count(row['replicas'], 'replica')}, {_count(row['gpus'], 'GPU')} of {row['row_id']} would use "
-                     f"between {_figure(bounds['full_load'])} and {_figure(bounds['measured_power'])} kWh a day at the "
+                     f"; {_count(row['replicas'], 'replica')}, {_count(row['gpus'], 'GPU')} of {row['row_id']} "
+                     f"would use between {_figure(bounds['full_load'])} and {_figure(bounds['measured_power'])} kWh "
+                     "a day at the "
                      f"{bounds['boundary']} boundary"))
     if not result["plans"]:
         lines.append("  no GPU has a plan within the limit")

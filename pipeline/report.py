@@ -194,10 +194,11 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
 # FLEET_VOLUMES output tokens a day, the plan with the least energy a day over the task's models and GPUs at
 # the gpu_only boundary (the table macro fleet_plan; docs/planning.md).
 FLEET_VOLUMES = (1e8, 1e9, 1e10)
+_VOLUME_ROWS = ", ".join(f"({volume:.0f})" for volume in FLEET_VOLUMES)
 FLEET_QUERY = f"""
     with tiers as (
         select t.latency_metric, t.latency_limit_ms as latency_limit, v.per_day
-        from latency_tiers as t cross join (values {", ".join(f"({volume:.0f})" for volume in FLEET_VOLUMES)}) as v(per_day)
+        from latency_tiers as t cross join (values {_VOLUME_ROWS}) as v(per_day)
         where t.family = 'token'
     )
     select t.latency_metric, t.latency_limit, t.per_day, p.model_id, p.slug, p.gpu, p.row_id, p.replicas, p.gpus,
@@ -372,7 +373,8 @@ def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str
              heading(*text.tier_table, downloads.add(f"{task.task}-tiers", {"latency_cost": rows["latency_cost"]})),
              _tier_table(task, rows["latency_cost"], bool(models))]
     if models and task.family == "token":  # the index page: plans over every model of the task
-        parts += [heading(*map(html.escape, FLEET_TABLE_TEXT), downloads.add(f"{task.task}-fleet", {"fleet": rows["fleet"]})),
+        parts += [heading(*map(html.escape, FLEET_TABLE_TEXT),
+                          downloads.add(f"{task.task}-fleet", {"fleet": rows["fleet"]})),
                   _fleet_table(task, rows["fleet"])]
     specs = {}
     for chart in task_charts(task, rows, models, text.charts, _texts().one_snapshot, styles):

@@ -338,3 +338,19 @@ def test_the_reports_fleet_table_is_the_least_energy_plan_of_each_tier_and_volum
     table = _fleet_table(task, rows)
     assert table.count("<tr>") == 1 + len({(row["latency_metric"], row["latency_limit"]) for row in rows})
     assert "10⁹ tokens a day" in table and f"{rows[0]['kwh_per_day_central']:.4g}" in table
+
+
+def test_the_macros_points_are_configuration_points(newest_build: Paths) -> None:
+    """fleet_plan reads its points from unified_configurations in one pass; each chosen one is the
+    configuration_points row of its row_id: the same latency, concurrency and energy."""
+    for task, model, per_day, metric, limit in CASES + DIFFUSION_CASES:
+        rows = [row for row in fleet_plan(newest_build, task, model, per_day, metric, limit)
+                if row["boundary"] == "gpu_only" and row["row_id"] is not None]
+        with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+            for row in rows:
+                expected = connection.execute(
+                    f"select {metric}, measured_concurrency, wh_per_unit, num_gpus from configuration_points "
+                    "where task = ? and row_id = ?", [task, row["row_id"]]).fetchone()
+                assert (row["latency"], row["measured_concurrency"], row["full_load_wh_per_unit"],
+                        row["num_gpus"]) == pytest.approx(expected, rel=1e-12)
+        assert rows

@@ -11,15 +11,16 @@
 -- units_per_second) of its measured throughput, at replica_concurrency = load_fraction × its measured
 -- concurrency (Little's law at the configuration's measured time per request; requests finish sooner at
 -- a lower load, so the concurrency is if anything lower and the energy per output higher). The energy
--- per output there is the deployment's measured curve at that concurrency, exactly as
--- energy_at_concurrency interpolates it (never extrapolated: below the curve's lowest point there is no
--- figure). The plan on a GPU is the candidate with the lowest such energy (then fewer GPUs, then the
--- row_id); a candidate with a figure before one without. Energy a day is demand × that energy per output;
--- average power is that over 24 h; both times the GPU's boundary factors (low, central, high:
--- boundary_factor_ranges; a wider boundary multiplies the factors of those inside it). A GPU with no
--- configuration within the limit gives a row that says so, with the lowest latency measured there.
--- A task, model or GPU the index snapshot does not have, or a latency metric not of the task's family, is
--- an error naming it, not an empty answer. model := null plans every model of the task.
+-- per output there is the deployment's measured curve at that concurrency, as energy_at_concurrency
+-- interpolates it (never extrapolated: below the curve's lowest point there is no figure), held between
+-- the configuration's own full-load figure and every replica drawing its measured power (method says
+-- where a bound holds it). The plan on a GPU is the candidate with the lowest such energy (then fewer
+-- GPUs, then the row_id); a candidate with a figure before one without. Energy a day is demand × that
+-- energy per output; average power is that over 24 h; both times the GPU's boundary factors (low,
+-- central, high: boundary_factor_ranges; a wider boundary multiplies the factors of those inside it). A
+-- GPU with no configuration within the limit gives a row that says so, with the lowest latency measured
+-- there. A task, model or GPU the index snapshot does not have, or a latency metric not of the task's
+-- family, is an error naming it, not an empty answer. A null model plans every model of the task.
 create or replace macro fleet_plan(
     task_name, model, outputs_per_day, latency_metric_name, latency_limit,
     gpu_name := null, requests_per_second := null, carbon_intensity := null
@@ -34,9 +35,10 @@ asked as materialized (
         checked_index_name('GPU', gpu_name) as asked_gpu
 ),
 
--- The index snapshot's configurations of the model (every model: model null) on every GPU as configuration_points
--- has them, one point per configuration with its repeats' means, read in one pass with the throughput,
--- power and output length beside them (a test holds the points equal to configuration_points').
+-- The index snapshot's configurations of the model (every model: model null) on every GPU as
+-- configuration_points has them, one point per configuration with its repeats' means, read in one pass
+-- with the throughput, power and output length beside them (a test holds the points equal to
+-- configuration_points').
 points as (
     select
         family, task, model_id, slug, gpu, row_id, num_gpus, tensor_parallel, data_parallel, expert_parallel,
@@ -88,9 +90,11 @@ limited as (
 demand as (
     select
         p.model_id,
-        avg(p.avg_output_tokens) as mean_output_tokens,
+        -- in row_id order: a sum's last bit follows the order it adds in, and the same question gives the same bits
+        avg(p.avg_output_tokens order by p.row_id) as mean_output_tokens,
         coalesce(cast(outputs_per_day as double),
-                 cast(requests_per_second as double) * 86400 * avg(p.avg_output_tokens)) as units_per_day
+                 cast(requests_per_second as double) * 86400 * avg(p.avg_output_tokens order by p.row_id))
+            as units_per_day
     from points as p
     group by p.model_id
 ),
@@ -202,8 +206,10 @@ boundaries as (
     from (select distinct gpu from measured_gpus) as g
     cross join (values ('gpu_only', 1), ('server', 2), ('facility', 3)) as b(boundary, boundary_position)
     left join boundary_factor_ranges as r
-        on r.gpu = g.gpu and r.boundary in ('server', 'facility') and (
-            (r.boundary = 'server' and b.boundary_position >= 2) or (r.boundary = 'facility' and b.boundary_position = 3))
+        on r.gpu = g.gpu and (
+            (r.boundary = 'server' and b.boundary_position >= 2)
+            or (r.boundary = 'facility' and b.boundary_position = 3)
+        )
     group by all
 ),
 
