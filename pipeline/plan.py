@@ -49,7 +49,8 @@ NO_PLAN = {"no configuration within the limit": "no configuration within the lim
                                        "deployment; the curve gives no figure there"}
 LEVELS = ("low", "central", "high")
 DOCUMENT_COLUMNS = {"task", "model_id", "slug", "unit_label", "units_per_day", "requests_per_second",
-                    "mean_output_tokens", "latency_metric", "latency_limit", "carbon_intensity", "boundary_position"}
+                    "mean_output_tokens", "latency_metric", "latency_limit_ms", "latency_limit_s", "carbon_intensity",
+                    "boundary_position", "lowest_latency_ms", "lowest_latency_s"}
 QUERY = ("select * from fleet_plan($task, $model, $outputs_per_day, $metric, $limit, gpu_name := $gpu, "
          "requests_per_second := $requests_per_second, carbon_intensity := $carbon_intensity)")
 
@@ -157,7 +158,7 @@ def _document(rows: list[dict[str, Any]], snapshot: dict[str, Any], demand: str,
     for row in chosen:  # a GPU's first boundary, the narrowest asked, gives the bounds of a plan without a figure
         if row["plan_status"] != "planned":
             without.setdefault(row["gpu"], row)
-    unit_label = first["unit_label"]
+    unit_label, latency_unit = first["unit_label"], LATENCIES[first["latency_metric"]][1]
     return {
         "task": first["task"], "model_id": first["model_id"],
         "snapshot_id": snapshot["snapshot_id"], "commit": snapshot["commit"],
@@ -165,13 +166,14 @@ def _document(rows: list[dict[str, Any]], snapshot: dict[str, Any], demand: str,
         "demand": {"per_day": first["units_per_day"], "unit": DEMANDS[demand][1] + " a day",
                    "requests_per_second": first["requests_per_second"],
                    "mean_output_tokens": first["mean_output_tokens"] if demand == "requests_per_second" else None},
-        "latency_limit": {"metric": first["latency_metric"], "limit": first["latency_limit"],
-                          "unit": LATENCIES[first["latency_metric"]][1]},
+        "latency_limit": {"metric": first["latency_metric"], "limit": first[f"latency_limit_{latency_unit}"],
+                          "unit": latency_unit},
         "carbon_intensity_g_per_kwh": first["carbon_intensity"],
         "boundaries": list(boundaries),
         "method": METHOD,
         "plans": [_nested(row) for row in chosen if row["plan_status"] == "planned"],
-        "without_plan": [{"gpu": gpu, "reason": NO_PLAN[row["plan_status"]], "lowest_latency": row["lowest_latency"],
+        "without_plan": [{"gpu": gpu, "reason": NO_PLAN[row["plan_status"]],
+                          "lowest_latency": row[f"lowest_latency_{latency_unit}"],
                           **({} if row["replicas"] is None else {
                               "replicas": row["replicas"], "gpus": row["gpus"], "row_id": row["row_id"],
                               "kwh_per_day_bounds": {"full_load": row["full_load_kwh_per_day"],
@@ -221,7 +223,7 @@ def text_lines(result: dict[str, Any]) -> list[str]:
             lines.append(
                 f"    {plan['energy_rank']}. {plan['gpu']}: {_count(plan['replicas'], 'replica')} × "
                 f"{_count(plan['num_gpus'], 'GPU')} = {_count(plan['gpus'], 'GPU')} of {plan['row_id']} "
-                f"({limit['metric']} {plan['latency']:.4g} {limit['unit']}; each replica at "
+                f"({limit['metric']} {plan['latency_' + limit['unit']]:.4g} {limit['unit']}; each replica at "
                 f"{plan['load_fraction']:.1%} of its measured {_figure(plan['units_per_second'])} {output}/s)")
             lines.append(
                 f"       {_figure(kwh['central'])} kWh a day{_range(kwh)}, {_figure(kw['central'])} kW on average"

@@ -219,9 +219,12 @@ planned as (
         cast((select units_per_day from demand as d where d.model_id = g.model_id) as double) as units_per_day,
         cast(requests_per_second as double) as requests_per_second,
         (select mean_output_tokens from demand as d where d.model_id = g.model_id) as mean_output_tokens,
-        (select latency_metric from metric) as latency_metric,
-        cast(latency_limit as double) as latency_limit,
-        g.lowest_latency,
+        m.latency_metric,
+        -- one unit a column: milliseconds for the ITL metrics, seconds for batch latency
+        case when m.latency_metric <> 'batch_latency_s' then cast(latency_limit as double) end as latency_limit_ms,
+        case when m.latency_metric = 'batch_latency_s' then cast(latency_limit as double) end as latency_limit_s,
+        case when m.latency_metric <> 'batch_latency_s' then g.lowest_latency end as lowest_latency_ms,
+        case when m.latency_metric = 'batch_latency_s' then g.lowest_latency end as lowest_latency_s,
         case
             when c.row_id is null then 'no configuration within the limit'
             when c.wh_at_load is null then 'below the measured range'
@@ -229,7 +232,9 @@ planned as (
         end as plan_status,
         c.row_id, c.num_gpus, c.tensor_parallel, c.data_parallel, c.expert_parallel, c.ulysses_degree,
         c.ring_degree, c.precision, c.width, c.height, c.num_frames, c.fps, c.inference_steps, c.batch_limit,
-        c.latency, c.measured_concurrency, c.units_per_second, c.gpu_power_watts_total,
+        case when m.latency_metric <> 'batch_latency_s' then c.latency end as latency_ms,
+        case when m.latency_metric = 'batch_latency_s' then c.latency end as latency_s,
+        c.measured_concurrency, c.units_per_second, c.gpu_power_watts_total,
         c.replicas, c.replicas * c.num_gpus as gpus, c.load_fraction, c.replica_concurrency, c.method,
         c.lowest_measured,
         b.factor_low as boundary_factor_low, b.factor_central as boundary_factor_central,
@@ -245,6 +250,7 @@ planned as (
         b.factor_low, b.factor_central, b.factor_high
     from measured_gpus as g
     join boundaries as b using (gpu)
+    cross join metric as m
     left join chosen as c using (model_id, gpu)
 ),
 
