@@ -114,6 +114,11 @@ def plan(paths: Paths, task: str, model: str, demands: dict[str, str | None], la
                 if "unknown latency metric" in str(again):
                     raise _wrong_family(connection, task, metric) from None
                 raise
+        if not rows:  # known names, but the model was not measured for the task, or not on the GPU: say which
+            measured = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from unified_configurations "
+                                   "where in_index_snapshot", {})
+            resolve_question(measured, task, model, gpu)
+            raise PipelineError(f"no measured configuration of {model} for {task}")  # resolve_question refused it
     unit_label = rows[0]["unit_label"]
     if DEMANDS[demand][0] != unit_label:
         fitting = [option_name(name) for name, (label, _) in DEMANDS.items() if label == unit_label]

@@ -276,6 +276,11 @@ def test_bad_input_is_one_line_naming_the_option(arguments: list[str], message: 
      "unknown model 'Nobody/Nothing'"),
     (["--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--tokens-per-day", "1e9", "--p90-itl-ms", "50",
       "--gpu", "A100"], "unknown GPU 'A100'"),
+    (["--task", "sourcegraph-fim", "--model", "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "--tokens-per-day", "1e9",
+      "--p90-itl-ms", "50", "--gpu", "H100"],
+     "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8 was not measured on H100 for sourcegraph-fim; only on: B200"),
+    (["--task", "gpqa", "--model", "Qwen/Qwen3-VL-8B-Instruct", "--tokens-per-day", "1e9", "--p90-itl-ms", "50"],
+     "Qwen/Qwen3-VL-8B-Instruct was not measured for gpqa; it was for: image-chat"),
 ])
 def test_a_wrong_limit_or_name_is_one_line(arguments: list[str], message: str, newest_build: Paths, run_cli) -> None:
     result = run_cli("plan", "--out", newest_build.out, *arguments)
