@@ -29,12 +29,12 @@ interleaved, medians reported:
 
 At scale 1 it also times the light commands against the interpreter they run in: `python -c pass`,
 `python -c "import duckdb"`, `energy-index --version`, `energy-index sql "select 1"` and
-`energy-index estimate` on the no-op build, and their floor: a script that imports click and DuckDB,
+`energy-index estimate` and `energy-index plan` on the no-op build, and their floor: a script that imports click and DuckDB,
 opens the database read-only and runs `select 1`, the least any command on click that queries it costs.
 
 Targets, each a ratio to a reference measured in the same run, printed per scale with both figures and
 met or not (TARGETS below): at 1x the light commands (--version <= 2x `python -c pass`, sql <= 1.15x
-and estimate <= 1.3x the light commands' floor, a no-op make <= 5x `python -c pass`) and the full
+and estimate and plan <= 1.3x the light commands' floor, a no-op make <= 5x `python -c pass`) and the full
 refresh no slower than --before's; at 100x and above the full refresh within 1.4x the floor and the
 export within 4x the export writer; peak RSS at 1000x <= 3 GB.
 
@@ -153,6 +153,8 @@ LIGHT_COMMANDS = {
     "cli_sql_select_1": ["{cli}", "sql", "--out", "{out}", "select 1"],
     "cli_estimate": ["{cli}", "estimate", "--out", "{out}", "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B",
                      "--gpu", "H100", "--concurrency", "100"],
+    "cli_plan": ["{cli}", "plan", "--out", "{out}", "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B",
+                 "--tokens-per-day", "1e9", "--p90-itl-ms", "100"],
 }
 
 
@@ -308,6 +310,7 @@ TARGETS = (
     Target(1, "cli_sql_select_1", None, "floor_click_duckdb", 1.15,
            "`energy-index sql \"select 1\"` ≤ 1.15 × the light commands' floor"),
     Target(1, "cli_estimate", None, "floor_click_duckdb", 1.3, "`estimate` ≤ 1.3 × the light commands' floor"),
+    Target(1, "cli_plan", None, "floor_click_duckdb", 1.3, "`plan` ≤ 1.3 × the light commands' floor"),
     Target(1, "noop_refresh", None, "python_pass", 5.0, "no-op `make` ≤ 5 × `python -c pass`"),
     Target(1, "full_refresh", None, "before_refresh", 1.0, "1× full refresh no slower than before"),
     Target(100, "full_refresh", None, "floor", 1.4,
@@ -316,7 +319,8 @@ TARGETS = (
 )
 PEAK_RSS_MB_AT_1000X = 3000
 # (light command, the floor it cannot go below).
-FLOORS = (("cli_sql_select_1", "floor_click_duckdb"), ("cli_estimate", "floor_click_duckdb"))
+FLOORS = (("cli_sql_select_1", "floor_click_duckdb"), ("cli_estimate", "floor_click_duckdb"),
+          ("cli_plan", "floor_click_duckdb"))
 
 
 def targets(scale: int, measured: dict[str, Any], light: bool = False) -> dict[str, dict[str, Any]]:

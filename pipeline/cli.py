@@ -625,6 +625,57 @@ def _print_fit_estimate(result: dict, batch_limit: float, boundary: str) -> None
     print(f"  method: {result['method']}")
 
 
+@cli.command("plan", short_help="GPUs, kW and kWh a day to serve a daily volume of a model within a latency limit",
+             epilog=_examples(
+    "energy-index plan --task lm-arena-chat --model Qwen/Qwen3-8B --tokens-per-day 1e9 --p90-itl-ms 100",
+    "energy-index plan --task gpqa --model qwen3-8b --requests-per-second 20 --median-itl-ms 50 --gpu H100",
+    "energy-index plan --task text-to-image --model flux.1-dev --images-per-day 1e5 --batch-latency-s 30"))
+@OUT
+@click.option("--task", required=True, help="task, e.g. lm-arena-chat or text-to-image (any case, or a part naming "
+              "one task: arena)")
+@click.option("--model", required=True, help="model_id or its slug, e.g. Qwen/Qwen3-8B or qwen3-8b")
+@click.option("--tokens-per-day", metavar="N", help="demand: output tokens a day (token tasks)")
+@click.option("--requests-per-second", metavar="N", help="demand: requests a second, each of the model's measured mean "
+              "output length on the task (token tasks)")
+@click.option("--images-per-day", metavar="N", help="demand: images a day (text-to-image)")
+@click.option("--videos-per-day", metavar="N", help="demand: videos a day (text-to-video)")
+@click.option("--median-itl-ms", metavar="MS",
+              help="latency limit: median inter-token latency, inclusive (token tasks)")
+@click.option("--p90-itl-ms", metavar="MS", help="latency limit: p90 inter-token latency, inclusive (token tasks)")
+@click.option("--p99-itl-ms", metavar="MS", help="latency limit: p99 inter-token latency, inclusive (token tasks)")
+@click.option("--batch-latency-s", metavar="S", help="latency limit: batch latency, inclusive (diffusion tasks)")
+@click.option("--gpu", help="only this GPU (default: every GPU the model was measured on)")
+@click.option("--boundary", type=click.Choice(settings.BOUNDARIES), help="only this boundary: gpu_only (as "
+              "measured), server or facility (× the boundary factors; see docs/boundaries.md) (default: all three)")
+@click.option("--carbon-intensity", metavar="G", help="also give operational gCO2e a day for a grid of G gCO2e per "
+              "kWh (your input; embodied emissions not included)")
+@click.option("--format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text or json")
+@step("read")
+def plan_command(args: SimpleNamespace, paths: Paths) -> None:
+    """Plan a fleet: per GPU the model was measured on, the configuration, replicas, GPUs, average kW and kWh a
+    day (low, central, high from the boundary factors) that serve the demand within the latency limit, lowest
+    energy first, and which plan needs the fewest GPUs. Of the configurations whose latency metric (repeats'
+    mean) is within the limit, each is sized to replicas = ceil(demand ÷ (86,400 s × its measured throughput));
+    a replica then carries u = demand ÷ (replicas × 86,400 × throughput) of its throughput at u × its measured
+    concurrency (Little's law), where its energy per output is the deployment's measured curve as estimate
+    interpolates it, held between the configuration's full-load figure and its measured power; the plan is
+    the configuration with the lowest such energy. Power is kWh a day ÷ 24 h. The SQL table macro fleet_plan
+    gives the same rows (docs/planning.md)."""
+    from pipeline import plan
+
+    demands = {name: getattr(args, name) for name in plan.DEMANDS}
+    latencies = {name: getattr(args, name) for name in plan.LATENCIES}
+    result = plan.plan(_checked(paths), args.task, args.model, demands, latencies, args.gpu, args.boundary,
+                       args.carbon_intensity)
+    if args.format == "json":
+        import msgspec
+
+        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(result)) + b"\n")
+        return
+    print("\n".join(plan.text_lines(result)))
+
+
 @cli.command("compare", short_help="how many times the energy of one model another uses, per GPU and boundary",
              epilog=_examples(
     "energy-index compare --task lm-arena-chat qwen3-8b qwen3-14b"))

@@ -227,11 +227,12 @@ def deployment_label(row: dict[str, Any]) -> str:
     return ", ".join(f"{name} {row[name]}" for name in DEPLOYMENT_FIELDS if row.get(name) is not None)
 
 
-def resolve_question(measured: list[dict[str, Any]], task: str, model: str, gpu: str) -> tuple[str, str, str]:
+def resolve_question(measured: list[dict[str, Any]], task: str, model: str,
+                     gpu: str | None) -> tuple[str, str, str | None]:
     """The task, model_id and GPU the index snapshot measured (rows of task, model_id, slug and gpu) for
     loosely written ones: a task in any case or by whole hyphen-separated parts of one name ('fim'); a model
-    by its id or slug in any case; a GPU in any case. Unknown, ambiguous or unmeasured names are refused,
-    naming the nearest."""
+    by its id or slug in any case; a GPU in any case (None: none asked, none resolved). Unknown, ambiguous
+    or unmeasured names are refused, naming the nearest."""
     tasks = sorted({row["task"] for row in measured})
     wanted = task.casefold().split("-")
     task = _one("task", task, tasks, lambda name: name.casefold() == task.casefold(), lambda name: any(
@@ -255,10 +256,13 @@ def resolve_question(measured: list[dict[str, Any]], task: str, model: str, gpu:
 
     model = _one("model", model, sorted(slugs), lambda name: name == model, lambda name: model.casefold() in (
         name.casefold(), slugs[name].casefold(), name.rpartition("/")[2].casefold()), hint=nearest_models)
-    gpu = _one("GPU", gpu, sorted({row["gpu"] for row in measured}), lambda name: name == gpu,
-               lambda name: name.casefold() == gpu.casefold())
+    if gpu is not None:
+        gpu = _one("GPU", gpu, sorted({row["gpu"] for row in measured}), lambda name: name == gpu,
+                   lambda name: name.casefold() == gpu.casefold())
     if task not in tasks_of[model]:
         raise PipelineError(f"{model} was not measured for {task}; it was for: {', '.join(tasks_of[model])}")
+    if gpu is None:
+        return task, model, gpu
     gpus_of_model = sorted({row["gpu"] for row in measured if row["model_id"] == model and row["task"] == task})
     if gpu not in gpus_of_model:
         raise PipelineError(f"{model} was not measured on {gpu} for {task}; only on: {', '.join(gpus_of_model)}")

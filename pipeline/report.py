@@ -13,6 +13,7 @@ import csv
 import functools
 import html
 import io
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -196,6 +197,7 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
     }
     data = {name: [task.rounded(row) for row in fetch_dicts(connection, query, {"task": task.task})]
             for name, query in queries.items()}
+    data["fleet"] = fetch_dicts(connection, FLEET_QUERY, {"task": task.task}) if task.family == "token" else []
     data.update({name: [task.rounded(row) for row in rows]
                  for name, rows in gather_fits(connection, task.task, DEPLOYMENT).items()})
     data["model_frontier"] = [row for row in data["frontier"] if row["scope"] == "model"]
@@ -204,6 +206,54 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
     for row in data["latency_cost"]:
         row["tier"] = f"≤ {row['latency_limit']:g}"
     return data
+
+
+# The index page's "plan a fleet" table (token tasks): at each latency tier of the build and each of
+# FLEET_VOLUMES output tokens a day, the plan with the least energy a day over the task's models and GPUs at
+# the gpu_only boundary (the table macro fleet_plan; docs/planning.md).
+FLEET_VOLUMES = (1e8, 1e9, 1e10)
+_VOLUME_ROWS = ", ".join(f"({volume:.0f})" for volume in FLEET_VOLUMES)
+FLEET_QUERY = f"""
+    with tiers as (
+        select t.latency_metric, t.latency_limit_ms as latency_limit, v.per_day
+        from latency_tiers as t cross join (values {_VOLUME_ROWS}) as v(per_day)
+        where t.family = 'token'
+    )
+    select t.latency_metric, t.latency_limit, t.per_day, p.model_id, p.slug, p.gpu, p.row_id, p.replicas, p.gpus,
+           p.kwh_per_day_central, p.power_kw_central, p.method
+    from tiers as t, lateral fleet_plan($task, null, t.per_day, t.latency_metric, t.latency_limit) as p
+    where p.boundary = 'gpu_only' and p.plan_status = 'planned'
+    qualify row_number() over (partition by t.latency_metric, t.latency_limit, t.per_day
+                               order by p.kwh_per_day_central, p.gpus, p.model_id, p.gpu) = 1
+    order by t.latency_metric, t.latency_limit, t.per_day"""
+FLEET_TABLE_TEXT = (
+    "Plan a fleet: the least energy that serves 10⁸, 10⁹ or 10¹⁰ output tokens a day within each latency tier",
+    "Each cell: kWh a day at the gpu_only boundary of the plan with the least energy over the task's models and GPUs "
+    "(the table macro fleet_plan: replicas of the configuration within the tier, each at the load it carries on its "
+    "measured curve), and under it the model, the GPU and how many GPUs; empty: no plan within the tier. Per model "
+    "and GPU, with the server and facility boundaries: energy-index plan (docs/planning.md).")
+
+
+def _fleet_table(task: Task, rows: list[dict[str, Any]]) -> str:
+    """Latency tiers × FLEET_VOLUMES, each cell the least energy a day of a plan within the tier."""
+    if not rows:
+        return "<p>No plan within any tier.</p>"
+    cells: dict[tuple[str, float], dict[float, dict[str, Any]]] = {}
+    for row in rows:
+        cells.setdefault((row["latency_metric"], row["latency_limit"]), {})[row["per_day"]] = row
+    titles = {metric.latency_metric: metric.title for metric in task.metrics}
+    headers = ["latency limit"] + [f"10{str(round(math.log10(volume))).translate(SUPERSCRIPTS)} tokens a day: kWh a day"
+                                   for volume in FLEET_VOLUMES]
+    return _table("fleet-table", headers, [
+        [_cell(f"{titles[metric].rsplit(' (', 1)[0]} ≤ {limit:g} ms", sort=f"{metric} {limit:08.1f}")] + [
+            _cell(float(f"{plan['kwh_per_day_central']:.4g}"), hover=f"{plan['row_id']}, {plan['replicas']:,} "
+                  f"replica(s), {plan['power_kw_central']:.4g} kW on average ({plan['method']})",
+                  note=f"{plan['model_id']} on {plan['gpus']:,} {plan['gpu']}")
+            if (plan := by_volume.get(volume)) else _cell("", sort="") for volume in FLEET_VOLUMES]
+        for (metric, limit), by_volume in cells.items()])
+
+
+SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
 def _configuration(row_id: str | None) -> str | None:
@@ -383,6 +433,10 @@ def _section(task: Task, snapshot: dict[str, Any], rows: dict[str, list[dict[str
               _comparison_table(task, comparisons, bool(models))] if comparisons else [
         '<p class="answers">{}</p>'.format(text.no_comparison if models and task.family == "token"
                                            else _texts().model.no_comparison)]
+    if models and task.family == "token":  # the index page: plans over every model of the task
+        parts += [heading(*map(html.escape, FLEET_TABLE_TEXT),
+                          downloads.add(f"{task.task}-fleet", {"fleet": rows["fleet"]})),
+                  _fleet_table(task, rows["fleet"])]
     specs = {}
     for chart in task_charts(task, rows, models, text.charts, _texts().one_snapshot, styles):
         chart_id = f"{task.task}-{chart.name}"

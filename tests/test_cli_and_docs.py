@@ -16,8 +16,8 @@ DATABASE_REFERENCE = (PROJECT / "docs" / "querying.md").read_text(encoding="utf-
 
 
 def test_the_cli_lists_the_commands_it_has() -> None:
-    assert {"fetch", "ingest", "build", "export", "refresh", "history", "diff", "synth", "sql", "estimate"} <= set(
-        COMMANDS)
+    assert {"fetch", "ingest", "build", "export", "refresh", "history", "diff", "synth", "sql", "estimate",
+            "plan"} <= set(COMMANDS)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -126,6 +126,8 @@ print(sorted({name.split(".")[0] for name in sys.modules} & set(HEAVY)), file=sy
     # Its query's forked child imports DuckDB, not this process (pipeline/bounded_sql.py).
     (["sql", "select 1"], set()),
     (["estimate", "--task", "gpqa", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--concurrency", "100"], {"duckdb"}),
+    (["plan", "--task", "gpqa", "--model", "Qwen/Qwen3-8B", "--tokens-per-day", "1e9", "--p90-itl-ms", "100"],
+     {"duckdb"}),
     # The build's own arguments again: a refresh with nothing to do.
     (["refresh", "--source", str(NEWEST), "--as-of", SEED_AS_OF, "--retrieved", SEED_RETRIEVED], set()),
 ])
@@ -135,7 +137,7 @@ def test_a_command_imports_only_what_it_uses(argv: list[str], allowed: set[str],
 
     with not_while_written(newest_build):  # a refresh takes OUT's lock
         run = subprocess.run([sys.executable, "-c", IMPORTS.replace("HEAVY", repr(HEAVY)), *argv,
-                              *(["--out", str(newest_build.out)] if argv[0] in ("sql", "estimate", "refresh") else [])],
+                              *(["--out", str(newest_build.out)] if argv[0] in ("sql", "estimate", "plan", "refresh") else [])],
                              capture_output=True, text=True, timeout=120)
     assert run.stdout or "; nothing to do\n" in run.stderr, run.stderr
     assert set(eval(run.stderr.splitlines()[-1])) == allowed, run.stderr

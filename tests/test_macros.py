@@ -44,6 +44,10 @@ MACRO_CALLS = {
     "best_configurations_in, every snapshot": "select * from best_configurations_in(null)",
     "index_diff, one snapshot against itself": f"select * from index_diff('{NEWEST_ID}', '{NEWEST_ID}')",
     "energy_at_concurrency": "select * from energy_at_concurrency('gpqa', 'Qwen/Qwen3-8B', 'H100', 100)",
+    "fleet_plan, unknown model": "select * from fleet_plan('gpqa', 'Qwen/Qwen3-8', 1e9, 'p90_itl_ms', 100)",
+    "fleet_plan, unknown latency metric": "select * from fleet_plan('gpqa', 'Qwen/Qwen3-8B', 1e9, 'p90_itl', 100)",
+    "fleet_plan": "select * from fleet_plan('gpqa', 'Qwen/Qwen3-8B', 1e9, 'p90_itl_ms', 100)",
+    "fleet_plan, every model": "select * from fleet_plan('gpqa', null, 1e9, 'p90_itl_ms', 100, gpu_name := 'B200')",
 }
 
 
@@ -61,6 +65,11 @@ EXPECTED = {
     "best_configurations_in": {"rows": 113},
     "best_configurations_in, every snapshot": {"rows": 113},
     "index_diff, one snapshot against itself": {"rows": 0},
+    "fleet_plan, unknown model": {
+        "error": "Invalid Input Error: unknown model 'Qwen/Qwen3-8'; the nearest: Qwen/Qwen3-8B, Qwen/Qwen3-14B, Qwen/Qwen3-32B"},
+    "fleet_plan, unknown latency metric": {
+        "error": "Invalid Input Error: unknown latency metric 'p90_itl'; the nearest: p90_itl_ms, p99_itl_ms, median_itl_ms"},
+    "fleet_plan": {"rows": 6},  # two GPUs × three boundaries
 }
 
 
@@ -78,3 +87,4 @@ def test_every_macro_refuses_an_unknown_identifier_naming_the_nearest(version: s
     for name, expected in EXPECTED.items():
         assert outcome[name] == expected, (result["version"], name)
     assert outcome["energy_at_concurrency"]["rows"] >= 1
+    assert outcome["fleet_plan, every model"]["rows"] >= 3 * 10

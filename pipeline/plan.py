@@ -1,0 +1,259 @@
+"""energy-index plan: how many GPUs of each kind serve a daily volume of a model within a latency limit, and
+what they draw, from the table macro fleet_plan (sql/macros/fleet_plan.sql), which computes every figure;
+this module checks the options, names the data and formats the macro's rows."""
+
+import math
+from typing import Any
+
+import duckdb
+
+from pipeline.database import fetch_dicts
+from pipeline.errors import PipelineError
+from pipeline.paths import Paths
+from pipeline.query import TOKEN_UNIT_LABEL, resolve_question, session, snapshot_label
+from pipeline.settings import BOUNDARIES
+
+# A demand option -> the unit_label of the tasks it applies to, and what one output is called.
+DEMANDS = {
+    "tokens_per_day": (TOKEN_UNIT_LABEL, "output tokens"),
+    "requests_per_second": (TOKEN_UNIT_LABEL, "output tokens"),
+    "images_per_day": ("image", "images"),
+    "videos_per_day": ("video", "videos"),
+}
+# A latency option -> the family of the tasks it applies to and its unit.
+LATENCIES = {"median_itl_ms": ("token", "ms"), "p90_itl_ms": ("token", "ms"), "p99_itl_ms": ("token", "ms"),
+             "batch_latency_s": ("diffusion", "s")}
+# The largest demand read at all, refused before any query: beyond it the replica count could overflow its
+# integer (at the slowest configuration measured, 0.0006 videos a second), long past any fleet. Requests a
+# second count at up to LONGEST_OUTPUT output tokens each against it.
+MAX_UNITS_PER_DAY = 1e18
+LONGEST_OUTPUT = 1e5
+# The most GPUs a plan may need: ten times the largest AI clusters announced (about a million GPUs). A
+# volume whose every plan needs more is a slip of the exponent, not a fleet.
+MAX_FLEET_GPUS = 10_000_000
+
+METHOD = (
+    "Per GPU, among the measured configurations whose latency metric (the mean of their repeats) is at most the "
+    "limit: replicas = ceil(demand ÷ (86,400 s × the configuration's measured throughput)), GPUs = replicas × the "
+    "configuration's GPUs; each replica carries load fraction u = demand ÷ (replicas × 86,400 × throughput) at "
+    "concurrency u × its measured concurrency (Little's law at the measured time per request: requests finish "
+    "sooner at a lower load, so the concurrency is if anything lower and the energy higher). Energy per output "
+    "there: the deployment's measured curve, interpolated as energy_at_concurrency does (linear in log "
+    "concurrency, never extrapolated), held between the configuration's own full-load figure and every replica "
+    "drawing its measured power. The plan is the configuration with the lowest such energy (then fewer GPUs). "
+    "kWh a day = demand × that energy; power = kWh a day ÷ 24 h; low, central and high from the GPU's boundary "
+    "factors (no repeat spread). The SQL table macro fleet_plan gives the same rows."
+)
+NO_PLAN = {"no configuration within the limit": "no configuration within the limit",
+           "below the measured range": "each replica's load is below the lowest concurrency measured for the "
+                                       "deployment; the curve gives no figure there"}
+LEVELS = ("low", "central", "high")
+DOCUMENT_COLUMNS = {"task", "model_id", "slug", "unit_label", "units_per_day", "requests_per_second",
+                    "mean_output_tokens", "latency_metric", "latency_limit_ms", "latency_limit_s", "carbon_intensity",
+                    "boundary_position", "lowest_latency_ms", "lowest_latency_s"}
+QUERY = ("select * from fleet_plan($task, $model, $outputs_per_day, $metric, $limit, gpu_name := $gpu, "
+         "requests_per_second := $requests_per_second, carbon_intensity := $carbon_intensity)")
+
+
+def option_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def checked_number(name: str, text: str) -> float:
+    """An option's value as a positive finite number, or a one-line error naming the option."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise PipelineError(f"{option_name(name)} {text!r}: not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise PipelineError(f"{option_name(name)} {text!r}: must be a positive finite number")
+    return value
+
+
+def _one_given(kind: str, given: dict[str, str | None]) -> tuple[str, str]:
+    named = [(name, text) for name, text in given.items() if text is not None]
+    if len(named) != 1:
+        choices = ", ".join(option_name(name) for name in given)
+        raise PipelineError(f"give one {kind}: one of {choices}" + (
+            f"; got {', '.join(option_name(name) for name, _ in named)}" if named else ""))
+    return named[0]
+
+
+def plan(paths: Paths, task: str, model: str, demands: dict[str, str | None], latencies: dict[str, str | None],
+         gpu: str | None = None, boundary: str | None = None, carbon_intensity: str | None = None) -> dict[str, Any]:
+    """The fleet_plan macro's rows for one question as one document naming the snapshot and upstream commit:
+    `demands` and `latencies` map each option (DEMANDS, LATENCIES) to its text, exactly one of each given;
+    `boundary` None for all three. Bad numbers, a demand or latency of another task family, and a volume no
+    fleet serves are refused naming the option; task, model and GPU may be written loosely."""
+    demand, demand_text = _one_given("demand", demands)
+    metric, limit_text = _one_given("latency limit", latencies)
+    volume, limit = checked_number(demand, demand_text), checked_number(metric, limit_text)
+    intensity = None if carbon_intensity is None else checked_number("carbon_intensity", carbon_intensity)
+    if volume * (86400 * LONGEST_OUTPUT if demand == "requests_per_second" else 1) > MAX_UNITS_PER_DAY:
+        raise PipelineError(f"{option_name(demand)} {demand_text}: beyond any sensible fleet")
+    asked = {"task": task, "model": model, "gpu": gpu, "metric": metric, "limit": limit,
+             "outputs_per_day": None if demand == "requests_per_second" else volume,
+             "requests_per_second": volume if demand == "requests_per_second" else None,
+             "carbon_intensity": intensity}
+    with session(paths) as (connection, _):
+        (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
+                                  " join index_snapshot using (snapshot_id)", {})
+        try:
+            rows = fetch_dicts(connection, QUERY, asked)
+        except duckdb.InvalidInputException as error:
+            if "unknown latency metric" in str(error):
+                raise _wrong_family(connection, task, metric) from None
+            # Loosely written names: resolved against what the index snapshot measured, then asked again.
+            measured = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from unified_configurations "
+                                   "where in_index_snapshot", {})
+            task, model, gpu = resolve_question(measured, task, model, gpu)
+            asked |= {"task": task, "model": model, "gpu": gpu}
+            try:
+                rows = fetch_dicts(connection, QUERY, asked)
+            except duckdb.InvalidInputException as again:
+                if "unknown latency metric" in str(again):
+                    raise _wrong_family(connection, task, metric) from None
+                raise
+        if not rows:  # known names, but the model was not measured for the task, or not on the GPU: say which
+            measured = fetch_dicts(connection, "select distinct task, model_id, slug, gpu from unified_configurations "
+                                   "where in_index_snapshot", {})
+            resolve_question(measured, task, model, gpu)
+            raise PipelineError(f"no measured configuration of {model} for {task}")  # resolve_question refused it
+    unit_label = rows[0]["unit_label"]
+    if DEMANDS[demand][0] != unit_label:
+        fitting = [option_name(name) for name, (label, _) in DEMANDS.items() if label == unit_label]
+        raise PipelineError(f"{option_name(demand)} does not apply to {rows[0]['task']}, whose outputs are counted "
+                            f"in {unit_label}s; give {' or '.join(fitting)}")
+    planned = [row for row in rows if row["replicas"] is not None]
+    if planned and min(row["gpus"] for row in planned) > MAX_FLEET_GPUS:
+        raise PipelineError(f"{option_name(demand)} {demand_text}: beyond any sensible fleet (the smallest plan "
+                            f"needs {min(row['gpus'] for row in planned):,} GPUs, more than {MAX_FLEET_GPUS:,})")
+    return _document(rows, snapshot, demand, boundary)
+
+
+def _wrong_family(connection: Any, task: str, metric: str) -> PipelineError:
+    (family,) = connection.execute("select any_value(family) from unified_configurations where task = ?",
+                                   [task]).fetchone() or (None,)
+    fitting = [option_name(name) for name, (kind, _) in LATENCIES.items() if kind == family]
+    return PipelineError(f"{option_name(metric)} does not apply to {task}; give {' or '.join(fitting)}")
+
+
+def _nested(row: dict[str, Any]) -> dict[str, Any]:
+    """A macro row as a plan: the columns the document holds once left out, each X_low, X_central, X_high
+    as X: {low, central, high} (absent where all are null: no carbon intensity given)."""
+    plan = {}
+    for key, value in row.items():
+        base, _, level = key.rpartition("_")
+        if key in DOCUMENT_COLUMNS or key == "plan_status":
+            continue
+        if level in LEVELS:
+            if any(row[f"{base}_{other}"] is not None for other in LEVELS):
+                plan.setdefault(base, {})[level] = value
+            continue
+        plan[key] = value
+    return plan
+
+
+def _document(rows: list[dict[str, Any]], snapshot: dict[str, Any], demand: str,
+              boundary: str | None) -> dict[str, Any]:
+    first = rows[0]
+    boundaries = BOUNDARIES if boundary is None else (boundary,)
+    chosen = [row for row in rows if row["boundary"] in boundaries]
+    without: dict[str, dict[str, Any]] = {}
+    for row in chosen:  # a GPU's first boundary, the narrowest asked, gives the bounds of a plan without a figure
+        if row["plan_status"] != "planned":
+            without.setdefault(row["gpu"], row)
+    unit_label, latency_unit = first["unit_label"], LATENCIES[first["latency_metric"]][1]
+    return {
+        "task": first["task"], "model_id": first["model_id"],
+        "snapshot_id": snapshot["snapshot_id"], "commit": snapshot["commit"],
+        "unit": f"Wh per {unit_label}",
+        "demand": {"per_day": first["units_per_day"], "unit": DEMANDS[demand][1] + " a day",
+                   "requests_per_second": first["requests_per_second"],
+                   "mean_output_tokens": first["mean_output_tokens"] if demand == "requests_per_second" else None},
+        "latency_limit": {"metric": first["latency_metric"], "limit": first[f"latency_limit_{latency_unit}"],
+                          "unit": latency_unit},
+        "carbon_intensity_g_per_kwh": first["carbon_intensity"],
+        "boundaries": list(boundaries),
+        "method": METHOD,
+        "plans": [_nested(row) for row in chosen if row["plan_status"] == "planned"],
+        "without_plan": [{"gpu": gpu, "reason": NO_PLAN[row["plan_status"]],
+                          "lowest_latency": row[f"lowest_latency_{latency_unit}"],
+                          **({} if row["replicas"] is None else {
+                              "replicas": row["replicas"], "gpus": row["gpus"], "row_id": row["row_id"],
+                              "kwh_per_day_bounds": {"full_load": row["full_load_kwh_per_day"],
+                                                     "measured_power": row["measured_power_kwh_per_day"],
+                                                     "boundary": row["boundary"]}})}
+                         for gpu, row in without.items()],
+    }
+
+
+def _figure(value: float) -> str:
+    """A figure to four significant digits, thousands separated, never in exponent form below 10^15."""
+    return f"{value:,.0f}" if value >= 1e4 else f"{value:.4g}"
+
+
+def _range(figures: dict[str, float]) -> str:
+    """' (range low to high)' from the boundary factors; nothing where they give none (gpu_only)."""
+    low, high = _figure(figures["low"]), _figure(figures["high"])
+    return "" if low == high else f" (range {low} to {high})"
+
+
+def _count(value: float, word: str) -> str:
+    """'1 GPU', '12 GPUs': a whole count and its noun."""
+    return f"{value:,.0f} {word}{'' if value == 1 else 's'}"
+
+
+def text_lines(result: dict[str, Any]) -> list[str]:
+    """A plan document as text lines: per boundary, each GPU's plan, lowest energy first, and which needs the
+    fewest GPUs; then the GPUs without a plan and why; the data and the method."""
+    demand, limit = result["demand"], result["latency_limit"]
+    per_second = (f" ({demand['requests_per_second']:g} requests a second × {demand['mean_output_tokens']:,.1f} "
+                  "measured mean output tokens × 86,400 s)" if demand["requests_per_second"] else "")
+    lines = [f"{result['model_id']}, {result['task']}: {_figure(demand['per_day'])} {demand['unit']}{per_second}, "
+             f"{limit['metric']} ≤ {limit['limit']:g} {limit['unit']}:"]
+    unit = result["unit"].removeprefix("Wh per ")
+    output = {"output tokens a day": "tokens", "images a day": "images", "videos a day": "videos"}[demand["unit"]]
+    for boundary in result["boundaries"]:
+        plans = [plan for plan in result["plans"] if plan["boundary"] == boundary]
+        if not plans:
+            continue
+        factors = plans[0]["boundary_factor"]
+        lines.append(f"  {boundary} boundary" + (" (as measured):" if boundary == "gpu_only" else
+                     f" (GPU energy × {factors['central']:.3g}, range {factors['low']:.3g} to {factors['high']:.3g}; "
+                     "assumed factors from the cited sources in boundary_factors, not measured):"))
+        for plan in plans:
+            kwh, kw = plan["kwh_per_day"], plan["power_kw"]
+            carbon = plan.get("gco2e_per_day")
+            lines.append(
+                f"    {plan['energy_rank']}. {plan['gpu']}: {_count(plan['replicas'], 'replica')} × "
+                f"{_count(plan['num_gpus'], 'GPU')} = {_count(plan['gpus'], 'GPU')} of {plan['row_id']} "
+                f"({limit['metric']} {plan['latency_' + limit['unit']]:.4g} {limit['unit']}; each replica at "
+                f"{plan['load_fraction']:.1%} of its measured {_figure(plan['units_per_second'])} {output}/s)")
+            lines.append(
+                f"       {_figure(kwh['central'])} kWh a day{_range(kwh)}, {_figure(kw['central'])} kW on average"
+                f"{_range(kw)}, "
+                f"{plan['wh_per_unit']:.4g} Wh per {unit} at that load ({plan['method']})"
+                + ("" if carbon is None else f"; {_figure(carbon['central'] / 1000)} kg CO2e a day"
+                   f"{_range({level: carbon[level] / 1000 for level in LEVELS})}"))
+        fewest = next(plan for plan in plans if plan["is_fewest_gpus"])
+        lines.append("    fewest GPUs: " + (f"the lowest-energy plan ({_count(fewest['gpus'], 'GPU')})"
+                                             if fewest is plans[0] else
+                     f"{fewest['gpu']}, {_count(fewest['gpus'], 'GPU')}, {_figure(fewest['kwh_per_day']['central'])} "
+                     "kWh a day"))
+    for row in result["without_plan"]:
+        bounds = row.get("kwh_per_day_bounds")
+        lowest = f" (the lowest {limit['metric']} measured there: {row['lowest_latency']:.4g} {limit['unit']})"
+        lines.append(f"  no plan on {row['gpu']}: {row['reason']}" + (lowest if bounds is None else
+                     f"; {_count(row['replicas'], 'replica')}, {_count(row['gpus'], 'GPU')} of {row['row_id']} "
+                     f"would use between {_figure(bounds['full_load'])} and {_figure(bounds['measured_power'])} kWh "
+                     "a day at the "
+                     f"{bounds['boundary']} boundary"))
+    if not result["plans"]:
+        lines.append("  no GPU has a plan within the limit")
+    if result["carbon_intensity_g_per_kwh"] is not None:
+        lines.append(f"  carbon: {result['carbon_intensity_g_per_kwh']:g} gCO2e per kWh (your grid intensity); "
+                     "embodied emissions are not included")
+    lines.append(f"  data: {snapshot_label(result)}")
+    lines.append(f"  method: {result['method']}")
+    return lines
