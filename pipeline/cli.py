@@ -627,9 +627,11 @@ def _print_fit_estimate(result: dict, batch_limit: float, boundary: str) -> None
 
 @cli.command("plan", short_help="GPUs, kW and kWh a day to serve a daily volume of a model within a latency limit",
              epilog=_examples(
-    "energy-index plan --task lm-arena-chat --model Qwen/Qwen3-8B --tokens-per-day 1e9 --p90-itl-ms 100",
-    "energy-index plan --task gpqa --model qwen3-8b --requests-per-second 20 --median-itl-ms 50 --gpu H100",
-    "energy-index plan --task text-to-image --model flux.1-dev --images-per-day 1e5 --batch-latency-s 30"))
+    "energy-index plan --task lm-arena-chat --model qwen3-8b --tokens-per-day 1e9 --p90-itl-ms 100",
+    "energy-index plan --task gpqa --model qwen3-8b --requests-per-second 20 --median-itl-ms 50",
+    "energy-index plan --task gpqa --model qwen3-8b --tokens-per-day 1e8 --p99-itl-ms 50 --gpu H100",
+    "energy-index plan --task text-to-image --model flux.1-dev --images-per-day 1e5 \\\n"
+    "      --batch-latency-s 30"))
 @OUT
 @click.option("--task", required=True, help="task, e.g. lm-arena-chat or text-to-image (any case, or a part naming "
               "one task: arena)")
