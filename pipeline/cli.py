@@ -94,6 +94,17 @@ def parameter(text: str) -> tuple[str, Any]:
     return name, value
 
 
+def non_negative_number(text: str) -> float:
+    """A finite number of 0 or more (a grid of 0 gCO2e per kWh is a real answer: all-renewable supply)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"must be a number of 0 or more, got {text!r}")
+    return value
+
+
 POSITIVE_INTEGER = click.IntRange(min=1)
 
 
@@ -520,9 +531,9 @@ def _is_inside(path: Path, folder: Path) -> bool:
               "factor) or facility (× the server and facility factors); see docs/boundaries.md")
 @click.option("--output-tokens", type=POSITIVE_INTEGER, metavar="N",
               help="token tasks: also give Wh per response of N output tokens")
-@click.option("--carbon-intensity", type=positive_number, metavar="G",
-              help="also print operational carbon per unit for a grid of G gCO2e per kWh (your input; "
-              "embodied emissions not included)")
+@click.option("--carbon-intensity", type=non_negative_number, metavar="G",
+              help="also print operational carbon per unit, per response and per 1,000 responses for a grid of G "
+              "gCO2e per kWh (your input, 0 or more; embodied emissions not included)")
 @click.option("--format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text or json")
 @step("read")
@@ -554,9 +565,10 @@ def estimate_command(args: SimpleNamespace, paths: Paths) -> None:
     else:
         _print_interpolation_estimate(result, args.concurrency, args.boundary, boundary)
     if args.carbon_intensity is not None:
-        from pipeline.carbon import carbon_sentence
+        from pipeline.carbon import carbon_lines
 
-        print(f"  {carbon_sentence(result['operational_carbon'], args.carbon_intensity)}")
+        for line in carbon_lines(result["operational_carbon"], args.carbon_intensity):
+            print(f"  {line}")
 
 
 def _print_interpolation_estimate(result: dict, concurrency: float, boundary_name: str, boundary: str) -> None:
