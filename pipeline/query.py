@@ -296,10 +296,15 @@ def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None
         tasks = sorted({row["task"] for row in indexed})
         task = _one("task", task, tasks, lambda name: name == task, lambda name: name.casefold() == task.casefold())
         in_task = [row for row in indexed if row["task"] == task]
-        slugs = {row["model_id"]: row["slug"] for row in in_task}
+        # Any task's model is known, so that one indexed only for other tasks is refused naming them.
+        slugs = {row["model_id"]: row["slug"] for row in indexed}
         names = [_one("model", model, sorted(slugs), lambda name, m=model: name == m,
                       lambda name, m=model: m.casefold() in (name.casefold(), slugs[name].casefold()))
                  for model in (model_a, model_b)]
+        for name in names:
+            if not any(row["model_id"] == name for row in in_task):
+                elsewhere = sorted({row["task"] for row in indexed if row["model_id"] == name})
+                raise PipelineError(f"{name} is not in the {task} index; it is in: {', '.join(elsewhere)}")
         if names[0] == names[1]:
             raise PipelineError(f"compare: give two different models, not {names[0]} twice")
         if gpu is not None:
