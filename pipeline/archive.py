@@ -6,7 +6,6 @@ change; content that differs from what was published under the same id is refuse
 Fetching (pipeline/fetch.py for a local folder, pipeline/upstream.py for a URL) stores through
 `store`; ingest and the refresh read the archive through the functions here."""
 
-import contextlib
 import functools
 import os
 import re
@@ -90,12 +89,26 @@ def content_digest(upstream: Mapping[str, str], files: list[FileEntry]) -> str:
     return data_sha256(jsontext.dumps({"upstream": upstream, "files": files}, indent=None, sort_keys=True))
 
 
+def time_problem(text: str) -> str | None:
+    """What keeps `text` from being a commit time, an ISO 8601 time (a date, T, a time of day) with its
+    zone; None when nothing does. Without a zone the instant is unknown, and the snapshots table's
+    timestamp with time zone could not hold it."""
+    try:
+        moment = datetime.fromisoformat(text) if re.match(r"^\d{4}-\d{2}-\d{2}T", text) else None
+    except ValueError:
+        moment = None
+    if moment is None:
+        return "is not an ISO 8601 time, e.g. 2026-02-16T09:48:29Z"
+    if moment.tzinfo is None:
+        return "has no time zone; add Z (UTC) or the offset, e.g. 2026-02-16T09:48:29Z or 2026-02-16T04:48:29-05:00"
+    return None
+
+
 def checked_time(text: str, what: str) -> str:
-    """`text` if it is an ISO 8601 time (a date, T, a time of day); else an error naming `what`."""
-    with contextlib.suppress(ValueError):
-        if re.match(r"^\d{4}-\d{2}-\d{2}T", text) and commit_moment(text):
-            return text
-    raise PipelineError(f"{what} {text!r} is not an ISO 8601 time")
+    """`text` if it is a commit time with its zone (time_problem); else an error naming `what`."""
+    if (problem := time_problem(text)) is not None:
+        raise PipelineError(f"{what} {text!r} {problem}")
+    return text
 
 
 def commit_moment(commit_time: str) -> datetime:

@@ -47,10 +47,11 @@ def calendar_date(text: str) -> str:
 
 
 def iso_time(text: str) -> str:
-    try:
-        datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{text!r} is not an ISO 8601 time, e.g. 2026-02-16T09:48:29Z") from None
+    """An ISO 8601 time with its zone (pipeline.archive.time_problem), checked before any work."""
+    from pipeline.archive import time_problem
+
+    if (problem := time_problem(text)) is not None:
+        raise ValueError(f"{text!r} {problem}")
     return text
 
 

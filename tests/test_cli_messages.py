@@ -24,6 +24,19 @@ def test_dates_are_checked_before_any_work_and_named_as_given(tmp_path: Path, da
     assert through_make.returncode == 2 and "is not a calendar date" in through_make.stderr
 
 
+@pytest.mark.parametrize("moment", ["2026-03-01T12:00:00", "2026-03-01T12:00"])
+def test_a_commit_time_without_a_zone_is_one_line_before_any_work(tmp_path: Path, moment: str) -> None:
+    out = tmp_path / "out"
+    result = cli("refresh", "--source", NEWEST, "--out", out, "--commit-time", moment)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"energy-index: error: Invalid value for '--commit-time': '{moment}' has no time zone; add Z (UTC) or the "
+        "offset, e.g. 2026-02-16T09:48:29Z or 2026-02-16T04:48:29-05:00 Try 'energy-index refresh --help' for help."]
+    through_make = make(f"SOURCE={NEWEST}", f"OUT={out}", f"COMMIT_TIME={moment}")
+    assert through_make.returncode == 2 and "has no time zone" in through_make.stderr
+    assert "Traceback" not in through_make.stderr and not out.exists()
+
+
 def test_every_dead_end_names_what_a_newcomer_runs(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     for command in (["export"], ["build"], ["ingest"], ["diff", "a", "b"], ["snapshots"], ["report"]):
