@@ -20,7 +20,7 @@ from typing import Any, TypedDict
 import msgspec
 
 from pipeline import jsontext
-from pipeline.errors import NEXT_STEP, PipelineError, command_name, out_option
+from pipeline.errors import NEXT_STEP, PipelineError, command_name, out_option, shown
 from pipeline.files import read_typed, replace_directory, write_bytes_atomic, write_json_atomic
 from pipeline.fingerprint import data_sha256, file_sha256
 from pipeline.paths import Paths
@@ -137,7 +137,7 @@ def snapshot_id_of(upstream: Mapping[str, str], files: list[FileEntry]) -> str:
 
 def check_snapshot_id(snapshot_id: str) -> str:
     if not dictionary_pattern("snapshots", "snapshot_id").match(snapshot_id):
-        raise PipelineError(f"snapshot id {snapshot_id!r} is not a snapshot id (letters, digits, '.', '_', '-')")
+        raise PipelineError(f"snapshot id {shown(snapshot_id, quoted=True)} is not a snapshot id (letters, digits, '.', '_', '-')")
     return snapshot_id
 
 
@@ -265,9 +265,9 @@ def held_already(paths: Paths, snapshot_id: str, upstream: dict[str, str], files
         before, now = ({entry["path"]: entry for entry in listed} for listed in (previous["files"], files))
         differing = [COMMIT_FACTS] if previous["upstream"] != upstream else []
         differing += sorted(path for path in before.keys() | now.keys() if before.get(path) != now.get(path))
-        shown = ", ".join(differing[:10]) + (f" and {len(differing) - 10} more" if len(differing) > 10 else "")
+        named = ", ".join(differing[:10]) + (f" and {len(differing) - 10} more" if len(differing) > 10 else "")
         raise PipelineError(
-            f"these files differ from snapshot {snapshot_id} as it was published: {shown}. A published snapshot "
+            f"these files differ from snapshot {snapshot_id} as it was published: {named}. A published snapshot "
             f"never changes: to ingest changed data, give it its own identity (remove or edit {COMMIT_FACTS})")
     return False
 

@@ -20,7 +20,7 @@ import click
 
 from pipeline import __version__, settings
 from pipeline.errors import (NEXT_STEP, PROG, PipelineError, command_name, nearest, next_step, out_option,
-                             snapshot_id_for)
+                             shown, snapshot_id_for)
 from pipeline.paths import Paths
 from pipeline.progress import say, seconds_since, set_quiet
 
@@ -58,19 +58,24 @@ def iso_time(text: str) -> str:
 def source(text: str) -> str:
     """A URL, or a local folder that exists, with the nearest folders beside a missing one."""
     folder = Path(text)
-    if "://" in text or folder.exists():
-        return text
+    try:
+        if "://" in text or folder.exists():
+            return text
+    except OSError:  # a name longer than the file system allows (ENAMETOOLONG): no such folder either
+        pass
     try:
         close = nearest(folder.name, [c.name for c in folder.parent.iterdir() if c.is_dir()]) if folder.name else []
     except OSError:
         close = []
     hint = f"; did you mean {' or '.join(repr(str(folder.parent / name)) for name in close)}?" if close else ""
-    raise ValueError(f"{text!r}: no such folder{hint} (SOURCE must be a local public/data folder or a URL)")
+    raise ValueError(f"{shown(text, quoted=True)}: no such folder{hint} (SOURCE must be a local public/data folder or "
+                     "a URL)")
 
 
 def commit_hash(text: str) -> str:
     if not settings.COMMIT_PATTERN.match(text):
-        raise ValueError(f"{text!r} is not a commit hash (7 to 40 lower-case hex digits, e.g. 7885788)")
+        raise ValueError(f"{shown(text, quoted=True)} is not a commit hash (7 to 40 lower-case hex digits, e.g. "
+                         "7885788)")
     return text
 
 
@@ -302,8 +307,11 @@ def ingest_command(args: SimpleNamespace, paths: Paths) -> None:
     written unless all tables pass."""
     from pipeline.refresh import run_ingest
 
-    fetched = [folder.name for folder in paths.raw_dir.iterdir()] if paths.raw_dir.is_dir() else []
-    run_ingest(paths, args.snapshot and snapshot_id_for(args.snapshot, fetched))
+    from pipeline.archive import held_snapshot_ids
+
+    fetched = {folder.name: None for folder in paths.raw_dir.iterdir()} if paths.raw_dir.is_dir() else {}
+    commits = fetched | {snapshot_id: commit for commit, snapshot_id in held_snapshot_ids(paths).items()}
+    run_ingest(paths, args.snapshot and snapshot_id_for(args.snapshot, commits))
 
 
 @cli.command("build", short_help="build OUT/energy_index.duckdb from the Parquet tables and sql/ views",
