@@ -263,10 +263,16 @@ def snapshot_sources(sources: list[str]) -> list[str]:
     for given in sources:
         folder = Path(given)
         if "://" not in given and folder.is_dir() and not (folder / "index.json").exists():
-            children = sorted(str(child) for child in folder.iterdir() if (child / "index.json").is_file())
-            if not children:
+            children = sorted(child for child in folder.iterdir() if child.is_dir() and not child.name.startswith("."))
+            snapshots = [str(child) for child in children if (child / "index.json").is_file()]
+            if not snapshots:
                 raise PipelineError(f"{given}: neither a snapshot (no index.json) nor a folder of snapshots")
-            expanded.extend(children)
+            # A snapshot folder that has lost its index.json is not passed over: the history would lack it.
+            if lacking := [child.name for child in children if str(child) not in snapshots]:
+                raise PipelineError(f"{given}: snapshot folder(s) {', '.join(lacking)} have no index.json, though "
+                                    f"the other {len(snapshots)} folder(s) there are snapshots; restore it, or name "
+                                    "the snapshots to ingest one by one")
+            expanded.extend(snapshots)
         else:
             expanded.append(given)
     return expanded
