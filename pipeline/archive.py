@@ -24,6 +24,7 @@ from pipeline.errors import NEXT_STEP, PipelineError, command_name, out_option, 
 from pipeline.files import read_typed, replace_directory, write_bytes_atomic, write_json_atomic
 from pipeline.fingerprint import data_sha256, file_sha256
 from pipeline.paths import Paths
+from pipeline.settings import time_problem
 
 MANIFEST = "manifest.json"
 # Written beside the shared snapshots (not by the upstream): the facts of the commit a folder holds.
@@ -87,21 +88,6 @@ def content_digest(upstream: Mapping[str, str], files: list[FileEntry]) -> str:
     """sha256 of the upstream facts and files as json.dumps(sort_keys=True) writes them (non-ASCII as
     \\u escapes): the form the ids of snapshots without a commit have always been made from."""
     return data_sha256(jsontext.dumps({"upstream": upstream, "files": files}, indent=None, sort_keys=True))
-
-
-def time_problem(text: str) -> str | None:
-    """What keeps `text` from being a commit time, an ISO 8601 time (a date, T, a time of day) with its
-    zone; None when nothing does. Without a zone the instant is unknown, and the snapshots table's
-    timestamp with time zone could not hold it."""
-    try:
-        moment = datetime.fromisoformat(text) if re.match(r"^\d{4}-\d{2}-\d{2}T", text) else None
-    except ValueError:
-        moment = None
-    if moment is None:
-        return "is not an ISO 8601 time, e.g. 2026-02-16T09:48:29Z"
-    if moment.tzinfo is None:
-        return "has no time zone; add Z (UTC) or the offset, e.g. 2026-02-16T09:48:29Z or 2026-02-16T04:48:29-05:00"
-    return None
 
 
 def checked_time(text: str, what: str) -> str:

@@ -20,7 +20,7 @@ import click
 
 from pipeline import __version__, settings
 from pipeline.errors import (NEXT_STEP, PROG, PipelineError, command_name, nearest, next_step, out_option,
-                             shown, snapshot_id_for)
+                             shown)
 from pipeline.paths import Paths
 from pipeline.progress import say, seconds_since, set_quiet
 
@@ -47,10 +47,8 @@ def calendar_date(text: str) -> str:
 
 
 def iso_time(text: str) -> str:
-    """An ISO 8601 time with its zone (pipeline.archive.time_problem), checked before any work."""
-    from pipeline.archive import time_problem
-
-    if (problem := time_problem(text)) is not None:
+    """An ISO 8601 time with its zone (settings.time_problem), checked before any work."""
+    if (problem := settings.time_problem(text)) is not None:
         raise ValueError(f"{text!r} {problem}")
     return text
 
@@ -307,11 +305,7 @@ def ingest_command(args: SimpleNamespace, paths: Paths) -> None:
     written unless all tables pass."""
     from pipeline.refresh import run_ingest
 
-    from pipeline.archive import held_snapshot_ids
-
-    fetched = {folder.name: None for folder in paths.raw_dir.iterdir()} if paths.raw_dir.is_dir() else {}
-    commits = fetched | {snapshot_id: commit for commit, snapshot_id in held_snapshot_ids(paths).items()}
-    run_ingest(paths, args.snapshot and snapshot_id_for(args.snapshot, commits))
+    run_ingest(paths, args.snapshot)
 
 
 @cli.command("build", short_help="build OUT/energy_index.duckdb from the Parquet tables and sql/ views",

@@ -91,11 +91,17 @@ def run_fetch(options: Options, paths: Paths, source: str | None = None, full_ch
 
 
 def run_ingest(paths: Paths, snapshot_id: str | None) -> None:
-    """Ingest `snapshot_id` (None: the one the last fetch delivered) into the generation `paths` writes."""
-    from pipeline.archive import latest_snapshot_id
+    """Ingest `snapshot_id` (or a bare commit hash of it; None: the one the last fetch delivered) into the
+    generation `paths` writes."""
+    from pipeline.archive import held_snapshot_ids, latest_snapshot_id
+    from pipeline.errors import snapshot_id_for
     from pipeline.ingest import ingest
 
     started = time.perf_counter()
+    if snapshot_id:
+        fetched = {folder.name: None for folder in paths.raw_dir.iterdir()} if paths.raw_dir.is_dir() else {}
+        commits = fetched | {held: commit for commit, held in held_snapshot_ids(paths).items()}
+        snapshot_id = snapshot_id_for(snapshot_id, commits)
     snapshot_id = snapshot_id or latest_snapshot_id(paths)
     result = ingest(paths, snapshot_id)
     _warn("ingest", result.notices)
