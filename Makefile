@@ -16,6 +16,10 @@ COMMIT_TIME ?=
 ITL_DEADLINE_MS ?=
 # QUIET=1: the commands print nothing unless something needs attention (--quiet; docs/operating.md).
 QUIET ?=
+# ALERT=1: refresh and history fail when the build published has audit findings the previous one did not
+# have (--alert-new-findings, the CLI's status 3). GNU make exits 0, 1 or 2 only: the 3 reaches a cron line
+# through make as make's 2, its last line "make: *** [Makefile:N: refresh] Error 3" (docs/operating.md).
+ALERT ?=
 HISTORY ?= ../shared/upstream/ml-energy-leaderboard
 BENCH_SCALES ?= 1,100
 BENCH_RUNS ?= 3
@@ -35,6 +39,7 @@ export EI_RETRIEVED := $(value RETRIEVED)
 export EI_COMMIT_TIME := $(value COMMIT_TIME)
 export EI_ITL_DEADLINE_MS := $(value ITL_DEADLINE_MS)
 export EI_QUIET := $(value QUIET)
+export EI_ALERT := $(value ALERT)
 export EI_HISTORY := $(value HISTORY)
 export EI_BENCH_SCALES := $(value BENCH_SCALES)
 export EI_BENCH_RUNS := $(value BENCH_RUNS)
@@ -86,6 +91,7 @@ INSTALLED := $(VENV)/.installed
 # extra (validators, SQL clients, a browser driver), whose tests are skipped where it is missing.
 TEST_INSTALLED := $(VENV)/.installed-interop
 QUIET_ARG = $${EI_QUIET:+--quiet}
+ALERT_ARG = $${EI_ALERT:+--alert-new-findings}
 BUILD_ARGS = --out "$$EI_OUT" $(QUIET_ARG) $${EI_ITL_DEADLINE_MS:+--itl-deadline-ms "$$EI_ITL_DEADLINE_MS"} \
 	$${EI_AS_OF:+--as-of "$$EI_AS_OF"} $${EI_RETRIEVED:+--retrieved "$$EI_RETRIEVED"}
 
@@ -96,7 +102,7 @@ BUILD_ARGS = --out "$$EI_OUT" $(QUIET_ARG) $${EI_ITL_DEADLINE_MS:+--itl-deadline
 all: refresh ## (default) fetch SOURCE (or the upstream's newest), ingest, build and export; nothing is written when nothing changed
 
 refresh: $(INSTALLED) ## the same as all
-	@"$(CLI)" refresh $${EI_SOURCE:+--source "$$EI_SOURCE"} $${EI_COMMIT:+--commit "$$EI_COMMIT"} $${EI_COMMIT_TIME:+--commit-time "$$EI_COMMIT_TIME"} $(BUILD_ARGS)
+	@"$(CLI)" refresh $${EI_SOURCE:+--source "$$EI_SOURCE"} $${EI_COMMIT:+--commit "$$EI_COMMIT"} $${EI_COMMIT_TIME:+--commit-time "$$EI_COMMIT_TIME"} $(BUILD_ARGS) $(ALERT_ARG)
 
 $(INSTALLED): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -108,7 +114,7 @@ $(TEST_INSTALLED): $(INSTALLED)
 	touch $@
 
 history: $(INSTALLED) ## ingest every snapshot under HISTORY into one database (the newest in the index)
-	@"$(CLI)" history --source "$$EI_HISTORY" $(BUILD_ARGS)
+	@"$(CLI)" history --source "$$EI_HISTORY" $(BUILD_ARGS) $(ALERT_ARG)
 
 .engines/duckdb-%/.installed:
 	test -x .engines/duckdb-$*/bin/python || $(PYTHON) -m venv .engines/duckdb-$*
@@ -181,5 +187,5 @@ help: ## this list
 	@echo 'Variables (make VAR=value), passed to the CLI, with its defaults (pipeline/settings.py):'
 	@$(VENV)/bin/python -m pipeline.settings 2>/dev/null || $(PYTHON) -m pipeline.settings
 	@echo 'Variables of this Makefile, as set now:'
-	@printf '  %-16s %s\n' OUT "$$EI_OUT" QUIET "$$EI_QUIET" HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" BENCH_BEFORE "$${EI_BENCH_BEFORE:--}" \
+	@printf '  %-16s %s\n' OUT "$$EI_OUT" QUIET "$$EI_QUIET" ALERT "$$EI_ALERT" HISTORY "$$EI_HISTORY" BENCH_SCALES "$$EI_BENCH_SCALES" BENCH_RUNS "$$EI_BENCH_RUNS" BENCH_BEFORE "$${EI_BENCH_BEFORE:--}" \
 		N "$$EI_N" SCALE "$$EI_SCALE" SYNTH_SOURCE "$$EI_SYNTH_SOURCE" SYNTH_DIR "$$EI_SYNTH_DIR" VENV "$(VENV)"

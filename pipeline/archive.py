@@ -6,7 +6,6 @@ change; content that differs from what was published under the same id is refuse
 Fetching (pipeline/fetch.py for a local folder, pipeline/upstream.py for a URL) stores through
 `store`; ingest and the refresh read the archive through the functions here."""
 
-import contextlib
 import functools
 import os
 import re
@@ -21,10 +20,11 @@ from typing import TypedDict
 import msgspec
 
 from pipeline import jsontext
-from pipeline.errors import NEXT_STEP, PipelineError, command_name, out_option
+from pipeline.errors import NEXT_STEP, PipelineError, command_name, out_option, shown
 from pipeline.files import read_typed, replace_directory, write_bytes_atomic, write_json_atomic
 from pipeline.fingerprint import data_sha256, file_sha256
 from pipeline.paths import Paths
+from pipeline.settings import time_problem
 
 MANIFEST = "manifest.json"
 # Written beside the shared snapshots (not by the upstream): the facts of the commit a folder holds.
@@ -85,11 +85,10 @@ def content_digest(upstream: Mapping[str, str], files: list[FileEntry]) -> str:
 
 
 def checked_time(text: str, what: str) -> str:
-    """`text` if it is an ISO 8601 time (a date, T, a time of day); else an error naming `what`."""
-    with contextlib.suppress(ValueError):
-        if re.match(r"^\d{4}-\d{2}-\d{2}T", text) and commit_moment(text):
-            return text
-    raise PipelineError(f"{what} {text!r} is not an ISO 8601 time")
+    """`text` if it is a commit time with its zone (time_problem); else an error naming `what`."""
+    if (problem := time_problem(text)) is not None:
+        raise PipelineError(f"{what} {text!r} {problem}")
+    return text
 
 
 def commit_moment(commit_time: str) -> datetime:
@@ -118,7 +117,7 @@ def snapshot_id_of(upstream: Mapping[str, str], files: list[FileEntry]) -> str:
 
 def check_snapshot_id(snapshot_id: str) -> str:
     if not dictionary_pattern("snapshots", "snapshot_id").match(snapshot_id):
-        raise PipelineError(f"snapshot id {snapshot_id!r} is not a snapshot id (letters, digits, '.', '_', '-')")
+        raise PipelineError(f"snapshot id {shown(snapshot_id, quoted=True)} is not a snapshot id (letters, digits, '.', '_', '-')")
     return snapshot_id
 
 
@@ -246,9 +245,9 @@ def held_already(paths: Paths, snapshot_id: str, upstream: dict[str, str], files
         before, now = ({entry["path"]: entry for entry in listed} for listed in (previous["files"], files))
         differing = [COMMIT_FACTS] if previous["upstream"] != upstream else []
         differing += sorted(path for path in before.keys() | now.keys() if before.get(path) != now.get(path))
-        shown = ", ".join(differing[:10]) + (f" and {len(differing) - 10} more" if len(differing) > 10 else "")
+        named = ", ".join(differing[:10]) + (f" and {len(differing) - 10} more" if len(differing) > 10 else "")
         raise PipelineError(
-            f"these files differ from snapshot {snapshot_id} as it was published: {shown}. A published snapshot "
+            f"these files differ from snapshot {snapshot_id} as it was published: {named}. A published snapshot "
             f"never changes: to ingest changed data, give it its own identity (remove or edit {COMMIT_FACTS})")
     return False
 

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from pipeline import __version__
 from pipeline.database import connect
-from pipeline.errors import NEXT_STEP, PipelineError, snapshot_id_for
+from pipeline.errors import NEXT_STEP, PipelineError, shown, snapshot_id_for
 from pipeline.files import atomic_path, read_toml, write_bytes_atomic
 from pipeline.fingerprint import data_sha256, file_sha256, files_sha256
 from pipeline.progress import progress
@@ -673,10 +673,11 @@ def build(
         with connect(str(staging), config=storage) as connection:
             _hold_memory(connection)
             _load_tables(connection, paths, loaded)
-            ingested = connection.execute("select list(snapshot_id order by snapshot_id) from snapshots").fetchone()[0]
-            snapshot_id = snapshot_id and snapshot_id_for(snapshot_id, ingested)
+            commits = dict(connection.execute("select snapshot_id, commit from snapshots order by snapshot_id").fetchall())
+            ingested = list(commits)
+            snapshot_id = snapshot_id and snapshot_id_for(snapshot_id, commits)
             if snapshot_id is not None and snapshot_id not in ingested:
-                raise PipelineError(f"snapshot {snapshot_id} is not in the Parquet tables; "
+                raise PipelineError(f"snapshot {shown(snapshot_id)} is not in the Parquet tables; "
                                     f"ingested: {', '.join(ingested)}")
             parameters = (snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE, __version__)
             load_reference_tables(connection, parameters, latency_tiers)

@@ -20,7 +20,7 @@ import click
 
 from pipeline import __version__, settings
 from pipeline.errors import (NEXT_STEP, PROG, PipelineError, command_name, nearest, next_step, out_option,
-                             snapshot_id_for)
+                             shown)
 from pipeline.paths import Paths
 from pipeline.progress import say, seconds_since, set_quiet
 
@@ -47,29 +47,33 @@ def calendar_date(text: str) -> str:
 
 
 def iso_time(text: str) -> str:
-    try:
-        datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{text!r} is not an ISO 8601 time, e.g. 2026-02-16T09:48:29Z") from None
+    """An ISO 8601 time with its zone (settings.time_problem), checked before any work."""
+    if (problem := settings.time_problem(text)) is not None:
+        raise ValueError(f"{text!r} {problem}")
     return text
 
 
 def source(text: str) -> str:
     """A URL, or a local folder that exists, with the nearest folders beside a missing one."""
     folder = Path(text)
-    if "://" in text or folder.exists():
-        return text
+    try:
+        if "://" in text or folder.exists():
+            return text
+    except OSError:  # a name longer than the file system allows (ENAMETOOLONG): no such folder either
+        pass
     try:
         close = nearest(folder.name, [c.name for c in folder.parent.iterdir() if c.is_dir()]) if folder.name else []
     except OSError:
         close = []
     hint = f"; did you mean {' or '.join(repr(str(folder.parent / name)) for name in close)}?" if close else ""
-    raise ValueError(f"{text!r}: no such folder{hint} (SOURCE must be a local public/data folder or a URL)")
+    raise ValueError(f"{shown(text, quoted=True)}: no such folder{hint} (SOURCE must be a local public/data folder or "
+                     "a URL)")
 
 
 def commit_hash(text: str) -> str:
     if not settings.COMMIT_PATTERN.match(text):
-        raise ValueError(f"{text!r} is not a commit hash (7 to 40 lower-case hex digits, e.g. 7885788)")
+        raise ValueError(f"{shown(text, quoted=True)} is not a commit hash (7 to 40 lower-case hex digits, e.g. "
+                         "7885788)")
     return text
 
 
@@ -92,6 +96,17 @@ def parameter(text: str) -> tuple[str, Any]:
         with suppress(ValueError):
             return name, kind(value)
     return name, value
+
+
+def non_negative_number(text: str) -> float:
+    """A finite number of 0 or more (a grid of 0 gCO2e per kWh is a real answer: all-renewable supply)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"must be a number of 0 or more, got {text!r}")
+    return value
 
 
 POSITIVE_INTEGER = click.IntRange(min=1)
@@ -290,8 +305,7 @@ def ingest_command(args: SimpleNamespace, paths: Paths) -> None:
     written unless all tables pass."""
     from pipeline.refresh import run_ingest
 
-    fetched = [folder.name for folder in paths.raw_dir.iterdir()] if paths.raw_dir.is_dir() else []
-    run_ingest(paths, args.snapshot and snapshot_id_for(args.snapshot, fetched))
+    run_ingest(paths, args.snapshot)
 
 
 @cli.command("build", short_help="build OUT/energy_index.duckdb from the Parquet tables and sql/ views",
@@ -520,9 +534,9 @@ def _is_inside(path: Path, folder: Path) -> bool:
               "factor) or facility (× the server and facility factors); see docs/boundaries.md")
 @click.option("--output-tokens", type=POSITIVE_INTEGER, metavar="N",
               help="token tasks: also give Wh per response of N output tokens")
-@click.option("--carbon-intensity", type=positive_number, metavar="G",
-              help="also print operational carbon per unit for a grid of G gCO2e per kWh (your input; "
-              "embodied emissions not included)")
+@click.option("--carbon-intensity", type=non_negative_number, metavar="G",
+              help="also print operational carbon per unit, per response and per 1,000 responses for a grid of G "
+              "gCO2e per kWh (your input, 0 or more; embodied emissions not included)")
 @click.option("--format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text or json")
 @step("read")
@@ -554,9 +568,10 @@ def estimate_command(args: SimpleNamespace, paths: Paths) -> None:
     else:
         _print_interpolation_estimate(result, args.concurrency, args.boundary, boundary)
     if args.carbon_intensity is not None:
-        from pipeline.carbon import carbon_sentence
+        from pipeline.carbon import carbon_lines
 
-        print(f"  {carbon_sentence(result['operational_carbon'], args.carbon_intensity)}")
+        for line in carbon_lines(result["operational_carbon"], args.carbon_intensity):
+            print(f"  {line}")
 
 
 def _print_interpolation_estimate(result: dict, concurrency: float, boundary_name: str, boundary: str) -> None:

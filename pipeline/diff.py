@@ -5,7 +5,7 @@ from collections import Counter
 from typing import Any
 
 from pipeline.database import connect, fetch_dicts
-from pipeline.errors import NEXT_STEP, PipelineError, command_name, nearest, out_option, snapshot_id_for
+from pipeline.errors import NEXT_STEP, PipelineError, command_name, nearest, out_option, shown, snapshot_id_for
 from pipeline import jsontext
 from pipeline.export import energy_decimals
 from pipeline.paths import Paths
@@ -18,13 +18,15 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with connect(str(paths.database), read_only=True) as connection:
-        positions = dict(connection.execute("select snapshot_id, position from snapshot_history").fetchall())
-        old, new = snapshot_id_for(old, positions), snapshot_id_for(new, positions)
+        held = connection.execute("select snapshot_id, position, commit from snapshot_history").fetchall()
+        positions = {snapshot_id: position for snapshot_id, position, _ in held}
+        commits = {snapshot_id: commit for snapshot_id, _, commit in held}
+        old, new = snapshot_id_for(old, commits), snapshot_id_for(new, commits)
         for snapshot_id in (old, new):
             if snapshot_id not in positions:
                 close = nearest(snapshot_id, positions)
                 hint = f"did you mean {' or '.join(close)}? " if close else ""
-                raise PipelineError(f"snapshot {snapshot_id} is not in {paths.database}; {hint}'{command_name()} "
+                raise PipelineError(f"snapshot {shown(snapshot_id)} is not in {paths.database}; {hint}'{command_name()} "
                                     f"snapshots{out_option(paths.out)}' lists the {len(positions)} it holds")
         if old == new:
             raise PipelineError("OLD and NEW are the same snapshot")

@@ -5,7 +5,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from pipeline.settings import DEFAULT_OUT
@@ -52,6 +52,19 @@ def nearest(name: str, names: Iterable[str], count: int = 3) -> list[str]:
     return (starting or containing or spelt)[:count]
 
 
+# How much of a name a user gave a message echoes: the longest measured name (a model id) is 45 characters.
+SHOWN_CHARACTERS = 80
+
+
+def shown(name: str, quoted: bool = False) -> str:
+    """A name a user gave (a task, model, GPU, snapshot, commit, folder) as a one-line message echoes it:
+    with its control characters escaped, `quoted` as Python quotes it, and past SHOWN_CHARACTERS cut, marked
+    with … and its length, so that a 10,000-character name gives a line a person can read."""
+    cut = name if len(name) <= SHOWN_CHARACTERS else name[:SHOWN_CHARACTERS] + "…"
+    text = repr(cut) if quoted else repr(cut)[1:-1]
+    return text if cut == name else f"{text} ({len(name):,} characters)"
+
+
 class PipelineError(Exception):
     """A failure the user can act on: the message names the file, field or row at fault."""
 
@@ -67,16 +80,16 @@ class PipelineError(Exception):
         return "\n".join([self.args[0], *(f"  - {detail}" for detail in self.details)])
 
 
-def snapshot_id_for(given: str, snapshot_ids: Iterable[str]) -> str:
-    """The snapshot id `given` names: the id itself, or a bare upstream commit hash (4 to 40 hex digits,
-    e.g. 7885788) matched against the abbreviated commit that ends each id; `given` unchanged when it
-    names none, so that the caller's own error names it. Two snapshots of one abbreviation are an error."""
-    ids = list(snapshot_ids)
-    if given in ids or not 4 <= len(given) <= 40 or any(c not in "0123456789abcdef" for c in given.lower()):
+def snapshot_id_for(given: str, commits: Mapping[str, str | None]) -> str:
+    """The snapshot id `given` names among `commits` (snapshot id -> its full upstream commit hash, None when
+    unknown): the id itself, or a bare commit hash (4 to 40 hex digits, any case, e.g. 7885788) that begins
+    the full hash of one snapshot's commit, every digit given compared; `given` unchanged when it names
+    none, so that the caller's own error names it. A hash that begins two snapshots' commits is an error."""
+    if given in commits or not 4 <= len(given) <= 40 or any(c not in "0123456789abcdef" for c in given.lower()):
         return given
-    short = given.lower()[:7]
-    matches = sorted(i for i in ids if i.rsplit("-", 1)[-1].lower().startswith(short))
+    wanted = given.lower()
+    matches = sorted(i for i, commit in commits.items() if commit and commit.lower().startswith(wanted))
     if len(matches) > 1:
-        raise PipelineError(f"commit {given} is ambiguous: snapshots {', '.join(matches)}; give more of the hash "
-                            "or the snapshot id")
+        raise PipelineError(f"commit {shown(given)} is ambiguous: snapshots {', '.join(matches)}; give more of the "
+                            "hash or the snapshot id")
     return matches[0] if matches else given

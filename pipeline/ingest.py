@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 import schemas
 from pipeline.errors import PipelineError
-from pipeline.archive import check_snapshot_id, dictionary_pattern, fetch_again, read_manifest
+from pipeline.archive import Manifest, check_snapshot_id, dictionary_pattern, fetch_again, read_manifest
 from pipeline.files import atomic_path, release_memory
 from pipeline.fingerprint import data_sha256
 from pipeline.paths import Paths
@@ -401,9 +401,21 @@ class _TableWriters:
 
 
 def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
-    """Flatten a fetched snapshot into its Parquet tables, each validated by its schema."""
+    """Flatten a fetched snapshot into its Parquet tables, each validated by its schema. A problem that names
+    a file by its place in the snapshot (tasks/gpqa.json) is reported naming the snapshot and where it was
+    fetched from too: a history ingests many, and the name alone does not say which is at fault."""
     directory = paths.raw_snapshot(check_snapshot_id(snapshot_id))
     manifest = read_manifest(directory)
+    try:
+        return _ingest(paths, snapshot_id, directory, manifest)
+    except PipelineError as error:
+        message, *_ = error.args
+        if snapshot_id in message:
+            raise
+        raise PipelineError(f"snapshot {snapshot_id} (from {manifest['source']}): {message}", error.details) from None
+
+
+def _ingest(paths: Paths, snapshot_id: str, directory: Path, manifest: Manifest) -> IngestResult:
     snapshot = _Snapshot(snapshot_id, directory, {entry["path"]: entry["sha256"] for entry in manifest["files"]},
                          fetch_again(paths, snapshot_id))
     for relative in snapshot.digests:

@@ -17,13 +17,14 @@ from typing import Any
 import duckdb
 
 from pipeline.database import connect, fetch_dicts
-from pipeline.errors import NEXT_STEP, PipelineError, nearest
+from pipeline.errors import NEXT_STEP, PipelineError, nearest, shown
 from pipeline.paths import Paths
 from pipeline.settings import BOUNDARIES, size_bytes
 
 LOCKED_DOWN = ("enable_external_access", "autoload_known_extensions", "autoinstall_known_extensions")
-# An unknown identifier as the table macros report it (sql/macros/checked_name.sql).
-IDENTIFIER_ERROR = re.compile(r"^Invalid Input Error: (?=unknown (snapshot|task|model|GPU) ')")
+# An unknown identifier as the table macros report it (sql/macros/checked_name.sql): the name given between
+# "unknown KIND '" and "'; the nearest: ".
+IDENTIFIER_ERROR = re.compile(r"^Invalid Input Error: (unknown (?:snapshot|task|model|GPU) )'(.*)'(; the nearest: .*)$")
 
 
 def _memory_message(memory_limit: str) -> str:
@@ -67,8 +68,10 @@ def session(paths: Paths, *, memory_limit: str | None = None, private: Path | No
             if memory_limit is not None and "File too large" in str(error):  # RLIMIT_FSIZE: EFBIG
                 raise PipelineError(f"the query writes more than its limit of {memory_limit} (its result or a "
                                     "spill file); --memory-limit SIZE (e.g. 8GB) allows more") from None
-            # The table macros' own identifier errors read as the CLI's: without DuckDB's error class.
-            raise PipelineError(IDENTIFIER_ERROR.sub("", one_line(error))) from None
+            # The table macros' own identifier errors read as the CLI's: without DuckDB's error class, the
+            # name echoed short.
+            raise PipelineError(IDENTIFIER_ERROR.sub(lambda found: found[1] + shown(found[2], quoted=True) + found[3],
+                                                     one_line(error))) from None
 
 
 def sql_quoted(path: Path) -> str:
@@ -163,7 +166,7 @@ def estimate(
         if not deployments:
             every = fetch_dicts(connection, f"select * from {macro}($task, $model, $gpu, $concurrency)", asked)
             wanted = " and ".join(part for part in (f"{gpus} GPU(s)" if gpus else "", precision or "") if part)
-            raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} has {wanted}; measured: "
+            raise PipelineError(f"no measured deployment of {model} on {gpu} for {task} has {shown(wanted)}; measured: "
                                 + "; ".join(deployment_label(row) for row in every))
     # The boundary's multipliers, the same on every row, belong to the document, not to a deployment.
     multipliers = [row.pop("boundary_multipliers") for row in deployments][0]
@@ -277,8 +280,9 @@ def _one(kind: str, value: str, known: list[str], exactly: Callable[[str], bool]
     if len(matching) == 1:
         return matching[0]
     if matching:
-        raise PipelineError(f"{kind} {value!r} is ambiguous: it could be {', '.join(matching)}")
-    raise PipelineError(f"unknown {kind} {value!r}; {hint(value) if hint else _nearest_hint(value, known)}")
+        raise PipelineError(f"{kind} {shown(value, quoted=True)} is ambiguous: it could be {', '.join(matching)}")
+    raise PipelineError(f"unknown {kind} {shown(value, quoted=True)}; "
+                        f"{hint(value) if hint else _nearest_hint(value, known)}")
 
 
 def _nearest_hint(value: str, known: list[str]) -> str:
@@ -301,10 +305,15 @@ def compare(paths: Paths, task: str, model_a: str, model_b: str, gpu: str | None
         tasks = sorted({row["task"] for row in indexed})
         task = _one("task", task, tasks, lambda name: name == task, lambda name: name.casefold() == task.casefold())
         in_task = [row for row in indexed if row["task"] == task]
-        slugs = {row["model_id"]: row["slug"] for row in in_task}
+        # Any task's model is known, so that one indexed only for other tasks is refused naming them.
+        slugs = {row["model_id"]: row["slug"] for row in indexed}
         names = [_one("model", model, sorted(slugs), lambda name, m=model: name == m,
                       lambda name, m=model: m.casefold() in (name.casefold(), slugs[name].casefold()))
                  for model in (model_a, model_b)]
+        for name in names:
+            if not any(row["model_id"] == name for row in in_task):
+                elsewhere = sorted({row["task"] for row in indexed if row["model_id"] == name})
+                raise PipelineError(f"{name} is not in the {task} index; it is in: {', '.join(elsewhere)}")
         if names[0] == names[1]:
             raise PipelineError(f"compare: give two different models, not {names[0]} twice")
         if gpu is not None:

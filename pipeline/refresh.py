@@ -91,11 +91,17 @@ def run_fetch(options: Options, paths: Paths, source: str | None = None, full_ch
 
 
 def run_ingest(paths: Paths, snapshot_id: str | None) -> None:
-    """Ingest `snapshot_id` (None: the one the last fetch delivered) into the generation `paths` writes."""
-    from pipeline.archive import latest_snapshot_id
+    """Ingest `snapshot_id` (or a bare commit hash of it; None: the one the last fetch delivered) into the
+    generation `paths` writes."""
+    from pipeline.archive import held_snapshot_ids, latest_snapshot_id
+    from pipeline.errors import snapshot_id_for
     from pipeline.ingest import ingest
 
     started = time.perf_counter()
+    if snapshot_id:
+        fetched = {folder.name: None for folder in paths.raw_dir.iterdir()} if paths.raw_dir.is_dir() else {}
+        commits = fetched | {held: commit for commit, held in held_snapshot_ids(paths).items()}
+        snapshot_id = snapshot_id_for(snapshot_id, commits)
     snapshot_id = snapshot_id or latest_snapshot_id(paths)
     result = ingest(paths, snapshot_id)
     _warn("ingest", result.notices)
@@ -263,10 +269,16 @@ def snapshot_sources(sources: list[str]) -> list[str]:
     for given in sources:
         folder = Path(given)
         if "://" not in given and folder.is_dir() and not (folder / "index.json").exists():
-            children = sorted(str(child) for child in folder.iterdir() if (child / "index.json").is_file())
-            if not children:
+            children = sorted(child for child in folder.iterdir() if child.is_dir() and not child.name.startswith("."))
+            snapshots = [str(child) for child in children if (child / "index.json").is_file()]
+            if not snapshots:
                 raise PipelineError(f"{given}: neither a snapshot (no index.json) nor a folder of snapshots")
-            expanded.extend(children)
+            # A snapshot folder that has lost its index.json is not passed over: the history would lack it.
+            if lacking := [child.name for child in children if str(child) not in snapshots]:
+                raise PipelineError(f"{given}: snapshot folder(s) {', '.join(lacking)} have no index.json, though "
+                                    f"the other {len(snapshots)} folder(s) there are snapshots; restore it, or name "
+                                    "the snapshots to ingest one by one")
+            expanded.extend(snapshots)
         else:
             expanded.append(given)
     return expanded

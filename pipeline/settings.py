@@ -2,6 +2,7 @@
 the CLI's options, `make help` (python -m pipeline.settings) and docs/cli.md read them from here.
 Imports nothing heavy, so that building the command line costs little more than Python's start."""
 
+import datetime
 import os
 import re
 import sys
@@ -39,6 +40,22 @@ GITHUB_RAW = Setting("ENERGY_INDEX_GITHUB_RAW", "https://raw.githubusercontent.c
 GITHUB_TOKEN_VARIABLE = "GITHUB_TOKEN"
 # A commit as --commit (make COMMIT=) takes it: 7 to 40 hex digits, as git abbreviates.
 COMMIT_PATTERN = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+def time_problem(text: str) -> str | None:
+    """What keeps `text` from being a commit time, an ISO 8601 time (a date, T, a time of day) with its
+    zone; None when nothing does. Without a zone the instant is unknown, and the snapshots table's
+    timestamp with time zone could not hold it."""
+    try:
+        moment = datetime.datetime.fromisoformat(text) if re.match(r"^\d{4}-\d{2}-\d{2}T", text) else None
+    except ValueError:
+        moment = None
+    if moment is None:
+        return "is not an ISO 8601 time, e.g. 2026-02-16T09:48:29Z"
+    if moment.tzinfo is None:
+        return "has no time zone; add Z (UTC) or the offset, e.g. 2026-02-16T09:48:29Z or 2026-02-16T04:48:29-05:00"
+    return None
+
 
 OUT = Setting("--out", Path("build"), "folder for every output: raw/, parquet/, energy_index.duckdb, index/", "OUT")
 SOURCE = Setting(

@@ -2,11 +2,12 @@
 version, did-you-mean, hints that print the command as it runs here, and output that fits the terminal."""
 
 import os
+import re
 import shlex
 from pathlib import Path
 
 import pytest
-from conftest import CLI, NEWEST, PROJECT, UPSTREAM, cli, cli_process, make
+from conftest import CLI, NEWEST, PROJECT, UPSTREAM, cli, cli_process, copy_build, make
 
 from pipeline.paths import Paths
 
@@ -22,6 +23,19 @@ def test_dates_are_checked_before_any_work_and_named_as_given(tmp_path: Path, da
     assert retrieved.returncode == 2 and "Invalid value for '--retrieved':" in retrieved.stderr
     through_make = make(f"SOURCE={NEWEST}", f"OUT={out}", f"AS_OF={date}")
     assert through_make.returncode == 2 and "is not a calendar date" in through_make.stderr
+
+
+@pytest.mark.parametrize("moment", ["2026-03-01T12:00:00", "2026-03-01T12:00"])
+def test_a_commit_time_without_a_zone_is_one_line_before_any_work(tmp_path: Path, moment: str) -> None:
+    out = tmp_path / "out"
+    result = cli("refresh", "--source", NEWEST, "--out", out, "--commit-time", moment)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"energy-index: error: Invalid value for '--commit-time': '{moment}' has no time zone; add Z (UTC) or the "
+        "offset, e.g. 2026-02-16T09:48:29Z or 2026-02-16T04:48:29-05:00 Try 'energy-index refresh --help' for help."]
+    through_make = make(f"SOURCE={NEWEST}", f"OUT={out}", f"COMMIT_TIME={moment}")
+    assert through_make.returncode == 2 and "has no time zone" in through_make.stderr
+    assert "Traceback" not in through_make.stderr and not out.exists()
 
 
 def test_every_dead_end_names_what_a_newcomer_runs(tmp_path: Path) -> None:
@@ -111,3 +125,30 @@ def test_a_mistyped_out_leaves_no_folder_behind(tmp_path: Path) -> None:
         result = cli(*command, "--out", tmp_path / "typo" / "deeper")
         assert result.returncode == 1, command
         assert list(tmp_path.iterdir()) == [], command
+
+
+LONG = "Q" * 10_000
+
+
+@pytest.mark.parametrize("command", [
+    ["estimate", "--task", "lm-arena-chat", "--model", LONG, "--gpu", "H100", "--concurrency", "10"],
+    ["estimate", "--task", LONG, "--model", "qwen3-8b", "--gpu", "H100", "--concurrency", "10"],
+    ["estimate", "--task", "gpqa", "--model", "qwen3-8b", "--gpu", "H100", "--concurrency", "10", "--precision", LONG],
+    ["compare", "--task", "lm-arena-chat", "qwen3-8b", LONG],
+    ["compare", "--task", "lm-arena-chat", "qwen3-8b", "qwen3-14b", "--gpu", LONG],
+    ["diff", LONG, "7885788"],
+    ["build", "--snapshot", LONG],
+    ["ingest", "--snapshot", LONG],
+    ["sql", f"select * from energy_at_concurrency('gpqa', '{LONG}', 'H100', 10)"],
+    ["fetch", "--commit", "abc" + LONG],
+    ["fetch", "--source", "/" + LONG],
+], ids=lambda command: "-".join(part for part in command if part != LONG and len(part) < 20)[:40])
+def test_an_unknown_name_is_echoed_short_on_one_line(plain_build: Paths, tmp_path: Path, command: list[str]) -> None:
+    out = copy_build(plain_build, tmp_path / "out")
+    result = cli(*command, "--out", out)
+    assert result.returncode in (1, 2) and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    # The name's first 80 characters (a prefix given with it among them), cut with … and its length.
+    assert re.search(r"Q{77,80}…", line) and max(map(len, re.findall("Q+", line))) <= 80, line
+    assert "(10,0" in line and " characters)" in line
+    assert len(line) < 400, line

@@ -233,3 +233,19 @@ def test_compare_gives_no_k_for_diffusion_configurations_of_different_workloads(
                       "--boundary", "gpu_only")["comparisons"]
     assert row["workload_difference"] is None
     assert row["energy_ratio"] == pytest.approx(expected[task, gpu, a, b]["per_unit"], rel=1e-12)
+
+
+def test_compare_names_the_tasks_of_a_model_indexed_only_for_others(newest_build: Paths) -> None:
+    # FLUX.1-dev is in the text-to-image index only; Qwen3-30B-A3B-Instruct-2507 (by its slug) in lm-arena-chat's.
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        tasks = dict(connection.execute("select model_id, list(distinct task order by task) from index_rows_v2 "
+                                        "group by model_id").fetchall())
+    assert tasks["black-forest-labs/FLUX.1-dev"] == ["text-to-image"]
+    assert tasks["Qwen/Qwen3-30B-A3B-Instruct-2507"] == ["lm-arena-chat"]
+    with pytest.raises(PipelineError) as refused:
+        compare(newest_build, TASK, "qwen3-8b", "black-forest-labs/FLUX.1-dev")
+    assert str(refused.value) == "black-forest-labs/FLUX.1-dev is not in the lm-arena-chat index; it is in: text-to-image"
+    with pytest.raises(PipelineError) as refused:
+        compare(newest_build, "gpqa", "qwen3-30b-a3b-instruct-2507", "Qwen/Qwen3-8B")
+    assert str(refused.value) == ("Qwen/Qwen3-30B-A3B-Instruct-2507 is not in the gpqa index; it is in: "
+                                  "lm-arena-chat")

@@ -174,6 +174,18 @@ def test_commit_facts_that_would_make_a_path_are_refused(source_copy: Path, tmp_
     assert not (tmp_path / "escape").exists()
 
 
+def test_a_snapshot_json_commit_time_without_a_zone_is_refused_naming_it(source_copy: Path, tmp_path: Path,
+                                                                         run_cli) -> None:
+    facts = json.loads((source_copy / "snapshot.json").read_text())
+    facts["commit_time"] = "2026-02-16T04:48:29"
+    (source_copy / "snapshot.json").write_text(json.dumps(facts))
+    result = run_cli(*refresh_args(source_copy, tmp_path / "out"))
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1:] == [
+        f"energy-index: error: {source_copy / 'snapshot.json'}: commit_time '2026-02-16T04:48:29' has no time zone; "
+        "add Z (UTC) or the offset, e.g. 2026-02-16T09:48:29Z or 2026-02-16T04:48:29-05:00"]
+
+
 def test_the_archive_is_a_copy_that_an_edit_of_the_source_does_not_reach(
     source_copy: Path, tmp_path: Path, run_cli
 ) -> None:

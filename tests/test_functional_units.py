@@ -105,9 +105,9 @@ def test_the_release_declares_and_checksums_the_table(release: Path) -> None:
     assert "  data/energy_per_functional_unit.parquet\n" in sums and "  data/energy_per_functional_unit.csv\n" in sums
 
 
-def _estimate(build: Paths, *options: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CLI, "estimate", "--out", str(build.out), "--task", "lm-arena-chat", "--model",
-                           "Qwen/Qwen3-8B", "--gpu", "H100", "--concurrency", "100", *options],
+def _estimate(build: Paths, *options: str, question: tuple[str, ...] = ("--task", "lm-arena-chat", "--model",
+              "Qwen/Qwen3-8B", "--gpu", "H100", "--concurrency", "100")) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, "estimate", "--out", str(build.out), *question, *options],
                           capture_output=True, text=True, timeout=120)
 
 
@@ -118,22 +118,84 @@ def test_operational_carbon_is_the_estimates_energy_times_the_grid_intensity(new
     result = json.loads(ran.stdout)
     carbon = result["operational_carbon"]
     rows = [row for row in result["deployments"] if row["wh_per_unit"] is not None]
-    assert rows and carbon["unit"] == "gCO2e per million output tokens"
+    assert rows and carbon["per_unit"]["unit"] == "gCO2e per million output tokens"
     # gCO2e per unit = Wh per unit × 412.5 gCO2e per kWh ÷ 1,000 Wh per kWh
-    assert math.isclose(carbon["min_g_per_unit"], min(r["wh_per_unit"] for r in rows) * 0.4125, rel_tol=1e-12)
-    assert math.isclose(carbon["max_g_per_unit"], max(r["wh_per_unit"] for r in rows) * 0.4125, rel_tol=1e-12)
-    assert math.isclose(carbon["low_g_per_unit"], min(r["boundary_wh_per_unit_low"] for r in rows) * 0.4125,
-                        rel_tol=1e-12)
-    assert math.isclose(carbon["high_g_per_unit"], max(r["boundary_wh_per_unit_high"] for r in rows) * 0.4125,
-                        rel_tol=1e-12)
-    assert (carbon["low_g_per_unit"] < carbon["high_g_per_unit"]) == (boundary != "gpu_only")
-    assert "not included" in carbon["embodied"]
+    per_unit = carbon["per_unit"]
+    assert math.isclose(per_unit["min"], min(r["wh_per_unit"] for r in rows) * 0.4125, rel_tol=1e-12)
+    assert math.isclose(per_unit["max"], max(r["wh_per_unit"] for r in rows) * 0.4125, rel_tol=1e-12)
+    assert math.isclose(per_unit["low"], result["range"]["low"] * 0.4125, rel_tol=1e-12)
+    assert math.isclose(per_unit["high"], result["range"]["high"] * 0.4125, rel_tol=1e-12)
+    assert (per_unit["low"] < per_unit["high"]) == (boundary != "gpu_only")
+    assert carbon["spans"] == result["range"]["spans"] and "not included" in carbon["embodied"]
     text = _estimate(newest_build, "--boundary", boundary, "--carbon-intensity", "412.5")
     assert text.returncode == 0, text.stderr
-    (line,) = [line for line in text.stdout.splitlines() if "operational carbon" in line]
-    assert f"{carbon['min_g_per_unit']:.4g} gCO2e per million output tokens" in line
-    assert f"range {carbon['low_g_per_unit']:.4g} to {carbon['high_g_per_unit']:.4g}" in line
-    assert "embodied emissions" in line and "not included" in line
+    lines = text.stdout.splitlines()
+    (heading,) = [number for number, line in enumerate(lines) if "operational carbon" in line]
+    assert f", {boundary} boundary; each range is the energy range × the intensity, {carbon['spans']}" in lines[heading]
+    assert "embodied emissions" in lines[heading] and "not included" in lines[heading]
+    assert f"{per_unit['min']:.4g} gCO2e per million output tokens" in lines[heading + 1]
+
+
+# lm-arena-chat, Qwen3-30B-A3B-Instruct-2507 on 2 H100s at concurrency 200: one deployment, interpolated
+# towards a point measured twice, so the range (the repeats' spread) is wider than the figure.
+REPEATED = ("--task", "lm-arena-chat", "--model", "Qwen/Qwen3-30B-A3B-Instruct-2507", "--gpu", "H100",
+            "--concurrency", "200")
+
+
+@pytest.mark.parametrize("boundary", ["gpu_only", "server"])
+def test_the_carbon_range_is_the_energy_range_times_the_intensity_per_unit_response_and_1000(
+        newest_build: Paths, boundary: str) -> None:
+    ran = _estimate(newest_build, "--boundary", boundary, "--output-tokens", "400", "--carbon-intensity", "500",
+                    "--format", "json", question=REPEATED)
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout)
+    carbon, energy, response = result["operational_carbon"], result["range"], result["per_response"]
+    # The repeat spread is kept: the range is wider than the one deployment's figure.
+    assert energy["low"] < result["min_wh_per_unit"] == result["max_wh_per_unit"] < energy["high"]
+    expected = {
+        "per_unit": (result["min_wh_per_unit"], result["max_wh_per_unit"], energy["low"], energy["high"]),
+        "per_response": (response["min_wh"], response["max_wh"], response["low"], response["high"]),
+        "per_1000_responses": tuple(1000 * wh for wh in (response["min_wh"], response["max_wh"], response["low"],
+                                                           response["high"])),
+    }
+    for key, figures in expected.items():
+        got = tuple(carbon[key][name] for name in ("min", "max", "low", "high"))
+        assert all(math.isclose(g, wh * 0.5, rel_tol=1e-12) for g, wh in zip(got, figures)), (key, got, figures)
+    assert carbon["per_response"]["output_tokens"] == carbon["per_1000_responses"]["output_tokens"] == 400
+    text = _estimate(newest_build, "--boundary", boundary, "--output-tokens", "400", "--carbon-intensity", "500",
+                     question=REPEATED).stdout.splitlines()
+    heading = next(number for number, line in enumerate(text) if "operational carbon" in line)
+    assert text[heading + 1:] == [
+        f"    per unit: {carbon['per_unit']['min']:.4g} gCO2e per million output tokens (range "
+        f"{energy['low'] * 0.5:.4g} to {energy['high'] * 0.5:.4g})",
+        f"    per response of 400 output tokens: {carbon['per_response']['min']:.4g} gCO2e per response (range "
+        f"{response['low'] * 0.5:.4g} to {response['high'] * 0.5:.4g})",
+        f"    per 1,000 responses: {carbon['per_1000_responses']['min']:.4g} gCO2e per 1,000 responses (range "
+        f"{response['low'] * 500:.4g} to {response['high'] * 500:.4g})"]
+
+
+def test_carbon_per_response_needs_a_token_tasks_length_and_is_per_image_in_a_diffusion_task(
+        newest_build: Paths) -> None:
+    tokens = json.loads(_estimate(newest_build, "--carbon-intensity", "300", "--format", "json").stdout)
+    carbon = tokens["operational_carbon"]
+    assert carbon["per_response"] is carbon["per_1000_responses"] is None
+    assert "--output-tokens N" in carbon["per_response_missing"]
+    image = _estimate(newest_build, "--carbon-intensity", "300", "--format", "json", question=(
+        "--task", "text-to-image", "--model", "black-forest-labs/FLUX.1-dev", "--gpu", "H100", "--concurrency", "4"))
+    result = json.loads(image.stdout)
+    carbon = result["operational_carbon"]
+    assert carbon["per_unit"]["unit"] == "gCO2e per image" and carbon["per_response"]["output"] == "one image a response"
+    assert [carbon["per_response"][n] for n in ("low", "high")] == [carbon["per_unit"][n] for n in ("low", "high")]
+    assert math.isclose(carbon["per_1000_responses"]["high"], result["range"]["high"] * 300, rel_tol=1e-12)
+
+
+def test_a_grid_intensity_of_0_is_valid_and_gives_0(newest_build: Paths) -> None:
+    ran = _estimate(newest_build, "--carbon-intensity", "0", "--output-tokens", "250", "--format", "json")
+    assert ran.returncode == 0, ran.stderr
+    carbon = json.loads(ran.stdout)["operational_carbon"]
+    assert carbon["carbon_intensity_g_per_kwh"] == 0
+    assert {carbon[key][name] for key in ("per_unit", "per_response", "per_1000_responses")
+            for name in ("min", "max", "low", "high")} == {0.0}
 
 
 def test_the_carbon_arithmetic_and_a_refused_intensity(newest_build: Paths) -> None:

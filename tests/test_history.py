@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import msgspec
 import pytest
-from conftest import NEWEST, SEED, SNAPSHOTS, read_json, refresh_args, snapshot_id
+from conftest import NEWEST, SEED, SNAPSHOTS, cli, read_json, refresh_args, snapshot_id, writable_copy
 
 from pipeline.cli import main
 from pipeline.paths import Paths
@@ -127,3 +127,22 @@ def test_a_refresh_appends_a_snapshot_and_never_rewrites_an_old_one(tmp_path: Pa
     assert (old_file.read_bytes(), old_file.stat().st_ino) == before
     assert query(paths, "select snapshot_id from snapshot_history order by position") == [(snapshot_id(first),), (snapshot_id(second),)]
     assert query(paths, "select snapshot_id from index_snapshot") == [(snapshot_id(second),)]
+
+
+def test_history_over_a_folder_names_the_snapshot_whose_file_is_missing(tmp_path: Path) -> None:
+    folder, older, newer = tmp_path / "snapshots", SNAPSHOTS[-2], SNAPSHOTS[-1]
+    for snapshot in (older, newer):
+        writable_copy(snapshot, folder / snapshot.name)
+    (folder / older.name / "tasks" / "gpqa.json").unlink()
+    missing_task = cli("history", "--source", folder, "--out", tmp_path / "out", "--quiet")
+    assert missing_task.returncode == 1
+    assert missing_task.stderr.splitlines() == [
+        f"energy-index: error: snapshot {snapshot_id(older)} (from {folder / older.name}): tasks/gpqa.json: missing, "
+        "though index.json lists task 'gpqa'"]
+    # A snapshot folder without its index.json is refused by name, not passed over.
+    (folder / older.name / "index.json").unlink()
+    missing_index = cli("history", "--source", folder, "--out", tmp_path / "out2", "--quiet")
+    assert missing_index.returncode == 1 and not (tmp_path / "out2").exists()
+    assert missing_index.stderr.splitlines() == [
+        f"energy-index: error: {folder}: snapshot folder(s) {older.name} have no index.json, though the other 1 "
+        "folder(s) there are snapshots; restore it, or name the snapshots to ingest one by one"]

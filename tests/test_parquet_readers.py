@@ -3,6 +3,7 @@ with their defaults, with the snapshot column once and the database's rows; pand
 may be null as integers (docs/querying.md, "The Parquet files as one dataset")."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -190,3 +191,20 @@ def test_the_next_publish_types_the_files_of_a_build_by_older_code(newest_build:
     assert len(frame) == table.num_rows and str(frame["max_num_batched_tokens"].dtype) == "Int64"
     assert next(iter(Paths(out).parquet_files("models").values())).resolve().stat().st_ino == untouched
     assert ((out / "current").resolve() / "typed-for-readers").is_file()
+
+
+def test_the_documented_pandas_recipe_puts_the_snapshot_category_in_commit_order(history_build: Paths) -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "querying.md").read_text(encoding="utf-8")
+    (recipe,) = [block for block in re.findall(r"```python\n(.*?)```", text, re.S) if "reorder_categories" in block]
+    namespace: dict = {}
+    exec(recipe.replace('"build/parquet/', f'"{history_build.parquet_dir}/'), namespace)
+    rows = namespace["rows"]
+    # Read as it is, the category is alphabetical: 2689bff before 9fa07d1, committed after it.
+    alphabetical = list(pandas.read_parquet(history_build.parquet_dir / "token_configurations")["snapshot_id"]
+                        .cat.categories)
+    assert alphabetical.index("2025-11-30-2689bff") < alphabetical.index("2025-11-30-9fa07d1")
+    with duckdb.connect(str(history_build.database), read_only=True) as connection:
+        by_position = [s for (s,) in connection.execute("select snapshot_id from snapshot_history order by position")
+                       .fetchall()]
+    assert list(rows["snapshot_id"].cat.categories) == by_position and rows["snapshot_id"].cat.ordered
+    assert list(rows.groupby("snapshot_id", observed=True).size().index) == by_position

@@ -121,6 +121,25 @@ def test_make_quiet_twice_prints_nothing_the_second_time(tmp_path: Path) -> None
     assert failed.returncode == 2 and "energy-index: error:" in failed.stderr
 
 
+def test_make_alert_fails_on_new_findings_with_the_clis_status_in_makes_last_line(tmp_path: Path) -> None:
+    def make(*variables: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["make", "-C", str(PROJECT), "--no-print-directory", *variables],
+                              capture_output=True, text=True, timeout=400, env={**os.environ, "MAKEFLAGS": ""})
+
+    arguments = (f"OUT={tmp_path / 'out'}", f"SOURCE={NEWEST}", "QUIET=1", "ALERT=1")
+    first = make(*arguments)
+    # The first build's findings are all new: the CLI's status 3, which GNU make (0, 1 or 2 only) reports as
+    # its own 2 with the 3 in its last line, unlike a failure's "Error 1".
+    assert first.returncode == 2 and first.stdout == "", first.stderr
+    lines = first.stderr.splitlines()
+    assert "finding(s) in the first published build:" in lines[0]
+    assert lines[-2].startswith("refresh: published 2026-02-16-7885788")
+    assert re.fullmatch(rf"make: \*\*\* \[Makefile:\d+: refresh\] Error {NEW_FINDINGS_STATUS}", lines[-1]), lines[-1]
+    again = make(*arguments)
+    assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+    assert re.search(r"^  ALERT +1$", make("help", "ALERT=1").stdout, re.M)
+
+
 def crontab() -> tuple[dict[str, str], str]:
     """docs/operating.md's crontab: its variables and the command of its one job."""
     text = (PROJECT / "docs" / "operating.md").read_text(encoding="utf-8")
