@@ -392,6 +392,29 @@ def history_command(args: SimpleNamespace, paths: Paths) -> int:
     return 0 if published is None else published.status(args.alert_new_findings)
 
 
+@cli.command("verify", short_help="check every published file and the raw archive, reading every byte",
+             epilog=_examples("energy-index verify", "energy-index verify --quiet --out /srv/energy-index/build"))
+@OUT
+@QUIET
+@step("lock")
+def verify_command(args: SimpleNamespace, paths: Paths) -> None:
+    """Check, as git fsck or restic check do, every published file against the size and sha256 recorded when it
+    was published (OUT/current/published-files.json), every snapshot in the raw archive against its manifest
+    (OUT/raw/<snapshot-id>/manifest.json: each file's size and sha256, and a commit's files its index.json names),
+    and that every published snapshot still has its archived copy, which a full rebuild ingests again. Every
+    byte is read, so it takes as long as reading OUT; a refresh with nothing to do checks the archive by size
+    only. Exit 0 when all is intact; 1 naming each damaged file with the command that repairs it, in the order
+    to run them. Writes nothing; holds OUT's lock, so that no refresh changes what it reads."""
+    from pipeline.verify import verify
+
+    started = time.perf_counter()
+    verified = verify(paths)
+    if verified.damage:
+        raise PipelineError(verified.message(paths.out))
+    say(f"verify: {verified.published_files:,} published files as published and {verified.snapshots} archived "
+        f"snapshot(s), {verified.archived_files:,} files, as fetched; every byte read ({seconds_since(started)})")
+
+
 @cli.command("snapshots", short_help="list the snapshots in the published database",
              epilog=_examples("energy-index snapshots"))
 @OUT
