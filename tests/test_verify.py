@@ -12,6 +12,7 @@ import pytest
 from conftest import (NEWEST, PROJECT, SEED_AS_OF, SEED_RETRIEVED, cli, copy_build, make, refresh_args,
                       snapshot_id, tree_digest)
 
+from pipeline.errors import command_name
 from pipeline.paths import Paths
 
 REPAIR = re.compile(r"^  - (.+?): (.+); repair: (.+)$")
@@ -70,7 +71,7 @@ def test_a_changed_digit_in_the_archive_and_a_deleted_published_file_are_named_a
     lines = result.stderr.splitlines()
     assert lines[0] == (f"energy-index: error: {out}: 2 damaged file(s) or missing copies; repair them in the order "
                         "listed")
-    command = ".venv/bin/energy-index"
+    command = command_name()  # as it can be typed here: .venv/bin/energy-index from the project folder
     assert damage_listed(result.stderr) == [
         (str(archive), f"{ARCHIVED} differs from what was fetched (sha256)",
          f"{command} fetch --source {NEWEST} --out {out}"),
@@ -102,7 +103,7 @@ def test_a_published_snapshot_whose_archived_copy_is_gone_is_named(tmp_path: Pat
     assert result.returncode == 1
     assert damage_listed(result.stderr) == [(
         str(archive), "missing: the fetched copy of a published snapshot, which a full rebuild ingests again",
-        f".venv/bin/energy-index fetch --source {NEWEST} --out {out}")]
+        f"{command_name()} fetch --source {NEWEST} --out {out}")]
     follow(damage_listed(result.stderr)[0][2])
     assert cli("verify", "--out", out).returncode == 0
 
@@ -128,6 +129,6 @@ def test_an_empty_out_is_not_intact(tmp_path: Path) -> None:
     result = cli("verify", "--out", tmp_path / "nothing")
     assert (result.returncode, result.stderr.splitlines()[0]) == (
         1, f"energy-index: error: {tmp_path / 'nothing'}: nothing has been fetched or published there to verify; "
-           f"run 'make OUT={tmp_path / 'nothing'}' (or '.venv/bin/energy-index refresh --source FOLDER_OR_URL "
+           f"run 'make OUT={tmp_path / 'nothing'}' (or '{command_name()} refresh --source FOLDER_OR_URL "
            f"--out {tmp_path / 'nothing'}')")
     assert not (tmp_path / "nothing").exists()
