@@ -450,8 +450,7 @@ def verify_command(args: SimpleNamespace, paths: Paths) -> None:
     verified = verify(paths)
     if verified.damage:
         raise PipelineError(verified.message(paths.out))
-    say(f"verify: {verified.published_files:,} published files as published and {verified.snapshots} archived "
-        f"snapshot(s), {verified.archived_files:,} files, as fetched; every byte read ({seconds_since(started)})")
+    say(f"verify: {verified.summary()}; every byte read ({seconds_since(started)})")
 
 
 @cli.command("snapshots", short_help="list the snapshots in the published database",

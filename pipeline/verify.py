@@ -34,6 +34,12 @@ class Verified:
     archived_files: int  # their files, as their manifests list them
     damage: list[Damage]
 
+    def summary(self) -> str:
+        """What was found intact, for the line an intact run ends with."""
+        published = (f"{self.published_files:,} published files as published" if self.published_files else
+                     "nothing published yet")
+        return f"{published} and {self.snapshots} archived snapshot(s), {self.archived_files:,} files, as fetched"
+
     def message(self, out: Path) -> str:
         """The failure's lines: a count, then each damaged file with its repair."""
         return str(PipelineError(

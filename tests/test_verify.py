@@ -132,3 +132,11 @@ def test_an_empty_out_is_not_intact(tmp_path: Path) -> None:
            f"run 'make OUT={tmp_path / 'nothing'}' (or '{command_name()} refresh --source FOLDER_OR_URL "
            f"--out {tmp_path / 'nothing'}')")
     assert not (tmp_path / "nothing").exists()
+
+
+def test_an_archive_without_a_published_build_is_verified_as_such(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert cli("fetch", "--source", NEWEST, "--out", out).returncode == 0
+    result = cli("verify", "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith("verify: nothing published yet and 1 archived snapshot(s), 70 files, as fetched")
