@@ -95,7 +95,7 @@ ALERT_ARG = $${EI_ALERT:+--alert-new-findings}
 BUILD_ARGS = --out "$$EI_OUT" $(QUIET_ARG) $${EI_ITL_DEADLINE_MS:+--itl-deadline-ms "$$EI_ITL_DEADLINE_MS"} \
 	$${EI_AS_OF:+--as-of "$$EI_AS_OF"} $${EI_RETRIEVED:+--retrieved "$$EI_RETRIEVED"}
 
-.PHONY: all refresh history java test test-all bench bench-light bench-history synth report release docs clean help
+.PHONY: all refresh history verify java test test-all bench bench-light bench-history synth report release docs clean help
 
 # Every run asks the CLI, which decides under its lock whether anything changed (content digests,
 # parameters, code) and otherwise does nothing; Make keeps no state of its own in OUT.
@@ -115,6 +115,9 @@ $(TEST_INSTALLED): $(INSTALLED)
 
 history: $(INSTALLED) ## ingest every snapshot under HISTORY into one database (the newest in the index)
 	@"$(CLI)" history --source "$$EI_HISTORY" $(BUILD_ARGS) $(ALERT_ARG)
+
+verify: $(INSTALLED) ## read every published file and the raw archive against their records; name each damaged file and its repair
+	@"$(CLI)" verify --out "$$EI_OUT" $(QUIET_ARG)
 
 .engines/duckdb-%/.installed:
 	test -x .engines/duckdb-$*/bin/python || $(PYTHON) -m venv .engines/duckdb-$*

@@ -178,45 +178,55 @@ def named_files(folder: Path) -> Iterator[str]:
             yield f"models/{model_id.replace('/', '__')}__{task}.json"
 
 
-def archive_damage(paths: Paths, snapshot_id: str, *, full: bool) -> str | None:
-    """What is wrong with the archived copy OUT/raw/<snapshot_id> against its manifest, or None when it is
-    whole: a file missing or of another size (the cheap check, by stat), or, when `full`, of another sha256,
-    or (fetched from a URL, where the commit's tree is the whole snapshot) lacking a file its index.json names."""
+def archive_problems(paths: Paths, snapshot_id: str, *, full: bool) -> Iterator[str]:
+    """Everything wrong with the archived copy OUT/raw/<snapshot_id> against its manifest, one sentence per
+    file, lazily (archive_damage stops at the first): a file missing or of another size (the cheap check, by
+    stat), or, when `full`, of another sha256, or (fetched from a URL, where the commit's tree is the whole
+    snapshot) lacking a file its index.json names."""
     directory = paths.raw_snapshot(snapshot_id)
     try:
         manifest = read_manifest(directory)
     except PipelineError:
-        return "its manifest is missing or unreadable"
+        yield "its manifest is missing or unreadable"
+        return
     for entry in manifest["files"]:
         try:
             size = (directory / entry["path"]).stat().st_size
         except OSError:
-            return f"{entry['path']} is missing"
+            yield f"{entry['path']} is missing"
+            continue
         if size != entry["size"]:
-            return f"{entry['path']} has {size:,} bytes, fetched with {entry['size']:,}"
-        if full and file_sha256(directory / entry["path"]) != entry["sha256"]:
-            return f"{entry['path']} differs from what was fetched (sha256)"
+            yield f"{entry['path']} has {size:,} bytes, fetched with {entry['size']:,}"
+        elif full and file_sha256(directory / entry["path"]) != entry["sha256"]:
+            yield f"{entry['path']} differs from what was fetched (sha256)"
     if full and "://" in manifest["source"]:
         held = {entry["path"] for entry in manifest["files"]}
         try:
             missing = [name for name in named_files(directory) if name not in held]
         except PipelineError as error:
-            return str(error)
-        if missing:
-            return f"it lacks {missing[0]}, which its index.json names"
-    return None
+            yield str(error)
+            return
+        yield from (f"it lacks {name}, which its index.json names" for name in missing)
 
 
-def fetch_again(paths: Paths, snapshot_id: str) -> str:
-    """The command that fetches an archived snapshot again, replacing a damaged copy, as it can be typed here."""
+def archive_damage(paths: Paths, snapshot_id: str, *, full: bool) -> str | None:
+    """The first of archive_problems, or None when the archived copy is whole."""
+    return next(archive_problems(paths, snapshot_id, full=full), None)
+
+
+def fetch_again(paths: Paths, snapshot_id: str, known: tuple[str, str | None] | None = None) -> str:
+    """The command that fetches an archived snapshot again, replacing a damaged copy, as it can be typed here.
+    `known`: the snapshot's source and commit as published, for a copy whose manifest is gone."""
     try:
         manifest = read_manifest(paths.raw_snapshot(snapshot_id))
+        source, commit = manifest["source"], manifest["upstream"].get("commit")
     except PipelineError:
-        return f"{command_name()} fetch --source FOLDER_OR_URL{out_option(paths.out)}"
-    commit = manifest["upstream"].get("commit")
-    if "://" in manifest["source"] and commit:
+        if known is None:
+            return f"{command_name()} fetch --source FOLDER_OR_URL{out_option(paths.out)}"
+        source, commit = known
+    if "://" in source and commit:
         return f"{command_name()} fetch --commit {commit}{out_option(paths.out)}"
-    return f"{command_name()} fetch --source {shlex.quote(manifest['source'])}{out_option(paths.out)}"
+    return f"{command_name()} fetch --source {shlex.quote(source)}{out_option(paths.out)}"
 
 
 def check_archive(paths: Paths, snapshot_ids: list[str]) -> None:
@@ -233,9 +243,10 @@ def held_already(paths: Paths, snapshot_id: str, upstream: dict[str, str], files
     """True if OUT/raw already holds exactly this snapshot, whole (archive_damage, cheap or `full`; a
     damaged copy is replaced). Different content under the id of a published snapshot is refused; under
     an unpublished one (a failed earlier fetch) it is replaced."""
-    if not (paths.raw_snapshot(snapshot_id) / MANIFEST).is_file():
+    try:
+        previous = read_manifest(paths.raw_snapshot(snapshot_id))
+    except PipelineError:  # not fetched, or a manifest that cannot be read: the copy is fetched as if it were not
         return False
-    previous = read_manifest(paths.raw_snapshot(snapshot_id))
     if previous["files"] == files and previous["upstream"] == upstream:
         return archive_damage(paths, snapshot_id, full=full) is None
     if previous["upstream"] == upstream and archive_damage(paths, snapshot_id, full=True) is not None:

@@ -26,7 +26,11 @@ from pipeline.progress import say, seconds_since, set_quiet
 
 
 # ---- parameter types: each a function that returns the value or raises ValueError saying why, which click
-# (8.4 on) reports as "Invalid value for '--option': why" ----
+# (8.4 on) reports as "Invalid value for '--option': why", a usage error (exit 2). One rule: a value not of
+# the option's form or range is a usage error; a file or folder that does not exist is not (the command line
+# is well formed; what it names is missing): PipelineError, which main() reports with exit 1. Every number is
+# finite and positive; a limit (seconds, bytes) also has its maximum (settings.LONGEST_LIMIT_S, LARGEST_SIZE),
+# so that no value means "no limit" ----
 
 def positive_number(text: str) -> float:
     try:
@@ -36,6 +40,41 @@ def positive_number(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"must be a positive number, got {text!r}")
     return value
+
+
+def seconds(text: str) -> float:
+    """A time limit: a positive number of seconds, at most settings.LONGEST_LIMIT_S (a day)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"not a number: {text!r}") from None
+    if not 0 < value <= settings.LONGEST_LIMIT_S:  # nan and inf fail it too
+        raise ValueError(f"must be a positive number of seconds, at most {settings.LONGEST_LIMIT_S} (a day), "
+                         f"got {text!r}")
+    return value
+
+
+def byte_count(text: str) -> int:
+    """A size limit: a whole number of bytes from 1 to settings.LARGEST_SIZE (1 EiB)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"not a whole number of bytes: {text!r}") from None
+    if not 1 <= value <= settings.LARGEST_SIZE:
+        raise ValueError(f"must be from 1 to {settings.LARGEST_SIZE} bytes (1 EiB), got {text!r}")
+    return value
+
+
+def existing_file(option: str) -> Callable[[str], Path]:
+    """The type of an option naming a file that must exist; a missing one is named with exit 1, as a missing
+    SOURCE is."""
+    def existing(text: str) -> Path:
+        if not Path(text).is_file():
+            problem = "a folder, not a file" if Path(text).is_dir() else "no such file"
+            raise PipelineError(f"{option} {text!r}: {problem}")
+        return Path(text)
+
+    return existing
 
 
 def calendar_date(text: str) -> str:
@@ -66,8 +105,8 @@ def source(text: str) -> str:
     except OSError:
         close = []
     hint = f"; did you mean {' or '.join(repr(str(folder.parent / name)) for name in close)}?" if close else ""
-    raise ValueError(f"{shown(text, quoted=True)}: no such folder{hint} (SOURCE must be a local public/data folder or "
-                     "a URL)")
+    raise PipelineError(f"{shown(text, quoted=True)}: no such folder{hint} (SOURCE must be a local public/data "
+                        "folder or a URL)")
 
 
 def commit_hash(text: str) -> str:
@@ -127,9 +166,9 @@ def options(*decorators: Callable) -> Callable:
 
 OUT = option(settings.OUT, type=click.Path(path_type=Path), metavar="DIR")
 TRANSFER = options(
-    option(settings.TIMEOUT, type=positive_number, metavar="SECONDS"),
-    option(settings.MAX_FILE_BYTES, type=POSITIVE_INTEGER, metavar="BYTES"),
-    option(settings.FETCH_DEADLINE, type=positive_number, metavar="SECONDS"),
+    option(settings.TIMEOUT, type=seconds, metavar="SECONDS"),
+    option(settings.MAX_FILE_BYTES, type=byte_count, metavar="BYTES"),
+    option(settings.FETCH_DEADLINE, type=seconds, metavar="SECONDS"),
 )
 FETCH = options(
     option(settings.SOURCE, type=source, metavar="SOURCE"),
@@ -139,7 +178,7 @@ FETCH = options(
 )
 BUILD = options(
     option(settings.ITL_DEADLINE_MS, type=positive_number, metavar="MS"),
-    option(settings.LATENCY_TIERS, type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="FILE"),
+    option(settings.LATENCY_TIERS, type=existing_file(settings.LATENCY_TIERS.name), metavar="FILE"),
 )
 # Every command that writes: quiet when all went well and nothing needs a person (cron mails what is printed).
 QUIET = click.option("--quiet", "-q", is_flag=True, help="print nothing unless it needs attention: a failure, a "
@@ -406,6 +445,28 @@ def history_command(args: SimpleNamespace, paths: Paths) -> int:
     return 0 if published is None else published.status(args.alert_new_findings)
 
 
+@cli.command("verify", short_help="check every published file and the raw archive, reading every byte",
+             epilog=_examples("energy-index verify", "energy-index verify --quiet --out /srv/energy-index/build"))
+@OUT
+@QUIET
+@step("lock")
+def verify_command(args: SimpleNamespace, paths: Paths) -> None:
+    """Check, as git fsck or restic check do, every published file against the size and sha256 recorded when it
+    was published (OUT/current/published-files.json), every snapshot in the raw archive against its manifest
+    (OUT/raw/<snapshot-id>/manifest.json: each file's size and sha256, and a commit's files its index.json names),
+    and that every published snapshot still has its archived copy, which a full rebuild ingests again. Every
+    byte is read, so it takes as long as reading OUT; a refresh with nothing to do checks the archive by size
+    only. Exit 0 when all is intact; 1 naming each damaged file with the command that repairs it, in the order
+    to run them. Writes nothing; holds OUT's lock, so that no refresh changes what it reads."""
+    from pipeline.verify import verify
+
+    started = time.perf_counter()
+    verified = verify(paths)
+    if verified.damage:
+        raise PipelineError(verified.message(paths.out))
+    say(f"verify: {verified.summary()}; every byte read ({seconds_since(started)})")
+
+
 @cli.command("snapshots", short_help="list the snapshots in the published database",
              epilog=_examples("energy-index snapshots"))
 @OUT
@@ -480,7 +541,7 @@ def diff_command(args: SimpleNamespace, paths: Paths) -> None:
               help="table (default on a terminal), csv (default otherwise), jsonl or parquet")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="write the result to FILE (replaced atomically) instead of standard output; never inside OUT")
-@option(settings.SQL_TIMEOUT, type=positive_number, metavar="SECONDS")
+@option(settings.SQL_TIMEOUT, type=seconds, metavar="SECONDS")
 @option(settings.SQL_MEMORY_LIMIT, type=memory_size, metavar="SIZE")
 @QUIET
 @step("read")
@@ -831,6 +892,9 @@ def main(argv: list[str] | None = None) -> int:
             where = f" Try '{error.ctx.command_path} --help' for help." if error.ctx is not None else ""
             say(f"{PROG}: error: {error.format_message()}{where}")
             raise SystemExit(error.exit_code) from None
+        except PipelineError as error:  # an argument naming what does not exist (existing_file, source)
+            say(f"{PROG}: error: {error}")
+            return 1
     except KeyboardInterrupt:  # before the command began (still importing, parsing): nothing to undo
         say(f"{PROG}: error: interrupted before it started; nothing was changed")
         return 1

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TypedDict
 
 from pipeline.archive import (
-    COMMIT_FACTS, RACY_WINDOW_NS, FetchResult, FileEntry, checked_time, held_already, read_stat_cache, snapshot_id_of,
-    stat_key, store, with_commit_time, write_stat_cache,
+    COMMIT_FACTS, RACY_WINDOW_NS, FetchResult, FileEntry, checked_time, held_already, named_files, read_stat_cache,
+    snapshot_id_of, stat_key, store, with_commit_time, write_stat_cache,
 )
 from pipeline.errors import PipelineError, command_name
 from pipeline.files import read_typed
@@ -68,6 +68,19 @@ def _fetch_local(source: str, paths: Paths, staging: Path, commit_time: str | No
         if held_already(paths, snapshot_id_of(upstream, files), upstream, files, full_check):
             return upstream, files
     files, cache[origin] = _copy_local(root, names, staging, max_file_bytes)
+    # As a commit's tree is (pipeline/upstream.py): a file its own index.json names and the folder lacks makes
+    # the snapshot incomplete, refused before anything is kept (its rows would be dropped with a warning each).
+    # Read from the copy, once per copy: a folder the stat cache vouches for was checked when it was copied. A
+    # file too malformed to name the others is left to ingest, whose message says where it is malformed.
+    listed = set(names)
+    try:
+        missing = [name for name in named_files(staging) if name not in listed]
+    except (PipelineError, RecursionError):  # msgspec's for JSON nested deeper than it decodes
+        missing = []
+    if missing:
+        more = f" and {len(missing) - 1} more" if missing[1:] else ""
+        raise PipelineError(f"{source}: the folder lacks {missing[0]}{more}, which its own index.json names; an "
+                            "incomplete snapshot is refused (nothing was kept)")
     write_stat_cache(paths, cache)
     return upstream, files
 

@@ -124,6 +124,11 @@ def _recorded(generation: Path) -> dict[str, tuple[int, str]] | None:
         return None
 
 
+def recorded_files(generation: Path) -> dict[str, tuple[int, str]] | None:
+    """A published generation's FILE_RECORD: each file's size and sha256 as published; None when unreadable."""
+    return _recorded(generation)
+
+
 def _stat_or_none(path: Path) -> os.stat_result | None:
     try:
         return path.stat()

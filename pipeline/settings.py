@@ -80,25 +80,34 @@ AS_OF = Setting("--as-of", None, "the index's 'updated' and 'data_version' date 
                 "date, so that a rerun on unchanged input writes identical files)", "AS_OF")
 RETRIEVED = Setting("--retrieved", None, "the 'source.retrieved' date (default: the date the fetch first "
                     "retrieved the snapshot)", "RETRIEVED")
+# The most a limit may be set to; a larger value is a mistake said before any work (exit 2), never a silent
+# "no limit" (and there is no way to ask for none: a run left unattended has a bound). A time limit longer
+# than a day outlives the nightly run it bounds (cron starts the next before it ends); a size beyond 1 EiB
+# is more than an address space holds.
+LONGEST_LIMIT_S = 86_400
+LARGEST_SIZE = 1 << 60
 # Wall-clock deadlines for a URL: one per file and one for the whole fetch; a server that trickles bytes
 # extends neither.
-TIMEOUT = Setting("--timeout", 30.0, "give up on a file of a URL that has not fully arrived after this long")
-FETCH_DEADLINE = Setting("--fetch-deadline", 900.0, "give up on a URL fetch that has not finished after this long")
+TIMEOUT = Setting("--timeout", 30.0, "give up on a file of a URL that has not fully arrived after this many "
+                  f"seconds (at most {LONGEST_LIMIT_S})")
+FETCH_DEADLINE = Setting("--fetch-deadline", 900.0, "give up on a URL fetch that has not finished after this many "
+                         f"seconds (at most {LONGEST_LIMIT_S})")
 # The largest upstream file today is 0.4 MB, and 406 MB at the benchmark's 1000x scale; 1 GiB leaves room for
 # that and still stops an endless body.
-MAX_FILE_BYTES = Setting("--max-file-bytes", 1024 ** 3, "refuse any upstream file larger than this")
+MAX_FILE_BYTES = Setting("--max-file-bytes", 1024 ** 3, f"refuse any upstream file larger than this many bytes "
+                         f"(at most {LARGEST_SIZE}, 1 EiB)")
 # energy-index sql: the bounds a query runs within (a heavy query must not hold the machine: DuckDB's own
 # default memory limit is 80 % of it).
-SQL_TIMEOUT = Setting("--timeout", 60.0, "stop the query after this long")
+SQL_TIMEOUT = Setting("--timeout", 60.0, f"stop the query after this many seconds (at most {LONGEST_LIMIT_S})")
 SQL_MEMORY_LIMIT = Setting("--memory-limit", "4GB", "the most memory the query may use beyond the program's own, "
-                           "the most it may spill to a temporary folder outside OUT, and the largest result")
+                           "the most it may spill to a temporary folder outside OUT, and the largest result (16MB to 1EiB)")
 # Sizes as DuckDB reads them: KB, MB, GB, TB in powers of 1000, KiB, MiB, GiB, TiB in powers of 1024.
 SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(B|[KMGT]i?B)", re.IGNORECASE)
 SIZE_UNITS = {"B": 1, **{f"{p}B": 1000 ** (i + 1) for i, p in enumerate("KMGT")},
               **{f"{p}IB": 1024 ** (i + 1) for i, p in enumerate("KMGT")}}
 # The bounds a --memory-limit may take: less than DuckDB needs to answer any query, or more than an address
-# space holds, is a mistake said before any work.
-SQL_MEMORY_RANGE = (16 * 1000 ** 2, 1 << 60)
+# space holds (LARGEST_SIZE), is a mistake said before any work.
+SQL_MEMORY_RANGE = (16 * 1000 ** 2, LARGEST_SIZE)
 
 
 def size_bytes(text: str) -> int | None:

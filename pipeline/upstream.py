@@ -42,7 +42,8 @@ MAX_REDIRECTS = 5
 # and a parse of them the memory (urllib3 decompresses each read into at most the bytes asked for).
 MAX_EXPANSION = 200
 # The longest a single wait (a socket's timeout, the deadline's timer) is asked to last: the platform's
-# clocks hold no more, and a deadline further off (--timeout 1e308) is as good as none.
+# clocks hold no more. The command line allows a day at most (settings.LONGEST_LIMIT_S); a caller of
+# these functions may ask for more.
 LONGEST_WAIT_S = 1e9
 LOCAL_HINT = "offline? a local copy works too: make SOURCE=<folder>"
 # What a fetch by URL reads of index.json and the task files: the files they imply.

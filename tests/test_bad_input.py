@@ -189,6 +189,12 @@ def test_two_model_ids_with_one_slug_stop_the_refresh(good_build, run_cli, first
             row["model_id"] = first if row["model_id"] == sorted(originals)[0] else second
 
     change_rows(source, "sourcegraph-fim", rename)
+    # Each model's detail file, as the task file's rows name them: a snapshot lacking one is refused first.
+    template = sorted((source / "models").glob("*__sourcegraph-fim.json"))[0]
+    for model_id in (first, second):
+        detail = json.loads(template.read_text())
+        (source / "models" / f"{model_id.replace('/', '__')}__sourcegraph-fim.json").write_text(
+            json.dumps({**detail, "model_id": model_id}))
 
     def list_models(index: dict[str, Any]) -> None:
         template = next(iter(index["models"].values()))

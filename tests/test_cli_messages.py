@@ -10,6 +10,7 @@ import pytest
 from conftest import CLI, NEWEST, PROJECT, UPSTREAM, cli, cli_process, copy_build, make
 
 from pipeline.paths import Paths
+from pipeline.settings import LARGEST_SIZE, LONGEST_LIMIT_S
 
 
 @pytest.mark.parametrize("date", ["2026-02-30", "9999-99-99", "2026-13-45", "27/09/2026", "20260927"])
@@ -46,7 +47,7 @@ def test_every_dead_end_names_what_a_newcomer_runs(tmp_path: Path) -> None:
         assert f"run 'make OUT={empty}' (or '" in result.stderr and "energy-index refresh --source" in result.stderr, command
         assert ".generations" not in result.stderr and "staging" not in result.stderr, command
     missing = cli("refresh", "--source", tmp_path / "nowhere", "--out", empty)
-    assert missing.returncode == 2 and "no such folder" in missing.stderr
+    assert missing.returncode == 1 and "no such folder" in missing.stderr
     parent = cli("refresh", "--source", UPSTREAM, "--out", empty)
     assert parent.returncode == 1
     assert "a folder of snapshot folders" in parent.stderr and "energy-index history --source" in parent.stderr
@@ -115,7 +116,7 @@ def test_did_you_mean_for_snapshot_ids_and_source_folders(newest_build: Paths, t
     assert diff.returncode == 1
     assert "snapshot 2026-02-16 is not in" in diff.stderr and f"did you mean {NEWEST.name}?" in diff.stderr
     source = cli("refresh", "--source", UPSTREAM / "2026-02-16", "--out", tmp_path / "out")
-    assert source.returncode == 2
+    assert source.returncode == 1
     assert f"no such folder; did you mean '{NEWEST}'?" in source.stderr
     assert not (tmp_path / "out").exists()
 
@@ -152,3 +153,35 @@ def test_an_unknown_name_is_echoed_short_on_one_line(plain_build: Paths, tmp_pat
     assert re.search(r"Q{77,80}…", line) and max(map(len, re.findall("Q+", line))) <= 80, line
     assert "(10,0" in line and " characters)" in line
     assert len(line) < 400, line
+
+
+@pytest.mark.parametrize(("argv", "option", "value"), [
+    (["fetch"], "--timeout", "inf"), (["fetch"], "--timeout", "1e308"), (["fetch"], "--timeout", "86401"),
+    (["refresh"], "--fetch-deadline", "inf"), (["refresh"], "--fetch-deadline", "1e308"),
+    (["history", "--upstream"], "--max-file-bytes", str(2 ** 61)), (["fetch"], "--max-file-bytes", "0"),
+    (["sql", "select 1"], "--timeout", "inf"), (["sql", "select 1"], "--timeout", "1e308"),
+])
+def test_every_limit_is_finite_with_a_maximum_and_anything_else_a_usage_error(
+    argv: list[str], option: str, value: str, tmp_path: Path
+) -> None:
+    """One rule (docs/operating.md, Limits): no value means "no limit", neither inf nor a huge number."""
+    result = cli(*argv, option, value, "--out", tmp_path / "out")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"energy-index: error: Invalid value for '{option}': must be "), result.stderr
+    limit = str(LARGEST_SIZE) if option == "--max-file-bytes" else f"at most {LONGEST_LIMIT_S}"
+    assert limit in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_longest_limits_are_accepted_and_what_does_not_exist_is_exit_1(tmp_path: Path) -> None:
+    """The maximum itself passes the parser (it is the missing SOURCE that stops the command, with exit 1, a
+    problem with what the command line names rather than with the command line)."""
+    missing = tmp_path / "nowhere"
+    result = cli("refresh", "--source", missing, "--timeout", LONGEST_LIMIT_S, "--fetch-deadline", LONGEST_LIMIT_S,
+                 "--max-file-bytes", LARGEST_SIZE, "--out", tmp_path / "out")
+    assert (result.returncode, result.stderr) == (
+        1, f"energy-index: error: '{missing}': no such folder (SOURCE must be a local public/data folder or a URL)\n")
+    tiers = cli("build", "--latency-tiers", tmp_path / "tiers.toml", "--out", tmp_path / "out")
+    assert (tiers.returncode, tiers.stderr) == (
+        1, f"energy-index: error: --latency-tiers '{tmp_path / 'tiers.toml'}': no such file\n")
+    assert not (tmp_path / "out").exists()

@@ -148,8 +148,8 @@ def _apply(kind: str, data: st.DataObject, source: Path, outside: Path) -> tuple
         victim = data.draw(st.sampled_from(victims))
         victim.unlink()
         relative = str(victim.relative_to(source))
-        # A detail file is optional (the detail tables simply lack it); index.json and task files are not.
-        return [], Expected(ok=relative.startswith("models/"), words=(relative,))
+        # Every file is named by index.json or by a task file's rows: a snapshot without it is incomplete.
+        return [], Expected(words=(relative,))
     if kind == "extra_file":
         (source / "models" / "extra__model__gpqa.json").write_text('{"configurations": []}')
         return [], Expected(words=("models/extra__model__gpqa.json: missing required field",))

@@ -140,24 +140,26 @@ def test_make_alert_fails_on_new_findings_with_the_clis_status_in_makes_last_lin
     assert re.search(r"^  ALERT +1$", make("help", "ALERT=1").stdout, re.M)
 
 
-def crontab() -> tuple[dict[str, str], str]:
-    """docs/operating.md's crontab: its variables and the command of its one job."""
+def crontab() -> tuple[dict[str, str], dict[str, str]]:
+    """docs/operating.md's crontab: its variables and the command of each job, by the subcommand it runs."""
     text = (PROJECT / "docs" / "operating.md").read_text(encoding="utf-8")
     block = re.search(r"```crontab\n(.*?)```", text, re.S).group(1)
     variables = dict(line.split("=", 1) for line in block.splitlines() if re.match(r"^[A-Z_]+=", line))
-    (job,) = [line for line in block.splitlines() if re.match(r"^[\d*]", line)]
-    return variables, job.split(None, 5)[5]
+    commands = [line.split(None, 5)[5] for line in block.splitlines() if re.match(r"^[\d*]", line)]
+    return variables, {re.search(r"energy-index (\S+)", command).group(1): command for command in commands}
 
 
 def test_the_cron_recipe_as_written_mails_only_on_trouble(github: FakeGitHub, tmp_path: Path) -> None:
-    variables, command = crontab()
-    assert "MAILTO" in variables and "--quiet" in command
+    variables, jobs = crontab()
+    assert jobs.keys() == {"refresh", "verify"}
+    command = jobs["refresh"]
+    assert "MAILTO" in variables and "--quiet" in command and "--quiet" in jobs["verify"]
     # Cron runs the job with sh and the crontab's variables; here the checkout and OUT are this one's.
     environment = {**os.environ, **variables, "ENERGY_INDEX_HOME": str(PROJECT),
                    "ENERGY_INDEX_OUT": str(tmp_path / "out"), "SHELL": "/bin/sh"}
 
-    def cron() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=400,
+    def cron(job: str = "refresh") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["/bin/sh", "-c", jobs[job]], capture_output=True, text=True, timeout=400,
                               env=environment, cwd=tmp_path)
 
     github.commits = [COMMITS["0578467"]]
@@ -165,6 +167,7 @@ def test_the_cron_recipe_as_written_mails_only_on_trouble(github: FakeGitHub, tm
     assert first.returncode == NEW_FINDINGS_STATUS and first.stderr and first.stdout == ""
     quiet = cron()
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")  # no mail
+    assert (weekly := cron("verify")).returncode == 0 and (weekly.stdout, weekly.stderr) == ("", "")
     github.commits.append(COMMITS["7885788"])
     published = cron()
     # 7885788 brings no finding 0578467 did not have: published, and nothing to mail.
@@ -176,6 +179,10 @@ def test_the_cron_recipe_as_written_mails_only_on_trouble(github: FakeGitHub, tm
     assert failed.returncode == 1 and failed.stderr.startswith("energy-index: error:"), failed.stderr
     assert len(failed.stderr.splitlines()) == 1
     assert shlex.split(command)[0] == "cd"
+    archived = tmp_path / "out" / "raw" / "2026-02-16-7885788" / "tasks" / "gpqa.json"
+    archived.write_bytes(archived.read_bytes().replace(b"0.", b"1.", 1))  # a digit changed: the same size
+    damaged = cron("verify")
+    assert damaged.returncode == 1 and damaged.stderr.startswith("energy-index: error:"), damaged.stderr
 
 
 def test_each_step_that_writes_is_silent_with_quiet_and_still_says_a_failure(tmp_path: Path) -> None:

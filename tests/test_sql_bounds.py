@@ -112,7 +112,7 @@ def test_a_stopped_query_leaves_no_spill(stop: signal.Signals, newest_build: Pat
                                                    f"{newest_build.out} is unchanged\n")
 
 
-@pytest.mark.parametrize("value", ["1e308", "1e-3", "86400"])
+@pytest.mark.parametrize("value", ["1e-3", "86400"])
 def test_every_timeout_works(value: str, newest_build: Paths) -> None:
     result = sql(newest_build, "--timeout", value, "select 42 as answer")
     if value == "1e-3":  # so short that even this is stopped: said as the time limit
@@ -122,7 +122,8 @@ def test_every_timeout_works(value: str, newest_build: Paths) -> None:
 
 
 @pytest.mark.parametrize(("option", "value"), [
-    ("--timeout", "0"), ("--timeout", "-1"), ("--timeout", "nan"), ("--timeout", "inf"),
+    ("--timeout", "0"), ("--timeout", "-1"), ("--timeout", "nan"), ("--timeout", "inf"), ("--timeout", "86400.5"),
+    ("--timeout", "1e308"),
     ("--memory-limit", "0MB"), ("--memory-limit", "-5MB"), ("--memory-limit", "1B"),
     ("--memory-limit", "99999999999999999999TB"), ("--memory-limit", "lots"),
 ])

@@ -1,5 +1,5 @@
-"""What the upstream gives is taken whole or not at all: a commit whose tree lacks a file its own index.json
-names is refused before anything is published or kept, and history --upstream takes one consistent
+"""What the upstream gives is taken whole or not at all: a commit whose tree, or a local folder that, lacks a
+file its own index.json names is refused before anything is published or kept, and history --upstream takes one consistent
 listing however the branch moves between its pages."""
 
 import dataclasses
@@ -7,13 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import COMMITS, NEWEST, snapshot_id
+from conftest import BUILD_OUTPUTS, COMMITS, NEWEST, copy_build, refresh_args, snapshot_id, tree_digest, writable_copy
 from github_server import FakeGitHub
 
 from pipeline.paths import Paths
-
-
-
 
 
 def snapshot_ids(out: Path) -> list[str]:
@@ -46,6 +43,26 @@ def test_a_commit_whose_tree_lacks_a_file_its_index_names_is_refused_and_nothing
     again = run_cli(command, *(["--upstream"] if command == "history" else []), "--out", out)
     assert again.exit_code == 0, again.stderr
     assert snapshot_ids(out) == [snapshot_id(NEWEST)]
+
+
+@pytest.mark.parametrize("lacking", ["models/Qwen__Qwen3-8B__gpqa.json", "tasks/gpqa.json"],
+                         ids=["model-file", "task-file"])
+def test_a_local_folder_that_lacks_a_file_its_index_names_is_refused_and_the_build_left(
+    lacking: str, tmp_path: Path, plain_build: Paths, run_cli
+) -> None:
+    incomplete = writable_copy(NEWEST, tmp_path / "incomplete")
+    (incomplete / "snapshot.json").unlink()  # a snapshot of its own, not the published one's content changed
+    (incomplete / lacking).unlink()
+    out = copy_build(plain_build, tmp_path / "out")
+    published, raw = tree_digest(out, *BUILD_OUTPUTS), sorted(path.name for path in (out / "raw").iterdir())
+    result = run_cli(*refresh_args(incomplete, out))
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"energy-index: error: {incomplete}: the folder lacks {lacking}, which its own index.json names; an "
+        "incomplete snapshot is refused (nothing was kept)")
+    assert "ingest:" not in result.stderr and "warning" not in result.stderr
+    assert tree_digest(out, *BUILD_OUTPUTS) == published  # the last good build, as it was
+    assert sorted(path.name for path in (out / "raw").iterdir()) == raw  # nothing of it kept
 
 
 @pytest.mark.sweep
