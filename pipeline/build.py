@@ -243,15 +243,27 @@ class EnergyClass(msgspec.Struct, forbid_unknown_fields=True):
     below: Annotated[float, msgspec.Meta(gt=0)] | None = None
 
 
+class EnergyClassScale(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Where the energy class scale comes from, and the boundary whose figures its letters are read at."""
+    boundary: Literal["gpu_only", "server", "facility"]
+    source: Text
+
+
 class IndexV2(msgspec.Struct, forbid_unknown_fields=True):
     validity: Annotated[list[ValidityCode], msgspec.Meta(min_length=1)]
+    energy_class_scale: EnergyClassScale
     energy_class: Annotated[list[EnergyClass], msgspec.Meta(min_length=1)]
+
+
+def energy_class_scale(path: Path = INDEX_V2) -> EnergyClassScale:
+    """The energy class scale's source and boundary, as index_v2.toml declares them."""
+    return read_toml(path, IndexV2).energy_class_scale
 
 
 def load_index_v2(path: Path = INDEX_V2) -> tuple[list[tuple], list[tuple]]:
     """The validity_codes rows (with their position) and the energy_classes rows (letter, lower bound,
-    upper bound) of an index_v2.toml: codes distinct; letters in order with rising bounds, only the last
-    unbounded."""
+    upper bound, the scale's boundary) of an index_v2.toml: codes distinct; letters in order with rising
+    bounds, only the last unbounded."""
     declared = read_toml(path, IndexV2)
     codes = [code.code for code in declared.validity]
     problems = [f"code {code}: declared more than once" for code in sorted({c for c in codes if codes.count(c) > 1})]
@@ -261,8 +273,8 @@ def load_index_v2(path: Path = INDEX_V2) -> tuple[list[tuple], list[tuple]]:
     if problems:
         raise PipelineError(f"{path}: index version 2 declarations are not valid", problems)
     validity = [(position, *msgspec.structs.astuple(code)) for position, code in enumerate(declared.validity, 1)]
-    classes = [(entry.letter, 0.0 if number == 0 else bounds[number - 1], entry.below)
-               for number, entry in enumerate(declared.energy_class)]
+    classes = [(entry.letter, 0.0 if number == 0 else bounds[number - 1], entry.below,
+                declared.energy_class_scale.boundary) for number, entry in enumerate(declared.energy_class)]
     return validity, classes
 
 

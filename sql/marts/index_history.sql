@@ -1,8 +1,8 @@
 -- index_history: every snapshot's index figures in one tidy table for dashboards: per snapshot, task,
 -- model and GPU, the index figure (best_configuration_history) with its unit, the spread of its repeats,
 -- the runner-up's margin, the figure at the server and facility boundaries (low, central, high), the
--- energy class (index_energy_classes: token tasks; null for diffusion), the snapshot's dates and commit,
--- and the model's display name and parameter counts.
+-- energy class (index_energy_classes: token tasks, on ComparIA's scale at the facility boundary; null for
+-- diffusion), the snapshot's dates and commit, and the model's display name and parameter counts.
 -- grain: one row per snapshot × task × model × GPU that has a configuration within the limit
 -- key: snapshot_id, task, model_id, gpu
 -- For the index snapshot its rows are index_uncertainty's and index_boundaries' (pivoted to columns).
