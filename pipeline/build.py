@@ -666,10 +666,12 @@ def _hold_memory(connection: duckdb.DuckDBPyConnection) -> None:
 
 def build(
     paths: Paths, itl_deadline_ms: float, snapshot_id: str | None = None, full: bool = False,
-    latency_tiers: Path = LATENCY_TIERS,
+    latency_tiers: Path = LATENCY_TIERS, retrieved: str | None = None,
 ) -> BuildResult:
     """Build the database; the index is built from `snapshot_id`, by default the newest snapshot.
-    Unless `full`, the published database is copied and brought up to date when this code built it."""
+    Unless `full`, the published database is copied and brought up to date when this code built it.
+    `retrieved` is the index snapshot's retrieval date the database states (data_version, index_history)
+    and the export writes; by default the day the fetch first retrieved it."""
     if not (itl_deadline_ms > 0):
         raise PipelineError(f"ITL deadline must be a positive number of milliseconds, got {itl_deadline_ms}")
     paths.build_root.mkdir(parents=True, exist_ok=True)
@@ -690,7 +692,7 @@ def build(
             if snapshot_id is not None and snapshot_id not in ingested:
                 raise PipelineError(f"snapshot {snapshot_id} is not in the Parquet tables; "
                                     f"ingested: {', '.join(ingested)}")
-            parameters = (snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE, __version__)
+            parameters = (snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE, __version__, retrieved)
             load_reference_tables(connection, parameters, latency_tiers)
             _publish_reference_tables(connection, paths)
             # A copy of a database this code built (loaded) holds its views and macros as this code makes them.

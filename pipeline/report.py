@@ -374,7 +374,7 @@ def _tasks(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any]) -> l
     return [Task(plan.task, names[plan.task] or plan.task, plan.family, plan.unit, plan.header, [
         msgspec.convert({**m, "unit": dictionary.column("configuration_points", m["latency_metric"]).unit}, Metric)
         for m in metrics if m["family"] == plan.family])
-        for plan in task_plans(connection, snapshot, snapshot["retrieved"], snapshot["retrieved"])]
+        for plan in task_plans(connection, snapshot, snapshot["retrieved"], snapshot["stated_retrieved"])]
 
 
 def _models(task: Task) -> list[str]:
