@@ -9,9 +9,11 @@
 create or replace view index_energy_classes as
 
 with
--- The scale's one boundary (index_v2.toml declares it once for every letter).
-scale as (
-    select distinct boundary from energy_classes
+-- The figures at the scale's boundary (index_v2.toml declares one for every letter).
+scale_figures as (
+    select snapshot_id, task, model_id, gpu, wh_per_unit_low, wh_per_unit_central, wh_per_unit_high
+    from index_boundary_history
+    where boundary in (select boundary from energy_classes)
 ),
 
 figures as (
@@ -19,9 +21,8 @@ figures as (
         b.snapshot_id, b.task, b.model_id, b.gpu,
         h.wh_per_unit_low, h.wh_per_unit_central, h.wh_per_unit_high
     from best_configuration_history as b
-    left join index_boundary_history as h
+    left join scale_figures as h
         on h.snapshot_id = b.snapshot_id and h.task = b.task and h.model_id = b.model_id and h.gpu = b.gpu
-        and h.boundary = (select boundary from scale)
     where b.family = 'token'
 ),
 
