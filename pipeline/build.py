@@ -243,15 +243,27 @@ class EnergyClass(msgspec.Struct, forbid_unknown_fields=True):
     below: Annotated[float, msgspec.Meta(gt=0)] | None = None
 
 
+class EnergyClassScale(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Where the energy class scale comes from, and the boundary whose figures its letters are read at."""
+    boundary: Literal["gpu_only", "server", "facility"]
+    source: Text
+
+
 class IndexV2(msgspec.Struct, forbid_unknown_fields=True):
     validity: Annotated[list[ValidityCode], msgspec.Meta(min_length=1)]
+    energy_class_scale: EnergyClassScale
     energy_class: Annotated[list[EnergyClass], msgspec.Meta(min_length=1)]
+
+
+def energy_class_scale(path: Path = INDEX_V2) -> EnergyClassScale:
+    """The energy class scale's source and boundary, as index_v2.toml declares them."""
+    return read_toml(path, IndexV2).energy_class_scale
 
 
 def load_index_v2(path: Path = INDEX_V2) -> tuple[list[tuple], list[tuple]]:
     """The validity_codes rows (with their position) and the energy_classes rows (letter, lower bound,
-    upper bound) of an index_v2.toml: codes distinct; letters in order with rising bounds, only the last
-    unbounded."""
+    upper bound, the scale's boundary) of an index_v2.toml: codes distinct; letters in order with rising
+    bounds, only the last unbounded."""
     declared = read_toml(path, IndexV2)
     codes = [code.code for code in declared.validity]
     problems = [f"code {code}: declared more than once" for code in sorted({c for c in codes if codes.count(c) > 1})]
@@ -261,8 +273,8 @@ def load_index_v2(path: Path = INDEX_V2) -> tuple[list[tuple], list[tuple]]:
     if problems:
         raise PipelineError(f"{path}: index version 2 declarations are not valid", problems)
     validity = [(position, *msgspec.structs.astuple(code)) for position, code in enumerate(declared.validity, 1)]
-    classes = [(entry.letter, 0.0 if number == 0 else bounds[number - 1], entry.below)
-               for number, entry in enumerate(declared.energy_class)]
+    classes = [(entry.letter, 0.0 if number == 0 else bounds[number - 1], entry.below,
+                declared.energy_class_scale.boundary) for number, entry in enumerate(declared.energy_class)]
     return validity, classes
 
 
@@ -654,10 +666,12 @@ def _hold_memory(connection: duckdb.DuckDBPyConnection) -> None:
 
 def build(
     paths: Paths, itl_deadline_ms: float, snapshot_id: str | None = None, full: bool = False,
-    latency_tiers: Path = LATENCY_TIERS,
+    latency_tiers: Path = LATENCY_TIERS, retrieved: str | None = None,
 ) -> BuildResult:
     """Build the database; the index is built from `snapshot_id`, by default the newest snapshot.
-    Unless `full`, the published database is copied and brought up to date when this code built it."""
+    Unless `full`, the published database is copied and brought up to date when this code built it.
+    `retrieved` is the index snapshot's retrieval date the database states (data_version, index_history)
+    and the export writes; by default the day the fetch first retrieved it."""
     if not (itl_deadline_ms > 0):
         raise PipelineError(f"ITL deadline must be a positive number of milliseconds, got {itl_deadline_ms}")
     paths.build_root.mkdir(parents=True, exist_ok=True)
@@ -679,7 +693,7 @@ def build(
             if snapshot_id is not None and snapshot_id not in ingested:
                 raise PipelineError(f"snapshot {shown(snapshot_id)} is not in the Parquet tables; "
                                     f"ingested: {', '.join(ingested)}")
-            parameters = (snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE, __version__)
+            parameters = (snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE, __version__, retrieved)
             load_reference_tables(connection, parameters, latency_tiers)
             _publish_reference_tables(connection, paths)
             # A copy of a database this code built (loaded) holds its views and macros as this code makes them.

@@ -357,6 +357,7 @@ def ingest_command(args: SimpleNamespace, paths: Paths) -> None:
 @click.option("--full", is_flag=True, help="load every snapshot's Parquet into a new database (default: append "
               "what is new to a copy of the published database when it was built by this code and is as published; "
               "the result is the same)")
+@option(settings.RETRIEVED, type=calendar_date, metavar="YYYY-MM-DD")
 @QUIET
 @step("stage")
 def build_command(args: SimpleNamespace, paths: Paths) -> None:

@@ -104,9 +104,10 @@ def render_index_v2() -> str:
               "| code | rows | threshold | test | why it matters |", "| --- | --- | --- | --- | --- |"]
     lines += [f"| `{code}` | {applies_to} | {threshold:g} | {_cell(test)} | {_cell(why)} |"
               for _, code, applies_to, threshold, test, why in validity]
-    lines += ["", "Energy classes (token tasks; Wh per million output tokens at the gpu_only boundary):", "",
+    boundary = classes[0][3]
+    lines += ["", f"Energy classes (token tasks; Wh per million output tokens at the {boundary} boundary):", "",
               "| class | from (inclusive) | below |", "| --- | --- | --- |"]
-    lines += [f"| {letter} | {low:,g} | {'' if high is None else f'{high:,g}'} |" for letter, low, high in classes]
+    lines += [f"| {letter} | {low:,g} | {'' if high is None else f'{high:,g}'} |" for letter, low, high, _ in classes]
     return "\n".join([*lines, ""]) + "\n"
 
 

@@ -133,9 +133,22 @@ def task_header(card: SourceCard, task: dict[str, Any], snapshot: dict[str, Any]
 
 
 def index_snapshot(connection: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """The index snapshot's row of snapshots, dates as ISO text."""
-    row = fetch_dicts(connection, "select s.* from snapshots as s join index_snapshot using (snapshot_id)", {})[0]
+    """The index snapshot's row of snapshots, dates as ISO text, with `stated_retrieved`: its retrieval date
+    as the build states it (data_version.retrieved: the build's --retrieved, else the day of the fetch),
+    which the files give as source.retrieved so that they and the database say one date."""
+    row = fetch_dicts(connection, "select s.*, d.retrieved as stated_retrieved from snapshots as s"
+                                  " join data_version as d using (snapshot_id)", {})[0]
     return {name: value.isoformat() if isinstance(value, datetime.date) else value for name, value in row.items()}
+
+
+def stated_retrieved(snapshot: dict[str, Any], retrieved: str | None) -> str:
+    """The files' source.retrieved: the database's (index_snapshot), which a --retrieved given to the
+    export must repeat; another date would make the files and the database disagree."""
+    if retrieved is not None and retrieved != snapshot["stated_retrieved"]:
+        raise PipelineError(f"--retrieved {retrieved} is not the retrieval date the database was built "
+                            f"with, {snapshot['stated_retrieved']}; build it with --retrieved {retrieved} "
+                            "(refresh, history or build) so that the files and the database give one date")
+    return snapshot["stated_retrieved"]
 
 
 def task_plans(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any], as_of: str, retrieved: str
@@ -310,9 +323,9 @@ def export(paths: Paths, *, as_of: str | None = None, retrieved: str | None = No
         with connect(str(paths.database), read_only=True) as connection:
             snapshot = index_snapshot(connection)
             _check_slugs_distinct(connection, snapshot["snapshot_id"])
-            # The CLI has checked the dates given; the default is the snapshot's own.
+            # The CLI has checked the dates given; as_of's default is the day of the snapshot's fetch.
             plans = task_plans(connection, snapshot, as_of or snapshot["retrieved"],
-                               retrieved or snapshot["retrieved"])
+                               stated_retrieved(snapshot, retrieved))
             for plan in plans:
                 (staging / plan.task / "models").mkdir(parents=True)
             # The tiers before the rest, not beside them: at 1000x the two at once took 3.5 GB.

@@ -4,8 +4,9 @@ OUT/index/v2/<task>/models/<slug>.json, one for each version 1 index.json and mo
 Each row (index.json's rows, a model file's best) is version 1's row, key for key and value for value,
 followed by what the view index_rows_v2 adds ([exports.index_v2] in the field dictionary: the range,
 the runner-up, the boundaries with their factors, the validity codes, the energy class and Wh per
-response). The header is version 1's with version "2", the metric stamp and the data URL pinned to
-the upstream commit. Views compute; this module selects, rounds and nests.
+response). The header is version 1's with the format version ("2.1"), the metric stamp (with the energy
+class scale's boundary and source, pipeline/index_v2.toml) and the data URL pinned to the upstream
+commit. Views compute; this module selects, rounds and nests.
 """
 
 from collections.abc import Callable, Iterable
@@ -16,6 +17,7 @@ from typing import Any
 import duckdb
 
 from pipeline import jsontext
+from pipeline.build import energy_class_scale
 from pipeline.database import fetch_dicts
 from pipeline.errors import PipelineError
 from pipeline.source_card import load_source_card
@@ -76,10 +78,11 @@ class Version2:
         return cls({(row["task"], row["model_id"], row["gpu"]): row for row in rows}, snapshot.get("commit"))
 
     def header(self, header: dict[str, Any], task: str, unit_label: str) -> dict[str, Any]:
-        """Version 1's header with version "2", the metric stamp and the pinned data URL, before the model."""
-        card = load_source_card().index_v2
+        """Version 1's header with the format version, the metric stamp and the pinned data URL, before the model."""
+        card, scale = load_source_card().index_v2, energy_class_scale()
         stamp = {"format_version": card.format_version, "unit": header["unit"], "denominator": unit_label,
-                 "boundary": header["boundary"], "energy_class_boundary": card.energy_class_boundary}
+                 "boundary": header["boundary"], "energy_class_boundary": scale.boundary,
+                 "energy_class_scale": scale.source}
         pinned = None if self.commit is None else card.data_url.format(commit=self.commit, task=task)
         return {**header, "version": card.format_version, "metric": stamp, "data_url": pinned}
 

@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 
 from pipeline import jsontext
+from pipeline.build import energy_class_scale
 from pipeline.source_card import load_source_card
 from schemas import dictionary
 
@@ -98,10 +99,13 @@ def _header(version: str) -> dict[str, Any]:
         "boundary": {"const": card.index.boundary, "description": "Where the figures' energy is counted."},
     }
     if version != card.index.format_version:
+        scale = energy_class_scale()
         properties["metric"] = _object({
             "format_version": {"const": version}, "unit": {"type": "string"}, "denominator": {"type": "string"},
             "boundary": {"const": card.index.boundary},
-            "energy_class_boundary": {"const": card.index_v2.energy_class_boundary},
+            "energy_class_boundary": {"const": scale.boundary, "description": "The boundary whose figures the "
+                                      "energy class letters are read at."},
+            "energy_class_scale": {"const": scale.source, "description": "The energy class scale's source."},
         }, "The metric stamp: what every figure of the file measures.")
         properties["data_url"] = {"type": ["string", "null"],
                                   "description": "The task's upstream file at the snapshot's commit."}
@@ -146,7 +150,7 @@ def _file_schemas(connection: duckdb.DuckDBPyConnection, version: str) -> list[d
 def index_schema(connection: duckdb.DuckDBPyConnection, version: str) -> dict[str, Any]:
     """The JSON Schema of every index file of `version` ("1" or "2")."""
     return {
-        "$schema": DRAFT, "$id": f"{BASE_ID}index-v{version}.schema.json",
+        "$schema": DRAFT, "$id": f"{BASE_ID}index-v{version.split('.')[0]}.schema.json",
         "title": f"energy-index index files, format version {version}",
         "description": "Generated from schemas/dictionary.toml ([exports]) and the views' column types "
                        "(pipeline/index_schema.py); docs/index-files.md documents every field.",
@@ -159,4 +163,6 @@ def write_schemas(connection: duckdb.DuckDBPyConnection, index_dir: Path) -> Non
     folder = index_dir / SCHEMA_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     for version in ("1", load_source_card().index_v2.format_version):
-        (folder / f"index-v{version}.schema.json").write_bytes(jsontext.dumps(index_schema(connection, version)))
+        # named by the major version, as the files' folder is (index/v2/ holds format 2.1)
+        major = version.split(".")[0]
+        (folder / f"index-v{major}.schema.json").write_bytes(jsontext.dumps(index_schema(connection, version)))

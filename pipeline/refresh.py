@@ -115,7 +115,8 @@ def run_build(options: Options, paths: Paths, full: bool) -> str:
     from pipeline.build import build
 
     started = time.perf_counter()
-    result = build(paths, options.itl_deadline_ms, options.index_snapshot, full, latency_tiers=options.latency_tiers)
+    result = build(paths, options.itl_deadline_ms, options.index_snapshot, full, latency_tiers=options.latency_tiers,
+                   retrieved=options.retrieved)
     _warn("build", result.notices)
     fitted = len(result.fitting_seconds)
     if fitted:

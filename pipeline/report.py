@@ -136,7 +136,8 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
                    coalesce(b.max_num_seqs, b.batch_size) as batch_limit, b.{metric} as latency, b.wh_per_unit,
                    'models/' || b.slug || '.html' as href, u.n_repeats, u.wh_repeat_min, u.wh_repeat_max,
                    u.runner_up_row_id, u.runner_up_wh_per_unit, u.choice_basis,
-                   v.range_low, v.range_high, v.validity_codes as validity, v.energy_class
+                   v.range_low, v.range_high, v.validity_codes as validity, v.energy_class,
+                   v.energy_class_span, v.energy_class_reason
             from best_configurations as b
             left join index_uncertainty as u on u.task = b.task and u.model_id = b.model_id and u.gpu = b.gpu
             left join index_rows_v2 as v on v.task = b.task and v.model_id = b.model_id and v.gpu = b.gpu
@@ -304,9 +305,10 @@ def _index_table(task: Task, rows: list[dict[str, Any]], with_model: bool = True
         _cell("measured once" if row["range_low"] is None else f"{round(row['range_low'], digits)} to "
               f"{round(row['range_high'], digits)}"),
         _cell(row["validity"] or "", hover="validity codes: docs/index-files.md"),
-        _cell(row["energy_class"] or "", hover="Wh per million output tokens at the gpu_only boundary: A < 100, "
-              "B < 300, C < 1,000, D < 3,000, E < 10,000, F from 10,000" if row["energy_class"] else
-              "no class for images and videos"),
+        _cell(row["energy_class"] or "", hover=f"ComparIA's scale, Wh per million output tokens at the facility "
+              "boundary (central factors): A < 100, B < 300, C < 1,000, D < 3,000, E < 10,000, F from 10,000; "
+              f"low to high factors: {row['energy_class_span']}" if row["energy_class"] else
+              row["energy_class_reason"] or ""),
         _cell(row["n_repeats"], hover="measured once" if (row["n_repeats"] or 0) < 2 else
               f"repeats from {row['wh_repeat_min']} to {row['wh_repeat_max']}"),
         _cell(row["runner_up_wh_per_unit"],
@@ -487,7 +489,7 @@ def _tasks(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any]) -> l
     return [Task(plan.task, names[plan.task] or plan.task, plan.family, plan.unit, plan.header, [
         msgspec.convert({**m, "unit": dictionary.column("configuration_points", m["latency_metric"]).unit}, Metric)
         for m in metrics if m["family"] == plan.family])
-        for plan in task_plans(connection, snapshot, snapshot["retrieved"], snapshot["retrieved"])]
+        for plan in task_plans(connection, snapshot, snapshot["retrieved"], snapshot["stated_retrieved"])]
 
 
 def _models(task: Task) -> list[str]:

@@ -76,9 +76,10 @@ ITL_DEADLINE_MS = Setting(
     "median inter-token latency ceiling for the best configurations (the leaderboard's own)", "ITL_DEADLINE_MS")
 LATENCY_TIERS = Setting("--latency-tiers", TIERS_FILE, "the latency tiers of tiered_best_configurations and "
                         "tiers.json, in the layout of pipeline/latency_tiers.toml")
-AS_OF = Setting("--as-of", None, "the index's 'updated' and 'data_version' date (default: the snapshot's retrieval "
-                "date, so that a rerun on unchanged input writes identical files)", "AS_OF")
-RETRIEVED = Setting("--retrieved", None, "the 'source.retrieved' date (default: the date the fetch first "
+AS_OF = Setting("--as-of", None, "the index's 'updated' and 'data_version' date (default: the date the fetch first "
+                "retrieved the snapshot, so that a rerun on unchanged input writes identical files)", "AS_OF")
+RETRIEVED = Setting("--retrieved", None, "the index snapshot's retrieval date, the index files' 'source.retrieved' "
+                    "and the database's (data_version, index_history) alike (default: the date the fetch first "
                     "retrieved the snapshot)", "RETRIEVED")
 # The most a limit may be set to; a larger value is a mistake said before any work (exit 2), never a silent
 # "no limit" (and there is no way to ask for none: a run left unattended has a bound). A time limit longer

@@ -24,7 +24,6 @@ class Index(_Section):
 class IndexV2(_Section):
     format_version: str
     data_url: str
-    energy_class_boundary: str
 
 
 class CompiledEvidence(_Section):

@@ -7,15 +7,18 @@ from pathlib import Path
 
 import duckdb
 
+from conftest import SEED_RETRIEVED, copy_build, read_json
+
 from pipeline import __version__
 from pipeline.paths import Paths
 
 # index_uncertainty's columns and index_boundaries' figures pivoted, with the snapshot's dates, the
 # model's name and size and index_rows_v2's energy class: what index_history must hold for the index
-# snapshot, computed from the views a build with that snapshot as its index gives.
+# snapshot, computed from the views a build with that snapshot as its index gives (its retrieval date the
+# build's, data_version's).
 EXPECTED = """
 select
-    u.snapshot_id, h.position, s.last_updated, s.retrieved, s.commit, s.commit_time,
+    u.snapshot_id, h.position, s.last_updated, d.retrieved, s.commit, s.commit_time,
     u.family, u.task, u.model_id, u.slug, m.nickname, m.total_params_billions, m.activated_params_billions,
     u.gpu, u.row_id, u.repeat, u.unit_label, u.wh_per_unit, u.n_repeats, u.wh_repeat_min, u.wh_repeat_max,
     u.runner_up_row_id, u.runner_up_wh_per_unit, u.margin_wh_per_unit, u.margin_relative, u.choice_basis,
@@ -28,6 +31,7 @@ left join models as m using (snapshot_id, model_id)
 join index_boundaries as server on server.boundary = 'server' and (server.task, server.model_id, server.gpu) = (u.task, u.model_id, u.gpu)
 join index_boundaries as facility on facility.boundary = 'facility' and (facility.task, facility.model_id, facility.gpu) = (u.task, u.model_id, u.gpu)
 join index_rows_v2 as v on (v.task, v.model_id, v.gpu) = (u.task, u.model_id, u.gpu)
+cross join data_version as d
 """
 HISTORY = """
 select
@@ -74,12 +78,29 @@ def test_index_history_has_one_row_per_snapshot_task_model_and_gpu_with_names_an
 def test_data_version_is_one_row_naming_the_index_snapshot_and_the_code(history_build: Paths) -> None:
     with duckdb.connect(str(history_build.database), read_only=True) as connection:
         rows = connection.execute("select * from data_version").fetchall()
+        # the retrieval date the build was given (--retrieved), not the day of the fetch
         expected = connection.execute(
-            "select snapshot_id, commit, commit_time, retrieved, last_updated from snapshots"
-            " where snapshot_id = (select snapshot_id from index_snapshot)").fetchall()
+            "select snapshot_id, commit, commit_time, ?::date, last_updated from snapshots"
+            " where snapshot_id = (select snapshot_id from index_snapshot)", [SEED_RETRIEVED]).fetchall()
         (newest,) = connection.execute("select snapshot_id from snapshot_history order by position desc limit 1").fetchall()[0]
     assert len(rows) == 1 and rows[0][:5] == expected[0] and rows[0][5] == __version__
     assert rows[0][0] == newest
+
+
+def test_one_build_gives_one_retrieval_date(history_build: Paths) -> None:
+    """The index files' source.retrieved, data_version's and index_history's for the index snapshot are the
+    build's --retrieved; index_history's other snapshots keep the day of their fetch (snapshots.retrieved)."""
+    with duckdb.connect(str(history_build.database), read_only=True) as connection:
+        (stated,) = connection.execute("select retrieved::varchar from data_version").fetchone()
+        dates = connection.execute(
+            "select h.snapshot_id = i.snapshot_id, h.retrieved = s.retrieved::date, list(distinct h.retrieved::varchar)"
+            " from index_history as h join snapshots as s using (snapshot_id) cross join index_snapshot as i"
+            " group by all order by all").fetchall()
+    files = {read_json(path)["source"]["retrieved"] for path in history_build.index_dir.glob("**/index.json")}
+    assert stated == SEED_RETRIEVED and files == {SEED_RETRIEVED}
+    # the ten older snapshots: the day of their fetch; the index snapshot: the build's date
+    assert [(is_index, as_fetched) for is_index, as_fetched, _ in dates] == [(False, True), (True, False)]
+    assert dates[1][2] == [SEED_RETRIEVED]
 
 
 def test_no_table_or_view_has_a_column_sqlalchemy_cannot_type(history_build: Paths) -> None:
@@ -116,3 +137,22 @@ def test_every_table_macro_column_is_described_in_the_data_dictionary(history_bu
     by_column = {(name, column): unit for name, column, _, _, unit in documented}
     assert by_column[("energy_at_concurrency", "lower_wh_per_unit")].startswith("Wh/")
     assert by_column[("energy_at_concurrency", "concurrency")] == "requests, images or videos"
+
+
+def test_an_export_that_would_state_another_retrieval_date_is_refused(newest_build: Paths, tmp_path: Path,
+                                                                      run_cli) -> None:
+    out = copy_build(newest_build, tmp_path / "out")  # built with --retrieved SEED_RETRIEVED
+    other = "2026-09-25"
+    refused = run_cli("export", "--out", out, "--retrieved", other)
+    assert refused.exit_code == 1
+    assert refused.stderr == (f"energy-index: error: --retrieved {other} is not the retrieval date the database was built with, "
+                              f"{SEED_RETRIEVED}; build it with --retrieved {other} (refresh, history or build) so "
+                              "that the files and the database give one date\n")
+    # without the option the export states the build's date; a build with the other date moves both
+    assert run_cli("export", "--out", out).exit_code == 0
+    assert read_json(out / "index" / "gpqa" / "index.json")["source"]["retrieved"] == SEED_RETRIEVED
+    assert run_cli("build", "--out", out, "--retrieved", other).exit_code == 0
+    assert run_cli("export", "--out", out, "--retrieved", other).exit_code == 0
+    with duckdb.connect(str(out / "energy_index.duckdb"), read_only=True) as connection:
+        assert connection.execute("select retrieved::varchar from data_version").fetchone() == (other,)
+    assert read_json(out / "index" / "gpqa" / "index.json")["source"]["retrieved"] == other

@@ -30,6 +30,6 @@ def test_every_table_but_a_stored_one_has_the_declared_columns_types_and_nullabi
 
 def test_a_reference_row_that_breaks_a_declared_constraint_fails_the_build_naming_it() -> None:
     with pytest.raises(PipelineError) as refused:
-        load_reference_tables(duckdb.connect(), (None, 500.0, -CHANGE_RELATIVE_TOLERANCE, "0.0.0"))
+        load_reference_tables(duckdb.connect(), (None, 500.0, -CHANGE_RELATIVE_TOLERANCE, "0.0.0", None))
     assert refused.value.details == [f"build_parameters [row 0] column change_relative_tolerance: "
                                      f"change_relative_tolerance={-CHANGE_RELATIVE_TOLERANCE} fails check greater_than(0)"]

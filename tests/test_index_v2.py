@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import NEWEST, SEED, read_json, upstream_rows
 
-from pipeline.build import load_boundary_factors, load_index_v2
+from pipeline.build import energy_class_scale, load_boundary_factors, load_index_v2
 from pipeline.paths import Paths
 from schemas.rules import RATED_BOARD_POWER_W
 
@@ -36,7 +36,7 @@ def test_one_v2_file_for_each_v1_index_and_model_file_keeping_v1_rows(newest_bui
     assert v1 == v2 and len(v2) > 60
     for name in sorted(v2):
         old, new = read_json(index_dir / name), read_json(index_dir / "v2" / name)
-        assert new["version"] == "2" and old["version"] == "1"
+        assert new["version"] == "2.1" and old["version"] == "1"
         assert {key: value for key, value in new.items() if key not in ("version", "metric", "data_url", "rows", "best")} \
             == {key: value for key, value in old.items() if key not in ("version", "rows", "best")}
         pairs = zip(old["rows"], new["rows"]) if "rows" in old else (
@@ -50,8 +50,10 @@ def test_one_v2_file_for_each_v1_index_and_model_file_keeping_v1_rows(newest_bui
             assert list(new_row)[:len(old_row)] == list(old_row)
             assert {key: new_row[key] for key in old_row} == old_row
         stamp = new["metric"]
-        assert stamp == {"format_version": "2", "unit": old["unit"], "denominator": old["unit"].removeprefix("Wh per "),
-                         "boundary": "gpu_only", "energy_class_boundary": "gpu_only"}
+        assert stamp == {"format_version": "2.1", "unit": old["unit"], "denominator": old["unit"].removeprefix("Wh per "),
+                         "boundary": "gpu_only", "energy_class_boundary": "facility",
+                         "energy_class_scale": energy_class_scale().source}
+        assert "ComparIA" in stamp["energy_class_scale"] and "0397ea6" in stamp["energy_class_scale"]
         commit = read_json(NEWEST / "snapshot.json")["commit"]
         task = name.split("/")[0]
         assert new["data_url"] == f"https://raw.githubusercontent.com/ml-energy/leaderboard/{commit}/public/data/tasks/{task}.json"
@@ -71,16 +73,32 @@ def test_v2_token_rows_against_the_raw_upstream_json(newest_build: Paths) -> Non
     _, classes = load_index_v2()
     validity, _ = load_index_v2()
     threshold = {code: value for _, code, _, value, _, _ in validity}
-    (host,) = [f for f in load_boundary_factors() if f["host_watts_per_gpu"] is not None]
-    checked = 0
+    factors = load_boundary_factors()
+    (host,) = [f for f in factors if f["host_watts_per_gpu"] is not None]
+    # the central factors (one row per boundary), and the facility factor's range over its sources
+    central = {f["boundary"]: f["factor_central"] for f in factors if f["central"]}
+    facility = [f for f in factors if f["boundary"] == "facility"]
+    pue_low, pue_high = min(f["factor_low"] for f in facility), max(f["factor_high"] for f in facility)
+    server_high = max(f["factor_high"] for f in factors if f["boundary"] == "server" and f["factor_high"])
+
+    def letter_of(figure: float) -> str:
+        return next(letter for letter, low, high, _ in classes if figure >= low and (high is None or figure < high))
+
+    checked = gpu_only_letter_better = 0
     for task in TOKEN_TASKS:
         raw = upstream_rows(NEWEST, task)
         for row in v2_rows(newest_build.index_dir, task):
             repeats = _raw_configuration(raw, row)
             (chosen,) = [r for r in repeats if round(r["energy_per_token_joules"], 7) == row["joules_per_output_token"]][:1]
             wh = chosen["energy_per_token_joules"] * 1e6 / 3600
-            letter = next(letter for letter, low, high in classes if wh >= low and (high is None or wh < high))
-            assert row["energy_class"] == letter and row["energy_class_reason"] is None, row["row_id"]
+            own = round(1 + host["host_watts_per_gpu"] / RATED_BOARD_POWER_W[row["gpu"]], 2)
+            # ComparIA's scale at the facility boundary: central, and the letters with the low and high factors
+            letters = [letter_of(wh * own * pue_low), letter_of(wh * central["server"] * central["facility"]),
+                       letter_of(wh * server_high * pue_high)]
+            assert [row["energy_class_low"], row["energy_class"], row["energy_class_high"]] == letters, row["row_id"]
+            assert row["energy_class_span"] == (letters[0] if letters[0] == letters[2] else "–".join(letters[::2]))
+            assert row["energy_class_reason"] is None
+            gpu_only_letter_better += letter_of(wh) < letters[1]
             # the range: the repeats' lowest and highest, around the figure; null with the code when measured once
             if len(repeats) == 1:
                 assert row["range"] is None and "measured_once" in row["validity"]
@@ -99,10 +117,23 @@ def test_v2_token_rows_against_the_raw_upstream_json(newest_build: Paths) -> Non
             # Wh per response at the mean output length
             output = chosen.get("avg_output_len") or chosen["energy_per_request_joules"] / chosen["energy_per_token_joules"]
             assert row["per_response"]["wh"] == pytest.approx(wh * output / 1e6, rel=1e-6, abs=1e-6)
+            assert row["per_response"]["facility"]["central"] == pytest.approx(
+                wh * central["server"] * central["facility"] * output / 1e6, rel=1e-6, abs=1e-6)
+            assert row["per_response"]["server"]["low"] == pytest.approx(wh * own * output / 1e6, rel=1e-6, abs=1e-6)
+            # the curve check: departure = figure / curve - 1, flagged beyond its bound; null without a usable fit
+            curve = row["curve"]
+            if curve["fit_status"] == "fit for use":
+                # the curve's figure is rounded to 2 decimals: up to 0.005 Wh off
+                assert curve["departure"] == pytest.approx(wh / curve["wh_per_unit"] - 1,
+                                                           abs=1e-4 + 0.006 * wh / curve["wh_per_unit"] ** 2)
+                assert ("departs_from_curve" in row["validity"]) == (abs(curve["departure"]) > curve["bound"])
+                assert "no_usable_fit" not in row["validity"]
+            else:
+                assert curve["wh_per_unit"] is curve["departure"] is curve["bound"] is None
+                assert "no_usable_fit" in row["validity"] and "departs_from_curve" not in row["validity"]
             # boundaries: gpu_only is the figure, ordered, each GPU its own server factor
             b = row["boundaries"]
             assert b["gpu_only"] == {level: row["wh_per_million_output_tokens"] for level in ("low", "central", "high")}
-            own = round(1 + host["host_watts_per_gpu"] / RATED_BOARD_POWER_W[row["gpu"]], 2)
             assert b["server"]["factor"]["low"] == own
             assert b["server"]["factor"]["source_rows"]["low"] == host["id"]
             assert b["server"]["low"] == pytest.approx(wh * own, abs=0.006)
@@ -111,7 +142,9 @@ def test_v2_token_rows_against_the_raw_upstream_json(newest_build: Paths) -> Non
             for boundary in ("server", "facility"):
                 assert b[boundary]["low"] <= b[boundary]["central"] <= b[boundary]["high"]
             checked += 1
-    assert checked > 80
+    assert checked == 89
+    # read at gpu_only, as version 2 did, 33 of the 89 rows would take a better letter than the scale gives
+    assert gpu_only_letter_better == 33
 
 
 def test_v2_diffusion_rows_have_no_class_and_say_why(newest_build: Paths) -> None:
@@ -119,6 +152,9 @@ def test_v2_diffusion_rows_have_no_class_and_say_why(newest_build: Paths) -> Non
         unit = "image" if task == "text-to-image" else "video"
         for row in v2_rows(newest_build.index_dir, task):
             assert row["energy_class"] is None and "output tokens" in row["energy_class_reason"]
+            assert row["energy_class_low"] is row["energy_class_high"] is row["energy_class_span"] is None
+            assert row["per_response"]["facility"] == {key: pytest.approx(row["boundaries"]["facility"][key], abs=1e-4)
+                                                       for key in ("low", "central", "high")}
             assert row["per_response"]["wh"] == pytest.approx(row[f"wh_per_{unit}"], abs=1e-4)
             assert row["stability_ratio"] is None and row["boundaries"]["gpu_only"]["central"] == row[f"wh_per_{unit}"]
 
@@ -160,6 +196,8 @@ def _damaged(document: dict[str, Any], where: str) -> dict[str, Any]:
         row["energy_class"] = 7
     elif where == "header":
         damaged["version"] = "3"
+    elif where == "format 2":  # a file of format 2, whose energy_class was read at gpu_only
+        damaged["version"] = damaged["metric"]["format_version"] = "2"
     return damaged
 
 
@@ -169,7 +207,7 @@ def test_a_malformed_v1_file_fails(where: str, validators) -> None:
     assert not validators["1"].is_valid(_damaged(golden, where))
 
 
-@pytest.mark.parametrize("where", ["missing key", "unknown key", "wrong type", "bad class", "header"])
+@pytest.mark.parametrize("where", ["missing key", "unknown key", "wrong type", "bad class", "header", "format 2"])
 def test_a_malformed_v2_file_fails(where: str, newest_build: Paths, validators) -> None:
     document = read_json(newest_build.index_dir / "v2" / "lm-arena-chat" / "index.json")
     assert validators["2"].is_valid(document)

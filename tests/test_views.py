@@ -73,7 +73,7 @@ def connect(
         data = pyarrow.Table.from_pylist(given.get(table, []), schema=schemas.arrow_schema(table))
         connection.register(f"{table}_input", data)
         connection.execute(f"create table {table} as select * from {table}_input")
-    load_reference_tables(connection, (None, deadline, CHANGE_RELATIVE_TOLERANCE, "0.0.0"))
+    load_reference_tables(connection, (None, deadline, CHANGE_RELATIVE_TOLERANCE, "0.0.0", None))
     create_views(connection)
     return connection
 

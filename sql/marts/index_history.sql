@@ -1,8 +1,10 @@
 -- index_history: every snapshot's index figures in one tidy table for dashboards: per snapshot, task,
 -- model and GPU, the index figure (best_configuration_history) with its unit, the spread of its repeats,
 -- the runner-up's margin, the figure at the server and facility boundaries (low, central, high), the
--- energy class (index_energy_classes: token tasks; null for diffusion), the snapshot's dates and commit,
--- and the model's display name and parameter counts.
+-- energy class (index_energy_classes: token tasks, on ComparIA's scale at the facility boundary; null for
+-- diffusion), the snapshot's dates and commit, and the model's display name and parameter counts. The
+-- index snapshot's retrieval date is the one the build states (data_version.retrieved: --retrieved where
+-- given), the others' the day of their fetch.
 -- grain: one row per snapshot × task × model × GPU that has a configuration within the limit
 -- key: snapshot_id, task, model_id, gpu
 -- For the index snapshot its rows are index_uncertainty's and index_boundaries' (pivoted to columns).
@@ -32,7 +34,9 @@ boundaries as (
 )
 
 select
-    b.snapshot_id, s.position as snapshot_position, s.last_updated, s.retrieved, s.commit, s.commit_time,
+    b.snapshot_id, s.position as snapshot_position, s.last_updated,
+    case when b.snapshot_id = v.snapshot_id then v.retrieved else cast(s.retrieved as date) end as retrieved,
+    s.commit, s.commit_time,
     b.family, b.task, b.model_id, b.slug, m.nickname, m.total_params_billions, m.activated_params_billions,
     b.gpu, b.row_id, b.repeat, b.unit_label, b.wh_per_unit,
     p.n_repeats, p.wh_repeat_min, p.wh_repeat_max,
@@ -50,6 +54,7 @@ select
     e.energy_class
 from best_configuration_history as b
 join snapshot_history as s on s.snapshot_id = b.snapshot_id
+cross join data_version as v
 left join models as m on m.snapshot_id = b.snapshot_id and m.model_id = b.model_id
 left join repeats as p on p.snapshot_id = b.snapshot_id and p.task = b.task and p.row_id = b.row_id
 left join index_runner_ups as r

@@ -2,10 +2,12 @@
 -- range from the configuration's repeats (null when measured once), the runner-up and its relative
 -- margin, the figure at the three boundaries with the factors used and the boundary_factors rows that
 -- set them (each as derived for the row's GPU), the validity codes (index_validity, joined by ', '),
--- the stability and latency-tail ratios they test, the energy class (energy_classes: token tasks, on the unrounded Wh per
--- million output tokens at the gpu_only boundary; null for diffusion tasks, whose unit has no tokens)
--- and Wh per response at the measured mean output length (token tasks; diffusion: one image or video a
--- response), with its range.
+-- the stability and latency-tail ratios they test, the figure's departure from its deployment's fitted
+-- energy curve (index_curve_checks), the energy class on ComparIA's scale (index_energy_classes: token
+-- tasks, at the facility boundary, central with the letters low and high; null for diffusion tasks, whose
+-- unit has no tokens, and for a GPU without boundary factors, each saying why) and Wh per response at the
+-- measured mean output length (token tasks; diffusion: one image or video a response): at gpu_only with
+-- the repeats' range, and at the server and facility boundaries, low, central and high.
 -- grain: one row per best_configurations row
 -- key: task, model_id, gpu
 create or replace view index_rows_v2 as
@@ -63,14 +65,25 @@ select
     f.central_source as facility_central_source, f.high_source as facility_high_source,
     coalesce(k.validity_codes, '') as validity_codes,
     r.stability_ratio, r.latency_tail_ratio,
-    e.energy_class,
-    case when r.family <> 'token'
-        then 'no class: the scale is defined in Wh per million output tokens, and an image or video has no output tokens'
+    c.fit_status, c.curve_wh_per_unit, c.curve_departure, c.curve_departure_bound,
+    e.energy_class, e.energy_class_low, e.energy_class_high, e.energy_class_span,
+    case
+        when r.family <> 'token'
+            then 'no class: the scale is defined in Wh per million output tokens, and an image or video has no output tokens'
+        when e.energy_class is null
+            then 'no class: the scale applies at the ' || (select min(boundary) from energy_classes)
+                || ' boundary, and the row''s GPU has no boundary factors to give a figure there'
     end as energy_class_reason,
     r.avg_output_tokens,
     r.wh_per_unit * r.responses_per_unit as per_response_wh,
     case when r.n_repeats > 1 then r.wh_repeat_min * r.responses_per_unit end as per_response_low,
-    case when r.n_repeats > 1 then r.wh_repeat_max * r.responses_per_unit end as per_response_high
+    case when r.n_repeats > 1 then r.wh_repeat_max * r.responses_per_unit end as per_response_high,
+    b.server_low * r.responses_per_unit as per_response_server_low,
+    b.server_central * r.responses_per_unit as per_response_server_central,
+    b.server_high * r.responses_per_unit as per_response_server_high,
+    b.facility_low * r.responses_per_unit as per_response_facility_low,
+    b.facility_central * r.responses_per_unit as per_response_facility_central,
+    b.facility_high * r.responses_per_unit as per_response_facility_high
 from rows_with_ratios as r
 -- A GPU without boundary factors (no rating) keeps its row, its server and facility boundaries null
 -- (validity code no_boundary_factors).
@@ -78,5 +91,6 @@ left join bounds as b on b.task = r.task and b.model_id = r.model_id and b.gpu =
 left join boundary_factor_ranges as s on s.boundary = 'server' and s.gpu = r.gpu
 left join boundary_factor_ranges as f on f.boundary = 'facility' and f.gpu = r.gpu
 left join codes as k on k.task = r.task and k.model_id = r.model_id and k.gpu = r.gpu
+left join index_curve_checks as c on c.task = r.task and c.model_id = r.model_id and c.gpu = r.gpu
 left join index_energy_classes as e
     on e.snapshot_id = r.snapshot_id and e.task = r.task and e.model_id = r.model_id and e.gpu = r.gpu;
