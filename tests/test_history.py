@@ -136,9 +136,10 @@ def test_history_over_a_folder_names_the_snapshot_whose_file_is_missing(tmp_path
     (folder / older.name / "tasks" / "gpqa.json").unlink()
     missing_task = cli("history", "--source", folder, "--out", tmp_path / "out", "--quiet")
     assert missing_task.returncode == 1
+    # The fetch refuses the incomplete folder by its name before anything is ingested.
     assert missing_task.stderr.splitlines() == [
-        f"energy-index: error: snapshot {snapshot_id(older)} (from {folder / older.name}): tasks/gpqa.json: missing, "
-        "though index.json lists task 'gpqa'"]
+        f"energy-index: error: {folder / older.name}: the folder lacks tasks/gpqa.json, which its own index.json "
+        "names; an incomplete snapshot is refused (nothing was kept)"]
     # A snapshot folder without its index.json is refused by name, not passed over.
     (folder / older.name / "index.json").unlink()
     missing_index = cli("history", "--source", folder, "--out", tmp_path / "out2", "--quiet")

@@ -124,7 +124,9 @@ def test_make_quiet_twice_prints_nothing_the_second_time(tmp_path: Path) -> None
 def test_make_alert_fails_on_new_findings_with_the_clis_status_in_makes_last_line(tmp_path: Path) -> None:
     def make(*variables: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["make", "-C", str(PROJECT), "--no-print-directory", *variables],
-                              capture_output=True, text=True, timeout=400, env={**os.environ, "MAKEFLAGS": ""})
+                              capture_output=True, text=True, timeout=400,
+                              env={name: value for name, value in os.environ.items()
+                                   if name not in ("MAKEFLAGS", "MAKELEVEL")})
 
     arguments = (f"OUT={tmp_path / 'out'}", f"SOURCE={NEWEST}", "QUIET=1", "ALERT=1")
     first = make(*arguments)
