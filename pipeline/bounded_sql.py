@@ -6,7 +6,8 @@ the 64 MB each of malloc's arenas reserves and never uses), every file it writes
 (RLIMIT_FSIZE: the result, each spill file), the spill at the limit in all (DuckDB's
 max_temp_directory_size), and the parent kills it at the time limit. The private folder the query spills
 and writes into is the parent's: removed on every exit, a kill of the child or a Ctrl-C or stop of the
-parent; a child whose parent was killed outright removes it and ends. DuckDB writes the results: a box
+parent; a child whose parent was killed outright removes it and ends; one whose both were killed at once
+is removed by the next call (private_folder). DuckDB writes the results: a box
 table, or CSV, JSON lines or Parquet, copied to standard output or --output once the query has finished.
 
 The parent never imports DuckDB; the child imports it, and opens the locked-down connection
@@ -22,17 +23,17 @@ import select
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
-from contextlib import redirect_stdout, suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stdout, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline.files import private_folder, sweep_private_folders
 from pipeline.paths import Paths
 from pipeline.settings import size_bytes
 
@@ -51,6 +52,56 @@ OS_CAP_SHARE = 1.25
 STOPS = {signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}  # (it ignores SIGINT: the parent decides)
 # The longest single wait on the child: a platform's timer holds no more, whatever --timeout says.
 LONGEST_WAIT_S = 3600.0
+
+
+# The private folders of queries (energy-index sql's spill and result, a reading command's spill), in the
+# system's temporary directory.
+PRIVATE_PREFIX = "energy-index-sql-"
+
+
+@contextmanager
+def private_folder() -> Iterator[Path]:
+    """Yield a new folder in the temporary directory, removed on every exit this process sees. It is
+    locked (flock on the folder itself) as long as this process or a child forked from it is alive, so
+    that the next call can tell a folder that processes killed all at once left behind (SIGKILL to the
+    group: `timeout -s KILL`, a service manager, the out-of-memory killer) from a live call's
+    (sweep_private_folders)."""
+    import fcntl
+
+    while True:
+        folder = Path(tempfile.mkdtemp(prefix=PRIVATE_PREFIX))
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(descriptor).st_nlink > 0:  # not removed by a sweep between its making and the lock
+                break
+        except BlockingIOError:  # a sweep holds it, to remove it
+            pass
+        os.close(descriptor)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # while locked: no sweep removes it under this process
+        os.close(descriptor)
+
+
+def sweep_private_folders() -> None:
+    """Remove the private folders (private_folder) no live process holds: those of calls killed with their
+    children at once. Another user's are not ours to open, and are left."""
+    import fcntl
+
+    for folder in Path(tempfile.gettempdir()).glob(f"{PRIVATE_PREFIX}*"):
+        try:
+            descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(folder, ignore_errors=True)
+        except BlockingIOError:  # a live call's
+            pass
+        finally:
+            os.close(descriptor)
 
 
 @dataclass(frozen=True)

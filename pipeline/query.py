@@ -15,9 +15,9 @@ from typing import Any
 
 import duckdb
 
+from pipeline.bounded_sql import private_folder
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError, nearest
-from pipeline.files import private_folder
 from pipeline.paths import Paths
 from pipeline.settings import BOUNDARIES, size_bytes
 

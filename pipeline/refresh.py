@@ -150,7 +150,8 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
     import msgspec
 
     from pipeline.archive import check_archive
-    from pipeline.files import sweep_private_folders, write_json_atomic
+    from pipeline.bounded_sql import sweep_private_folders
+    from pipeline.files import write_json_atomic
     from pipeline.fingerprint import file_sha256
     from pipeline.paths import code_digest
     from pipeline.progress import each
