@@ -19,6 +19,7 @@ from conftest import (
     NEWEST,
     SNAPSHOTS,
     cli,
+    cli_process,
     copy_build,
     published_snapshot,
     refresh_args,
@@ -338,3 +339,20 @@ def test_without_a_swap_in_one_step_the_folder_is_still_replaced(tmp_path: Path,
         assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]
         assert [p.name for p in target.iterdir()] == ["NEW"]
         shutil.rmtree(target)
+
+
+def test_a_fetch_and_a_refresh_remove_what_stopped_runs_left_outside_the_generations(
+        tmp_path: Path, plain_build: Paths) -> None:
+    out = copy_build(plain_build, tmp_path / "out")
+    raw = Paths(out).raw_dir
+    snapshot = raw / NEWEST.name
+    left = raw / f".{snapshot.name}.retired-{_dead_pid()}"  # a stopped fetch's old copy
+    shutil.copytree(snapshot, left)
+    temporary = tmp_path / "tmp"
+    spill = temporary / "energy-index-sql-stopped"  # a query killed with its command: no process holds it
+    spill.mkdir(parents=True)
+    (spill / "duckdb_temp_storage-0.tmp").write_bytes(b"\0" * 1024)
+    refreshed = cli_process("refresh", "--source", NEWEST, "--out", out, env={**os.environ, "TMPDIR": str(temporary)})
+    assert refreshed.returncode == 0 and "nothing to do" in refreshed.stderr, refreshed.stderr
+    assert not left.exists() and snapshot.is_dir()
+    assert list(temporary.iterdir()) == []
