@@ -23,18 +23,18 @@ import select
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, redirect_stdout, suppress
+from collections.abc import Callable
+from contextlib import redirect_stdout, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.paths import Paths
+from pipeline.private_folders import private_folder, sweep_private_folders
 from pipeline.settings import size_bytes
 
 if TYPE_CHECKING:
@@ -52,56 +52,6 @@ OS_CAP_SHARE = 1.25
 STOPS = {signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}  # (it ignores SIGINT: the parent decides)
 # The longest single wait on the child: a platform's timer holds no more, whatever --timeout says.
 LONGEST_WAIT_S = 3600.0
-
-
-# The private folders of queries (energy-index sql's spill and result, a reading command's spill), in the
-# system's temporary directory.
-PRIVATE_PREFIX = "energy-index-sql-"
-
-
-@contextmanager
-def private_folder() -> Iterator[Path]:
-    """Yield a new folder in the temporary directory, removed on every exit this process sees. It is
-    locked (flock on the folder itself) as long as this process or a child forked from it is alive, so
-    that the next call can tell a folder that processes killed all at once left behind (SIGKILL to the
-    group: `timeout -s KILL`, a service manager, the out-of-memory killer) from a live call's
-    (sweep_private_folders)."""
-    import fcntl
-
-    while True:
-        folder = Path(tempfile.mkdtemp(prefix=PRIVATE_PREFIX))
-        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if os.fstat(descriptor).st_nlink > 0:  # not removed by a sweep between its making and the lock
-                break
-        except BlockingIOError:  # a sweep holds it, to remove it
-            pass
-        os.close(descriptor)
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)  # while locked: no sweep removes it under this process
-        os.close(descriptor)
-
-
-def sweep_private_folders() -> None:
-    """Remove the private folders (private_folder) no live process holds: those of calls killed with their
-    children at once. Another user's are not ours to open, and are left."""
-    import fcntl
-
-    for folder in Path(tempfile.gettempdir()).glob(f"{PRIVATE_PREFIX}*"):
-        try:
-            descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            shutil.rmtree(folder, ignore_errors=True)
-        except BlockingIOError:  # a live call's
-            pass
-        finally:
-            os.close(descriptor)
 
 
 @dataclass(frozen=True)

@@ -771,6 +771,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; the exit status (0, or 1 when a step failed). A usage error (2) and --help
     or --version (0) end by SystemExit, before any work, as click's standalone mode would."""
     try:
+        STOPPED_BY.clear()  # a run's own
         if argv is None:
             # A stop from cron or a service manager is handled as Ctrl-C: cleaned up, one line, exit 1.
             # Unless the caller ignores it (nohup, a background job) or has its own handling.

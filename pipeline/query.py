@@ -15,10 +15,10 @@ from typing import Any
 
 import duckdb
 
-from pipeline.bounded_sql import private_folder
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError, nearest
 from pipeline.paths import Paths
+from pipeline.private_folders import private_folder
 from pipeline.settings import BOUNDARIES, size_bytes
 
 LOCKED_DOWN = ("enable_external_access", "autoload_known_extensions", "autoinstall_known_extensions")

@@ -150,10 +150,10 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
     import msgspec
 
     from pipeline.archive import check_archive
-    from pipeline.bounded_sql import sweep_private_folders
     from pipeline.files import write_json_atomic
     from pipeline.fingerprint import file_sha256
     from pipeline.paths import code_digest
+    from pipeline.private_folders import sweep_private_folders
     from pipeline.progress import each
     from pipeline.publish import FILE_RECORD, REFRESH_RECORD, damaged_files, new_generation
 

@@ -148,18 +148,25 @@ def test_a_memory_limit_still_lets_a_query_spill_and_finish(newest_build: Paths)
     assert (result.returncode, result.stdout, result.stderr) == (0, "\"groups\"\n5000000\n", "")
 
 
+def _children(command: subprocess.Popen[str]) -> list[int]:
+    try:
+        return [int(pid) for pid in Path(f"/proc/{command.pid}/task/{command.pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
 def _query_process(command: subprocess.Popen[str]) -> int:
     """The process `energy-index sql` runs its query in: its one child."""
-    (child,) = Path(f"/proc/{command.pid}/task/{command.pid}/children").read_text().split()
-    return int(child)
+    (child,) = _children(command)
+    return child
 
 
-def _ended(pid: int) -> bool:
-    """Whether process `pid` has ended (a zombie has: it holds no files)."""
+def _state(pid: int) -> str:
+    """Process `pid`'s state as /proc gives it (R, S, T stopped, Z zombie...), X when it has gone."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] in ("Z", "X")
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
     except FileNotFoundError:
-        return True
+        return "X"
 
 
 def _spilling(build: Paths, temporary: Path) -> subprocess.Popen[str]:
@@ -179,17 +186,25 @@ def test_after_a_query_killed_with_its_command_the_next_call_removes_its_spill(n
     temporary.mkdir()
     killed = _spilling(newest_build, temporary)
     query = _query_process(killed)
-    os.killpg(killed.pid, signal.SIGKILL)  # both at once, as `timeout -s KILL`, a service manager or the OOM killer
+    # Both at once, as `timeout -s KILL`, a service manager or the OOM killer: stopped first, so that neither
+    # sees the other end (and cleans up) in the moment between the two kills.
+    os.killpg(killed.pid, signal.SIGSTOP)
+    _wait_for(lambda: _state(killed.pid) == _state(query) == "T", killed)
+    os.killpg(killed.pid, signal.SIGKILL)
     killed.communicate(timeout=60)
-    _wait_for(lambda: _ended(query), killed)
+    _wait_for(lambda: _state(query) in ("Z", "X"), killed)  # a zombie holds no files
     (left,) = temporary.iterdir()  # no process remains to remove it
-    running = _spilling(newest_build, temporary)
+    # A query that runs until it is stopped, its folder made (and locked) once it has started its query's process.
+    running = subprocess.Popen([CLI, "sql", "--out", str(newest_build.out), "--timeout", "600",
+                                "select sum(range) from range(1000000000000)"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               env={**os.environ, "TMPDIR": str(temporary)})
     try:
+        _wait_for(lambda: bool(_children(running)), running)
         later = sql(newest_build, "select 1 as one", env={**os.environ, "TMPDIR": str(temporary)})
         assert (later.returncode, later.stdout, later.stderr) == (0, '"one"\n1\n', "")
         assert not left.exists()
-        (live,) = temporary.iterdir()  # a live call's folder is never taken
-        assert any(path.name.startswith("duckdb_temp") for path in live.rglob("*")) and running.poll() is None
+        assert len(list(temporary.iterdir())) == 1 and running.poll() is None  # a live call's folder is never taken
     finally:
         os.killpg(running.pid, signal.SIGKILL)
         running.communicate(timeout=60)
