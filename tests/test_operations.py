@@ -356,3 +356,38 @@ def test_a_fetch_and_a_refresh_remove_what_stopped_runs_left_outside_the_generat
     assert refreshed.returncode == 0 and "nothing to do" in refreshed.stderr, refreshed.stderr
     assert not left.exists() and snapshot.is_dir()
     assert list(temporary.iterdir()) == []
+
+
+# Reads a folder's file in a loop until told to stop, then prints how many reads it made and how many found
+# no file: a reader of OUT/report or a release on another core.
+FOLDER_READER = """
+import os, sys
+marker, stop = os.path.join(sys.argv[1], "marker"), sys.argv[2]
+reads = misses = 0
+print("ready", flush=True)
+while not os.path.exists(stop):
+    reads += 1
+    misses += not os.path.isfile(marker)
+print(reads, misses, flush=True)
+"""
+
+
+def test_a_reader_finds_the_old_or_the_new_folder_while_it_is_replaced(tmp_path: Path) -> None:
+    from pipeline.files import staged_directory
+
+    (target := tmp_path / "report").mkdir()
+    (target / "marker").touch()
+    stop = tmp_path / "stop"
+    reader = subprocess.Popen([sys.executable, "-c", FOLDER_READER, str(target), str(stop)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert reader.stdout.readline() == "ready\n"
+        for _ in range(500):
+            with staged_directory(target) as staging:
+                (staging / "marker").touch()
+        stop.touch()
+        reads, misses = map(int, reader.stdout.readline().split())
+    finally:
+        reader.kill()
+        reader.wait()
+    assert reads > 500 and misses == 0, (reads, misses)
