@@ -21,7 +21,7 @@ import msgspec
 
 from pipeline import jsontext
 from pipeline.errors import NEXT_STEP, PipelineError, command_name, out_option, shown
-from pipeline.files import read_typed, replace_directory, write_bytes_atomic, write_json_atomic
+from pipeline.files import read_typed, replace_directory, sweep_leftovers, write_bytes_atomic, write_json_atomic
 from pipeline.fingerprint import data_sha256, file_sha256
 from pipeline.paths import Paths
 from pipeline.settings import time_problem
@@ -272,6 +272,7 @@ def store(source: str, paths: Paths, gather: Callable[[Path], tuple[dict[str, st
     staging = paths.raw_dir / f".staging-{os.getpid()}"
     for leftover in paths.raw_dir.glob(".staging-*"):  # left by a run that was stopped (we hold OUT's lock)
         shutil.rmtree(leftover, ignore_errors=True)
+    sweep_leftovers(paths.raw_dir)
     try:
         upstream, files, origin = gather(staging)
         target = paths.raw_snapshot(snapshot_id := snapshot_id_of(upstream, files))

@@ -6,7 +6,8 @@ the 64 MB each of malloc's arenas reserves and never uses), every file it writes
 (RLIMIT_FSIZE: the result, each spill file), the spill at the limit in all (DuckDB's
 max_temp_directory_size), and the parent kills it at the time limit. The private folder the query spills
 and writes into is the parent's: removed on every exit, a kill of the child or a Ctrl-C or stop of the
-parent; a child whose parent was killed outright removes it and ends. DuckDB writes the results: a box
+parent; a child whose parent was killed outright removes it and ends; one whose both were killed at once
+is removed by the next call (private_folder). DuckDB writes the results: a box
 table, or CSV, JSON lines or Parquet, copied to standard output or --output once the query has finished.
 
 The parent never imports DuckDB; the child imports it, and opens the locked-down connection
@@ -22,7 +23,6 @@ import select
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.paths import Paths
+from pipeline.private_folders import private_folder, sweep_private_folders
 from pipeline.settings import size_bytes
 
 if TYPE_CHECKING:
@@ -46,6 +47,9 @@ RESULT, OUTCOME = "result", "outcome.json"
 # is this much above it, for what DuckDB allocates outside its buffers and the allocator's slack: an
 # aggregation that spills at 200MB measured 1.2 times that of written data segment (and 200MB resident).
 OS_CAP_SHARE = 1.25
+# Signals that only another process sends the query's: the bounds end it by SIGKILL (the time limit, the
+# out-of-memory killer) or by an error of its own, never by these.
+STOPS = {signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}  # (it ignores SIGINT: the parent decides)
 # The longest single wait on the child: a platform's timer holds no more, whatever --timeout says.
 LONGEST_WAIT_S = 3600.0
 
@@ -69,8 +73,8 @@ def run_sql(paths: Paths, sql: str, parameters: dict[str, Any], output_format: s
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     terminal = sys.stdout.isatty()
-    with tempfile.TemporaryDirectory(prefix="energy-index-sql-") as folder:
-        private = Path(folder)
+    sweep_private_folders()  # what calls killed with their query's process at once left
+    with private_folder() as private:
         answer = functools.partial(_answer, paths, sql, parameters, output_format, output is not None, terminal,
                                    private, memory_limit)
         outcome = _bounded(answer, private, timeout_s, memory_limit)
@@ -135,6 +139,9 @@ def _bounded(answer: Callable[[], _Outcome], private: Path, timeout_s: float, me
     try:
         return _Outcome(**json.loads((private / OUTCOME).read_bytes()))
     except (OSError, ValueError, TypeError):
+        if -exit_code in STOPS:  # no limit of ours ends it so: someone stopped it
+            raise PipelineError(f"the query's process was stopped by {signal.Signals(-exit_code).name} from "
+                                "another process, before it answered; nothing was written. Run it again") from None
         how = (f"was ended by {signal.Signals(-exit_code).name}" if exit_code < 0
                else f"exited with status {exit_code}")
         raise PipelineError(f"the query's process {how} without an answer (its memory limit is "

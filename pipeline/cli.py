@@ -227,6 +227,7 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
             paths = Paths(values.get("out", settings.DEFAULT_OUT))
             set_quiet(bool(values.get("quiet")))
             status = None  # a reader that has gone ends the handler without one
+            published = _published(paths)
             try:
                 with ExitStack() as stack:
                     if mode == "read":
@@ -239,7 +240,7 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
                             paths = stack.enter_context(new_generation(paths))
                     status = handler(args, paths)
             except (Exception, KeyboardInterrupt) as error:
-                if (message := _failure(error, paths.out)) is None:
+                if (message := _failure(error, paths.out, _published(paths) != published)) is None:
                     raise
                 say(f"{PROG}: error: {message}")
                 return 1
@@ -250,14 +251,25 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
     return decorate
 
 
-def _failure(error: BaseException, out: Path) -> str | None:
+def _published(paths: Paths) -> str | None:
+    """The generation OUT/current names (None: none), to tell whether a command that failed had published."""
+    try:
+        return os.readlink(paths.current)
+    except OSError:
+        return None
+
+
+def _failure(error: BaseException, out: Path, published: bool = False) -> str | None:
     """The one line that reports a failure; None for a bug, which keeps its traceback. A failure of the
-    machine rather than the input says what, where and what to do."""
-    unchanged = f"the last published build in {out} is unchanged"
-    if isinstance(error, PipelineError):
+    machine rather than the input says what, where and what to do. Any error after a stop signal is the
+    stop (DuckDB reports the KeyboardInterrupt raised in a query as RuntimeError('Query interrupted'));
+    `published`: the command had switched OUT/current to its build when it failed."""
+    unchanged = (f"the new build was published in {out} before it stopped" if published
+                 else f"the last published build in {out} is unchanged")
+    if isinstance(error, PipelineError) and not STOPPED_BY:
         return str(error).replace(NEXT_STEP, next_step(out))
-    if isinstance(error, KeyboardInterrupt):
-        return f"interrupted; {unchanged}"
+    if isinstance(error, KeyboardInterrupt) or STOPPED_BY:
+        return f"interrupted{'' if STOPPED_BY[:1] in ([], ['SIGINT']) else f' by {STOPPED_BY[0]}'}; {unchanged}"
     if type(error).__module__.split(".")[0] in ("duckdb", "_duckdb"):
         if "No space left on device" not in str(error):
             return f"the database engine failed: {str(error).splitlines()[0]}; {unchanged}"
@@ -876,13 +888,29 @@ def synth_command(args: SimpleNamespace, paths: Paths) -> None:
         f"{counts['bytes'] / 1e6:.1f} MB -> {args.target} ({seconds_since(started)})")
 
 
+# The stop signals this process received (their names), first first.
+STOPPED_BY: list[str] = []
+
+
+def _stop(number: int, frame: object) -> None:
+    """SIGINT and SIGTERM: the first raises KeyboardInterrupt (cleaned up, one line, exit 1); later ones
+    are noted only, so that they cannot cut the clean-up or its line short with a traceback."""
+    STOPPED_BY.append(signal.Signals(number).name)
+    if len(STOPPED_BY) == 1:
+        raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; the exit status (0, or 1 when a step failed). A usage error (2) and --help
     or --version (0) end by SystemExit, before any work, as click's standalone mode would."""
     try:
-        if argv is None and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        STOPPED_BY.clear()  # a run's own
+        if argv is None:
             # A stop from cron or a service manager is handled as Ctrl-C: cleaned up, one line, exit 1.
-            signal.signal(signal.SIGTERM, signal.default_int_handler)
+            # Unless the caller ignores it (nohup, a background job) or has its own handling.
+            for number, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+                if signal.getsignal(number) is default:
+                    signal.signal(number, _stop)
         try:
             arguments = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
             with cli.make_context(PROG, arguments or ["--help"]) as context:

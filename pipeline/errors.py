@@ -93,3 +93,11 @@ def snapshot_id_for(given: str, commits: Mapping[str, str | None]) -> str:
         raise PipelineError(f"commit {shown(given)} is ambiguous: snapshots {', '.join(matches)}; give more of the "
                             "hash or the snapshot id")
     return matches[0] if matches else given
+
+
+def ignore_interrupts() -> None:
+    """A worker process's start: Ctrl-C at a terminal reaches every process of its group, and the command
+    alone handles it (it stops its workers and says so in one line); a worker would print a traceback."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

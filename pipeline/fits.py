@@ -42,6 +42,8 @@ import pyarrow
 import pyarrow.compute as pc
 from scipy.special import expit, logit
 
+from pipeline.errors import ignore_interrupts
+
 # The toolkit's grid (LogisticModel.fit).
 X0_STEPS = 40
 K_GRID = np.logspace(-2, 2, 60)
@@ -399,7 +401,8 @@ def _fit_chunks(chunks: list[tuple[np.ndarray, np.ndarray]], parallel: bool) -> 
         return [_fit_chunk(*chunk) for chunk in chunks]
     # Spawned, not forked, as ingest's workers: a fork would copy this process's memory (the build's
     # DuckDB among it) and any library threads.
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=ignore_interrupts)
     try:
         # Submitted last first, so that the workers start from the end. A chunk no worker has taken yet is
         # cancelled and fitted here: this process works from the start while the workers import numpy and

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import schemas
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, ignore_interrupts
 from pipeline.archive import Manifest, check_snapshot_id, dictionary_pattern, fetch_again, read_manifest
 from pipeline.files import atomic_path, release_memory
 from pipeline.fingerprint import data_sha256
@@ -367,7 +367,8 @@ def _in_order(stack: ExitStack, jobs: list[Callable[[], _Part]], parallel: bool)
         return
     cores = len(os.sched_getaffinity(0))
     # Spawned, not forked: a fork would copy this process's memory and any library threads.
-    pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=ignore_interrupts)
     stack.callback(pool.shutdown, wait=True, cancel_futures=True)  # an error stops the rest
     running: deque[Future[_Part]] = deque()
     for job in jobs:

@@ -8,7 +8,6 @@ the operating system holds to bounds (pipeline/bounded_sql.py).
 
 import itertools
 import re
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
@@ -19,6 +18,7 @@ import duckdb
 from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError, nearest, shown
 from pipeline.paths import Paths
+from pipeline.private_folders import private_folder
 from pipeline.settings import BOUNDARIES, size_bytes
 
 LOCKED_DOWN = ("enable_external_access", "autoload_known_extensions", "autoinstall_known_extensions")
@@ -40,7 +40,7 @@ def session(paths: Paths, *, memory_limit: str | None = None, private: Path | No
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with ExitStack() as stack:
         if private is None:
-            private = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="energy-index-sql-")))
+            private = stack.enter_context(private_folder())
         limits = {}
         if memory_limit is not None and (size := size_bytes(memory_limit)) is not None:
             limits = {"memory_limit": f"{size}B", "max_temp_directory_size": f"{size}B"}

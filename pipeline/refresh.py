@@ -160,9 +160,11 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
     from pipeline.files import write_json_atomic
     from pipeline.fingerprint import file_sha256
     from pipeline.paths import code_digest
+    from pipeline.private_folders import sweep_private_folders
     from pipeline.progress import each
     from pipeline.publish import FILE_RECORD, REFRESH_RECORD, damaged_files, new_generation
 
+    sweep_private_folders()  # the spill of sql calls killed with their query's process at once
     try:
         previous = msgspec.json.decode((paths.current / REFRESH_RECORD).read_bytes(), type=dict)
     except (OSError, msgspec.DecodeError):

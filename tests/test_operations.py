@@ -5,6 +5,7 @@ and published files honour the umask."""
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from conftest import (
     NEWEST,
     SNAPSHOTS,
     cli,
+    cli_process,
     copy_build,
     published_snapshot,
     refresh_args,
@@ -216,3 +218,176 @@ def test_published_files_honour_the_umask(tmp_path: Path, umask: int) -> None:
     ]
     modes = {str(path.relative_to(out)): oct(path.stat().st_mode & 0o777) for path in published}
     assert set(modes.values()) == {oct(expected)}, modes
+
+
+# Runs the CLI with pipeline.files' renames of TARGET watched: SIGKILL right before or right after the
+# first one that moves it (the old folder renamed away, the new one moved in, or the two swapped). With
+# "no-exchange", pipeline.files finds no swap in one step, as on a file system without renameat2's.
+SWAP_KILLER = """
+import os, signal, sys
+from pathlib import Path
+import pipeline.files as files
+target, when, exchange = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+def watched(rename):
+    def run(first, second, *rest):
+        moves = target in (Path(first), Path(second))
+        if moves and when == "before":
+            os.kill(os.getpid(), signal.SIGKILL)
+        result = rename(first, second, *rest)
+        if moves:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+    return run
+class WatchedOs:
+    replace, rename = staticmethod(watched(os.replace)), staticmethod(watched(os.rename))
+    def __getattr__(self, name):
+        return getattr(os, name)
+files.os = WatchedOs()
+if hasattr(files, "exchange"):
+    files.exchange = watched(files.exchange) if exchange == "exchange" else (lambda first, second: False)
+from pipeline.cli import main
+sys.exit(main(sys.argv[4:]))
+"""
+
+
+def _kill_at_the_swap(target: Path, when: str, exchange: str, *command: str | Path) -> None:
+    killed = subprocess.run([sys.executable, "-c", SWAP_KILLER, str(target), when, exchange, *map(str, command)],
+                            capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+
+def _old_folder(target: Path) -> None:
+    """What a previous run published at `target`, told apart from the new one by a file of its own."""
+    target.mkdir(parents=True)
+    (target / "OLD").write_text("the previous run's\n")
+
+
+@pytest.mark.parametrize(("when", "exchange", "left"), [
+    ("before", "exchange", "old"),
+    ("after", "exchange", "new"),  # swapped in one step: the old folder is at the staged name
+    ("before", "no-exchange", "old"),
+    # Two renames: killed between them, neither is in place until the next run puts the old one back.
+    ("after", "no-exchange", None),
+], ids=["staged", "swapped", "staged-two-renames", "between-two-renames"])
+def test_killing_a_release_at_its_swap_leaves_the_old_or_the_new_folder_and_the_next_run_clears_up(
+        tmp_path: Path, plain_build: Paths, when: str, exchange: str, left: str | None) -> None:
+    out = copy_build(plain_build, tmp_path / "out")
+    releases = out / "release"
+    assert cli("release", "--out", out).returncode == 0
+    (folder,) = releases.iterdir()
+    new = tree_digest(releases, folder.name)
+    shutil.rmtree(folder)
+    _old_folder(folder)
+    _kill_at_the_swap(folder, when, exchange, "release", "--out", out)
+    if left == "old":
+        assert [p.name for p in folder.iterdir()] == ["OLD"]
+    elif left == "new":
+        assert tree_digest(releases, folder.name) == new
+    else:
+        assert not folder.exists()
+        assert any(p.name.startswith(f".{folder.name}.retired-") for p in releases.iterdir())
+    assert [p.name for p in releases.iterdir() if p.name != folder.name]  # a leftover beside it
+    again = cli("release", "--out", out)
+    assert again.returncode == 0, again.stderr
+    assert [p.name for p in releases.iterdir()] == [folder.name]
+    assert tree_digest(releases, folder.name) == new
+
+
+def test_killing_a_report_as_it_swaps_leaves_the_new_folder_and_the_next_run_clears_up(
+        tmp_path: Path, plain_build: Paths) -> None:
+    out = copy_build(plain_build, tmp_path / "out")
+    _old_folder(report := out / "report")
+    beside = {p.name for p in out.iterdir()}
+    _kill_at_the_swap(report, "after", "exchange", "report", "--out", out)
+    assert (report / "index.html").is_file() and not (report / "OLD").exists()
+    assert {p.name for p in out.iterdir()} != beside  # the old folder, left at the staged name
+    again = cli("report", "--out", out)
+    assert again.returncode == 0, again.stderr
+    assert {p.name for p in out.iterdir()} == beside
+    assert (report / "index.html").is_file()
+
+
+def _dead_pid() -> int:
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                           check=True)
+    return int(ended.stdout)
+
+
+def test_only_stopped_processes_leftovers_are_swept_and_a_missing_folder_is_put_back(tmp_path: Path) -> None:
+    from pipeline.files import sweep_leftovers
+
+    dead, alive = _dead_pid(), os.getppid()  # pytest's parent: alive while the test runs
+    for name in (f".a.staging-{dead}", f".a.retired-{dead}", ".a.staging", f".b.staging-{alive}",
+                 f".b.retired-{alive}", f".c.retired-{dead}", "a", "b", ".kept"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / name).touch()
+    sweep_leftovers(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f".b.retired-{alive}", f".b.staging-{alive}", ".kept", "a", "b", "c"]
+    assert [p.name for p in (tmp_path / "c").iterdir()] == [f".c.retired-{dead}"]  # the old folder, put back
+
+
+def test_without_a_swap_in_one_step_the_folder_is_still_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline import files
+
+    for exchange in (True, False):
+        if not exchange:
+            monkeypatch.setattr(files, "exchange", lambda first, second: False)
+        _old_folder(target := tmp_path / "target")
+        with files.staged_directory(target) as staging:
+            (staging / "NEW").touch()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]
+        assert [p.name for p in target.iterdir()] == ["NEW"]
+        shutil.rmtree(target)
+
+
+def test_a_fetch_and_a_refresh_remove_what_stopped_runs_left_outside_the_generations(
+        tmp_path: Path, plain_build: Paths) -> None:
+    out = copy_build(plain_build, tmp_path / "out")
+    raw = Paths(out).raw_dir
+    snapshot = raw / NEWEST.name
+    left = raw / f".{snapshot.name}.retired-{_dead_pid()}"  # a stopped fetch's old copy
+    shutil.copytree(snapshot, left)
+    temporary = tmp_path / "tmp"
+    spill = temporary / "energy-index-sql-stopped"  # a query killed with its command: no process holds it
+    spill.mkdir(parents=True)
+    (spill / "duckdb_temp_storage-0.tmp").write_bytes(b"\0" * 1024)
+    refreshed = cli_process("refresh", "--source", NEWEST, "--out", out, env={**os.environ, "TMPDIR": str(temporary)})
+    assert refreshed.returncode == 0 and "nothing to do" in refreshed.stderr, refreshed.stderr
+    assert not left.exists() and snapshot.is_dir()
+    assert list(temporary.iterdir()) == []
+
+
+# Reads a folder's file in a loop until told to stop, then prints how many reads it made and how many found
+# no file: a reader of OUT/report or a release on another core.
+FOLDER_READER = """
+import os, sys
+marker, stop = os.path.join(sys.argv[1], "marker"), sys.argv[2]
+reads = misses = 0
+print("ready", flush=True)
+while not os.path.exists(stop):
+    reads += 1
+    misses += not os.path.isfile(marker)
+print(reads, misses, flush=True)
+"""
+
+
+def test_a_reader_finds_the_old_or_the_new_folder_while_it_is_replaced(tmp_path: Path) -> None:
+    from pipeline.files import staged_directory
+
+    (target := tmp_path / "report").mkdir()
+    (target / "marker").touch()
+    stop = tmp_path / "stop"
+    reader = subprocess.Popen([sys.executable, "-c", FOLDER_READER, str(target), str(stop)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert reader.stdout.readline() == "ready\n"
+        for _ in range(500):
+            with staged_directory(target) as staging:
+                (staging / "marker").touch()
+        stop.touch()
+        reads, misses = map(int, reader.stdout.readline().split())
+    finally:
+        reader.kill()
+        reader.wait()
+    assert reads > 500 and misses == 0, (reads, misses)

@@ -108,7 +108,8 @@ def test_a_stopped_query_leaves_no_spill(stop: signal.Signals, newest_build: Pat
         process.kill()
         process.wait()
     if stop != signal.SIGKILL:
-        assert (process.returncode, stderr) == (1, "energy-index: error: interrupted; the last published build in "
+        how = "interrupted" if stop == signal.SIGINT else f"interrupted by {stop.name}"
+        assert (process.returncode, stderr) == (1, f"energy-index: error: {how}; the last published build in "
                                                    f"{newest_build.out} is unchanged\n")
 
 
@@ -146,3 +147,81 @@ def test_a_memory_limit_still_lets_a_query_spill_and_finish(newest_build: Paths)
     result = sql(newest_build, "--memory-limit", "200MB", "select count(*) as groups from (select range % 5000000 as k,"
                  " count(*) from range(20000000) group by k)")
     assert (result.returncode, result.stdout, result.stderr) == (0, "\"groups\"\n5000000\n", "")
+
+
+def _children(command: subprocess.Popen[str]) -> list[int]:
+    try:
+        return [int(pid) for pid in Path(f"/proc/{command.pid}/task/{command.pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def _query_process(command: subprocess.Popen[str]) -> int:
+    """The process `energy-index sql` runs its query in: its one child."""
+    (child,) = _children(command)
+    return child
+
+
+def _state(pid: int) -> str:
+    """Process `pid`'s state as /proc gives it (R, S, T stopped, Z zombie...), X when it has gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return "X"
+
+
+def _spilling(build: Paths, temporary: Path) -> subprocess.Popen[str]:
+    """`energy-index sql` of a spilling query in a session of its own, once it has spilled into `temporary`."""
+    process = subprocess.Popen([CLI, "sql", "--out", str(build.out), "--memory-limit", "100MB", "--timeout", "600",
+                                SPILLING], env={**os.environ, "TMPDIR": str(temporary)}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    before = set(temporary.iterdir())
+    _wait_for(lambda: any(path.name.startswith("duckdb_temp") for folder in set(temporary.iterdir()) - before
+                          for path in folder.rglob("*")), process)
+    return process
+
+
+def test_after_a_query_killed_with_its_command_the_next_call_removes_its_spill(newest_build: Paths,
+                                                                                tmp_path: Path) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    killed = _spilling(newest_build, temporary)
+    query = _query_process(killed)
+    # Both at once, as `timeout -s KILL`, a service manager or the OOM killer: stopped first, so that neither
+    # sees the other end (and cleans up) in the moment between the two kills.
+    os.killpg(killed.pid, signal.SIGSTOP)
+    _wait_for(lambda: _state(killed.pid) == _state(query) == "T", killed)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.communicate(timeout=60)
+    _wait_for(lambda: _state(query) in ("Z", "X"), killed)  # a zombie holds no files
+    (left,) = temporary.iterdir()  # no process remains to remove it
+    # A query that runs until it is stopped, its folder made (and locked) once it has started its query's process.
+    running = subprocess.Popen([CLI, "sql", "--out", str(newest_build.out), "--timeout", "600",
+                                "select sum(range) from range(1000000000000)"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               env={**os.environ, "TMPDIR": str(temporary)})
+    try:
+        _wait_for(lambda: bool(_children(running)), running)
+        later = sql(newest_build, "select 1 as one", env={**os.environ, "TMPDIR": str(temporary)})
+        assert (later.returncode, later.stdout, later.stderr) == (0, '"one"\n1\n', "")
+        assert not left.exists()
+        assert len(list(temporary.iterdir())) == 1 and running.poll() is None  # a live call's folder is never taken
+    finally:
+        os.killpg(running.pid, signal.SIGKILL)
+        running.communicate(timeout=60)
+
+
+def test_a_query_stopped_by_someone_elses_sigterm_is_said_as_such(newest_build: Paths, tmp_path: Path) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    process = _spilling(newest_build, temporary)
+    try:
+        os.kill(_query_process(process), signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        process.wait()
+    assert (process.returncode, stdout, stderr) == (1, "", "energy-index: error: the query's process was stopped by "
+                                                   "SIGTERM from another process, before it answered; nothing was "
+                                                   "written. Run it again\n")
+    assert list(temporary.iterdir()) == []
