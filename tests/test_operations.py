@@ -202,7 +202,7 @@ def test_a_read_only_file_system_is_one_clear_line(small_disk: Path, plain_build
     assert "read-only file system; choose an --out on a writable file system" in result.stderr
 
 
-@pytest.mark.parametrize("umask", [0o022, 0o002])
+@pytest.mark.parametrize("umask", [0o022, pytest.param(0o002, marks=pytest.mark.sweep)])
 def test_published_files_honour_the_umask(tmp_path: Path, umask: int) -> None:
     out = tmp_path / "out"
     previous = os.umask(umask)  # as cron's or a login shell's would be
@@ -263,12 +263,12 @@ def _old_folder(target: Path) -> None:
 
 
 @pytest.mark.parametrize(("when", "exchange", "left"), [
-    ("before", "exchange", "old"),
-    ("after", "exchange", "new"),  # swapped in one step: the old folder is at the staged name
-    ("before", "no-exchange", "old"),
+    pytest.param("before", "exchange", "old", id="staged", marks=pytest.mark.sweep),
+    pytest.param("after", "exchange", "new", id="swapped"),  # swapped in one step: the old folder is at the staged name
+    pytest.param("before", "no-exchange", "old", id="staged-two-renames", marks=pytest.mark.sweep),
     # Two renames: killed between them, neither is in place until the next run puts the old one back.
-    ("after", "no-exchange", None),
-], ids=["staged", "swapped", "staged-two-renames", "between-two-renames"])
+    pytest.param("after", "no-exchange", None, id="between-two-renames"),
+])
 def test_killing_a_release_at_its_swap_leaves_the_old_or_the_new_folder_and_the_next_run_clears_up(
         tmp_path: Path, plain_build: Paths, when: str, exchange: str, left: str | None) -> None:
     out = copy_build(plain_build, tmp_path / "out")
@@ -293,6 +293,7 @@ def test_killing_a_release_at_its_swap_leaves_the_old_or_the_new_folder_and_the_
     assert tree_digest(releases, folder.name) == new
 
 
+@pytest.mark.slow  # two reports, about 40 s on two cores
 def test_killing_a_report_as_it_swaps_leaves_the_new_folder_and_the_next_run_clears_up(
         tmp_path: Path, plain_build: Paths) -> None:
     out = copy_build(plain_build, tmp_path / "out")

@@ -54,7 +54,7 @@ def peak_rss_mb(build: Paths, *args: str) -> tuple[float, int, str]:
     return float(printed[0]), int(printed[1]), eval(printed[2])  # noqa: S307 (our own repr of a str)
 
 
-@pytest.mark.parametrize("query", [LIST_SORT, REGEX], ids=["list_sort", "regex"])
+@pytest.mark.parametrize("query", [LIST_SORT, pytest.param(REGEX, marks=pytest.mark.sweep)], ids=["list_sort", "regex"])
 def test_a_single_expensive_call_is_stopped_within_2_s_of_its_time_limit(query: str, newest_build: Paths) -> None:
     start_up, quick = timed_sql(newest_build, "select 1")
     assert quick.returncode == 0, quick.stderr
