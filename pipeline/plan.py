@@ -59,14 +59,16 @@ def option_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def checked_number(name: str, text: str) -> float:
-    """An option's value as a positive finite number, or a one-line error naming the option."""
+def checked_number(name: str, text: str, zero_allowed: bool = False) -> float:
+    """An option's value as a positive finite number (or zero, where `zero_allowed`: a grid intensity of 0 is
+    a grid with no operational emissions), or a one-line error naming the option."""
     try:
         value = float(text)
     except ValueError:
         raise PipelineError(f"{option_name(name)} {text!r}: not a number") from None
-    if not (math.isfinite(value) and value > 0):
-        raise PipelineError(f"{option_name(name)} {text!r}: must be a positive finite number")
+    if not (math.isfinite(value) and (value >= 0 if zero_allowed else value > 0)):
+        kind = "zero or a positive" if zero_allowed else "a positive"
+        raise PipelineError(f"{option_name(name)} {text!r}: must be {kind} finite number")
     return value
 
 
@@ -88,7 +90,7 @@ def plan(paths: Paths, task: str, model: str, demands: dict[str, str | None], la
     demand, demand_text = _one_given("demand", demands)
     metric, limit_text = _one_given("latency limit", latencies)
     volume, limit = checked_number(demand, demand_text), checked_number(metric, limit_text)
-    intensity = None if carbon_intensity is None else checked_number("carbon_intensity", carbon_intensity)
+    intensity = None if carbon_intensity is None else checked_number("carbon_intensity", carbon_intensity, zero_allowed=True)
     if volume * (86400 * LONGEST_OUTPUT if demand == "requests_per_second" else 1) > MAX_UNITS_PER_DAY:
         raise PipelineError(f"{option_name(demand)} {demand_text}: beyond any sensible fleet")
     asked = {"task": task, "model": model, "gpu": gpu, "metric": metric, "limit": limit,
@@ -122,8 +124,8 @@ def plan(paths: Paths, task: str, model: str, demands: dict[str, str | None], la
     unit_label = rows[0]["unit_label"]
     if DEMANDS[demand][0] != unit_label:
         fitting = [option_name(name) for name, (label, _) in DEMANDS.items() if label == unit_label]
-        raise PipelineError(f"{option_name(demand)} does not apply to {rows[0]['task']}, whose outputs are counted "
-                            f"in {unit_label}s; give {' or '.join(fitting)}")
+        raise PipelineError(f"{option_name(demand)} does not apply to {rows[0]['task']}, whose figures are per "
+                            f"{unit_label}; give {' or '.join(fitting)}")
     planned = [row for row in rows if row["replicas"] is not None]
     if planned and min(row["gpus"] for row in planned) > MAX_FLEET_GPUS:
         raise PipelineError(f"{option_name(demand)} {demand_text}: beyond any sensible fleet (the smallest plan "

@@ -188,6 +188,10 @@ def test_the_command_formats_the_macros_rows(newest_build: Paths, capsys) -> Non
             assert plan["kwh_per_day"][level] == row[f"kwh_per_day_{level}"]
             assert plan["power_kw"][level] == row[f"power_kw_{level}"]
             assert plan["gco2e_per_day"][level] == row[f"gco2e_per_day_{level}"] == row[f"kwh_per_day_{level}"] * 400
+    # A grid intensity of 0 (a grid without operational emissions) is an answer: no gCO2e a day.
+    clean = plan_json(capsys, newest_build, "--task", "arena", "--model", "qwen3-8b", "--tokens-per-day", "1e9",
+                      "--p90-itl-ms", "50", "--carbon-intensity", "0")
+    assert [plan["gco2e_per_day"] for plan in clean["plans"]] == [dict.fromkeys(("low", "central", "high"), 0.0)] * 6
     code, shown, _ = run_plan(capsys, newest_build, "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B",
                               "--tokens-per-day", "1e9", "--p90-itl-ms", "50", "--boundary", "server")
     assert code == 0
@@ -241,9 +245,10 @@ BAD = [
     (["--tokens-per-day", "1e30"], "--tokens-per-day 1e30: beyond any sensible fleet"),
     (["--tokens-per-day", "1e17"], "--tokens-per-day 1e17: beyond any sensible fleet (the smallest plan needs "),
     (["--requests-per-second", "1e12"], "--requests-per-second 1e12: beyond any sensible fleet"),
-    (["--tokens-per-day", "1e9", "--carbon-intensity", "-1"], "--carbon-intensity '-1': must be a positive"),
-    (["--images-per-day", "1e5"], "--images-per-day does not apply to lm-arena-chat, whose outputs are counted in "
-                                  "million output tokenss; give --tokens-per-day or --requests-per-second"),
+    (["--tokens-per-day", "1e9", "--carbon-intensity", "-1"],
+     "--carbon-intensity '-1': must be zero or a positive finite number"),
+    (["--images-per-day", "1e5"], "--images-per-day does not apply to lm-arena-chat, whose figures are per "
+                                  "million output tokens; give --tokens-per-day or --requests-per-second"),
     ([], "give one demand: one of --tokens-per-day, --requests-per-second, --images-per-day, --videos-per-day"),
     (["--tokens-per-day", "1e9", "--requests-per-second", "3"], "give one demand: one of --tokens-per-day, "
      "--requests-per-second, --images-per-day, --videos-per-day; got --tokens-per-day, --requests-per-second"),
