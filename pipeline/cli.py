@@ -32,11 +32,16 @@ from pipeline.progress import say, seconds_since, set_quiet
 # finite and positive; a limit (seconds, bytes) also has its maximum (settings.LONGEST_LIMIT_S, LARGEST_SIZE),
 # so that no value means "no limit" ----
 
-def positive_number(text: str) -> float:
+def _read(kind: Callable[[str], float], text: str, form: str) -> float:
+    """`text` read as `kind` (float or int), or the usage error naming the form it lacks."""
     try:
-        value = float(text)
+        return kind(text)
     except ValueError:
-        raise ValueError(f"not a number: {text!r}") from None
+        raise ValueError(f"{form}: {text!r}") from None
+
+
+def positive_number(text: str) -> float:
+    value = _read(float, text, "not a number")
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"must be a positive number, got {text!r}")
     return value
@@ -44,10 +49,7 @@ def positive_number(text: str) -> float:
 
 def seconds(text: str) -> float:
     """A time limit: a positive number of seconds, at most settings.LONGEST_LIMIT_S (a day)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"not a number: {text!r}") from None
+    value = _read(float, text, "not a number")
     if not 0 < value <= settings.LONGEST_LIMIT_S:  # nan and inf fail it too
         raise ValueError(f"must be a positive number of seconds, at most {settings.LONGEST_LIMIT_S} (a day), "
                          f"got {text!r}")
@@ -56,10 +58,7 @@ def seconds(text: str) -> float:
 
 def byte_count(text: str) -> int:
     """A size limit: a whole number of bytes from 1 to settings.LARGEST_SIZE (1 EiB)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"not a whole number of bytes: {text!r}") from None
+    value = int(_read(int, text, "not a whole number of bytes"))
     if not 1 <= value <= settings.LARGEST_SIZE:
         raise ValueError(f"must be from 1 to {settings.LARGEST_SIZE} bytes (1 EiB), got {text!r}")
     return value
@@ -139,10 +138,7 @@ def parameter(text: str) -> tuple[str, Any]:
 
 def non_negative_number(text: str) -> float:
     """A finite number of 0 or more (a grid of 0 gCO2e per kWh is a real answer: all-renewable supply)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"not a number: {text!r}") from None
+    value = _read(float, text, "not a number")
     if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"must be a number of 0 or more, got {text!r}")
     return value
