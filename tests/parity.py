@@ -27,8 +27,10 @@ NOT_COMPARED = {"build_inputs", "data_dictionary"}
 # these columns are left out of the raw tables' rows.
 MOVED_TO_STAGING = {"token_configurations": ("repeat", "avg_output_len", "is_avg_output_len_derived"),
                     "diffusion_configurations": ("repeat",), "model_detail_configurations": ("repeat",)}
-# The day the fetch first read a snapshot's content (snapshots.retrieved): a fact about the run, not the input.
-FETCH_DATE = {name: ("retrieved",) for name in ("snapshots", "snapshot_history", "data_version", "index_history")}
+# Facts about the run, not the input: the day the fetch first read a snapshot's content (retrieved) and the
+# folder or address it was read from (source; CI's checkout is not this machine's).
+RUN_FACTS = {**{name: ("retrieved",) for name in ("data_version", "index_history")},
+             **{name: ("retrieved", "source") for name in ("snapshots", "snapshot_history")}}
 
 
 def _canonical(value: Any) -> str:
@@ -49,7 +51,7 @@ def database_fingerprints(database: Path) -> dict[str, dict[str, Any]]:
             "select view_name from duckdb_views() where not internal").fetchall()]
         for name in sorted(set(names) - NOT_COMPARED):
             present = {row[0] for row in connection.execute(f'describe "{name}"').fetchall()}
-            left_out = (*MOVED_TO_STAGING.get(name, ()), *FETCH_DATE.get(name, ()))
+            left_out = (*MOVED_TO_STAGING.get(name, ()), *RUN_FACTS.get(name, ()))
             moved = ", ".join(f'"{column}"' for column in left_out if column in present)
             result = connection.execute(f'select * {f"exclude ({moved})" if moved else ""} from "{name}"')
             columns = [column[0] for column in result.description]
