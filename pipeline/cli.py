@@ -144,6 +144,17 @@ def non_negative_number(text: str) -> float:
     return value
 
 
+def most(kind: str, largest: float, per: str) -> Callable[[str], float]:
+    """The type of a positive number with a maximum beyond which no sensible answer lies (plan's demand)."""
+    def number(text: str) -> float:
+        value = positive_number(text)
+        if value > largest:
+            raise ValueError(f"beyond any sensible fleet: at most {largest:.4g} {kind} {per}, got {text!r}")
+        return value
+
+    return number
+
+
 POSITIVE_INTEGER = click.IntRange(min=1)
 
 
@@ -206,6 +217,17 @@ def _one_of(args: SimpleNamespace, first: str, second: str, required: bool = Fal
     given = [name for name in (first, second) if getattr(args, name)]
     if len(given) == 2 or (required and not given):
         raise click.UsageError(f"give --{first} or --{second}{'' if required else ', not both'}")
+
+
+def _one_demand_and_limit(args: SimpleNamespace) -> None:
+    """plan: exactly one demand and one latency limit, else a usage error naming the choices."""
+    from pipeline.plan import DEMANDS, LATENCIES
+
+    for kind, names in (("demand", DEMANDS), ("latency limit", LATENCIES)):
+        given = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name) is not None]
+        if len(given) != 1:
+            choices = ", ".join(f"--{name.replace('_', '-')}" for name in names)
+            raise click.UsageError(f"give one {kind}: one of {choices}" + (f"; got {', '.join(given)}" if given else ""))
 
 
 def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> Callable:
@@ -721,24 +743,31 @@ def _print_fit_estimate(result: dict, batch_limit: float, boundary: str) -> None
 @click.option("--task", required=True, help="task, e.g. lm-arena-chat or text-to-image (any case, or a part naming "
               "one task: arena)")
 @click.option("--model", required=True, help="model_id or its slug, e.g. Qwen/Qwen3-8B or qwen3-8b")
-@click.option("--tokens-per-day", metavar="N", help="demand: output tokens a day (token tasks)")
-@click.option("--requests-per-second", metavar="N", help="demand: requests a second, each of the model's measured mean "
-              "output length on the task (token tasks)")
-@click.option("--images-per-day", metavar="N", help="demand: images a day (text-to-image)")
-@click.option("--videos-per-day", metavar="N", help="demand: videos a day (text-to-video)")
-@click.option("--median-itl-ms", metavar="MS",
+@click.option("--tokens-per-day", type=most("output tokens", settings.MOST_OUTPUTS_PER_DAY, "a day"), metavar="N",
+              help="demand: output tokens a day (token tasks)")
+@click.option("--requests-per-second", type=most("requests", settings.MOST_REQUESTS_PER_SECOND, "a second"),
+              metavar="N", help="demand: requests a second, each of the model's measured mean output length on the "
+              "task (token tasks)")
+@click.option("--images-per-day", type=most("images", settings.MOST_OUTPUTS_PER_DAY, "a day"), metavar="N",
+              help="demand: images a day (text-to-image)")
+@click.option("--videos-per-day", type=most("videos", settings.MOST_OUTPUTS_PER_DAY, "a day"), metavar="N",
+              help="demand: videos a day (text-to-video)")
+@click.option("--median-itl-ms", type=positive_number, metavar="MS",
               help="latency limit: median inter-token latency, inclusive (token tasks)")
-@click.option("--p90-itl-ms", metavar="MS", help="latency limit: p90 inter-token latency, inclusive (token tasks)")
-@click.option("--p99-itl-ms", metavar="MS", help="latency limit: p99 inter-token latency, inclusive (token tasks)")
-@click.option("--batch-latency-s", metavar="S", help="latency limit: batch latency, inclusive (diffusion tasks)")
+@click.option("--p90-itl-ms", type=positive_number, metavar="MS",
+              help="latency limit: p90 inter-token latency, inclusive (token tasks)")
+@click.option("--p99-itl-ms", type=positive_number, metavar="MS",
+              help="latency limit: p99 inter-token latency, inclusive (token tasks)")
+@click.option("--batch-latency-s", type=positive_number, metavar="S",
+              help="latency limit: batch latency, inclusive (diffusion tasks)")
 @click.option("--gpu", help="only this GPU (default: every GPU the model was measured on)")
 @click.option("--boundary", type=click.Choice(settings.BOUNDARIES), help="only this boundary: gpu_only (as "
               "measured), server or facility (× the boundary factors; see docs/boundaries.md) (default: all three)")
-@click.option("--carbon-intensity", metavar="G", help="also give operational gCO2e a day for a grid of G gCO2e per "
-              "kWh (your input; embodied emissions not included)")
+@click.option("--carbon-intensity", type=non_negative_number, metavar="G", help="also give operational gCO2e a day "
+              "for a grid of G gCO2e per kWh (your input, 0 or more; embodied emissions not included)")
 @click.option("--format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text or json")
-@step("read")
+@step("read", _one_demand_and_limit)
 def plan_command(args: SimpleNamespace, paths: Paths) -> None:
     """Plan a fleet: per GPU the model was measured on, the configuration, replicas, GPUs, average kW and kWh a
     day (low, central, high from the boundary factors) that serve the demand within the latency limit, lowest
@@ -751,10 +780,13 @@ def plan_command(args: SimpleNamespace, paths: Paths) -> None:
     gives the same rows (docs/planning.md)."""
     from pipeline import plan
 
-    demands = {name: getattr(args, name) for name in plan.DEMANDS}
-    latencies = {name: getattr(args, name) for name in plan.LATENCIES}
-    result = plan.plan(_checked(paths), args.task, args.model, demands, latencies, args.gpu, args.boundary,
-                       args.carbon_intensity)
+    (demand,) = [name for name in plan.DEMANDS if getattr(args, name) is not None]
+    (metric,) = [name for name in plan.LATENCIES if getattr(args, name) is not None]
+    try:
+        result = plan.plan(_checked(paths), args.task, args.model, demand, getattr(args, demand), metric,
+                           getattr(args, metric), args.gpu, args.boundary, args.carbon_intensity)
+    except plan.BeyondAnyFleet as error:  # a range only the data shows, a usage error all the same
+        raise click.BadParameter(error.reason, click.get_current_context(), param_hint=f"'{error.option}'") from None
     if args.format == "json":
         import msgspec
 

@@ -1,8 +1,7 @@
 """energy-index plan: how many GPUs of each kind serve a daily volume of a model within a latency limit, and
 what they draw, from the table macro fleet_plan (sql/macros/fleet_plan.sql), which computes every figure;
-this module checks the options, names the data and formats the macro's rows."""
+this module asks it, names the data and formats the macro's rows (the command line checks the numbers)."""
 
-import math
 from typing import Any
 
 import duckdb
@@ -23,11 +22,6 @@ DEMANDS = {
 # A latency option -> the family of the tasks it applies to and its unit.
 LATENCIES = {"median_itl_ms": ("token", "ms"), "p90_itl_ms": ("token", "ms"), "p99_itl_ms": ("token", "ms"),
              "batch_latency_s": ("diffusion", "s")}
-# The largest demand read at all, refused before any query: beyond it the replica count could overflow its
-# integer (at the slowest configuration measured, 0.0006 videos a second), long past any fleet. Requests a
-# second count at up to LONGEST_OUTPUT output tokens each against it.
-MAX_UNITS_PER_DAY = 1e18
-LONGEST_OUTPUT = 1e5
 # The most GPUs a plan may need: ten times the largest AI clusters announced (about a million GPUs). A
 # volume whose every plan needs more is a slip of the exponent, not a fleet.
 MAX_FLEET_GPUS = 10_000_000
@@ -55,48 +49,32 @@ QUERY = ("select * from fleet_plan($task, $model, $outputs_per_day, $metric, $li
          "requests_per_second := $requests_per_second, carbon_intensity := $carbon_intensity)")
 
 
+class BeyondAnyFleet(PipelineError):
+    """A demand whose smallest plan needs more GPUs than any fleet: a value beyond its option's range that
+    only the data shows (the command reports it as a usage error, as it does a demand beyond
+    settings.MOST_OUTPUTS_PER_DAY)."""
+
+    def __init__(self, option: str, reason: str) -> None:
+        super().__init__(f"{option}: {reason}")
+        self.option, self.reason = option, reason
+
+
 def option_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def checked_number(name: str, text: str, zero_allowed: bool = False) -> float:
-    """An option's value as a positive finite number (or zero, where `zero_allowed`: a grid intensity of 0 is
-    a grid with no operational emissions), or a one-line error naming the option."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise PipelineError(f"{option_name(name)} {text!r}: not a number") from None
-    if not (math.isfinite(value) and (value >= 0 if zero_allowed else value > 0)):
-        kind = "zero or a positive" if zero_allowed else "a positive"
-        raise PipelineError(f"{option_name(name)} {text!r}: must be {kind} finite number")
-    return value
-
-
-def _one_given(kind: str, given: dict[str, str | None]) -> tuple[str, str]:
-    named = [(name, text) for name, text in given.items() if text is not None]
-    if len(named) != 1:
-        choices = ", ".join(option_name(name) for name in given)
-        raise PipelineError(f"give one {kind}: one of {choices}" + (
-            f"; got {', '.join(option_name(name) for name, _ in named)}" if named else ""))
-    return named[0]
-
-
-def plan(paths: Paths, task: str, model: str, demands: dict[str, str | None], latencies: dict[str, str | None],
-         gpu: str | None = None, boundary: str | None = None, carbon_intensity: str | None = None) -> dict[str, Any]:
+def plan(paths: Paths, task: str, model: str, demand: str, volume: float, metric: str, limit: float,
+         gpu: str | None = None, boundary: str | None = None, carbon_intensity: float | None = None) -> dict[str, Any]:
     """The fleet_plan macro's rows for one question as one document naming the snapshot and upstream commit:
-    `demands` and `latencies` map each option (DEMANDS, LATENCIES) to its text, exactly one of each given;
-    `boundary` None for all three. Bad numbers, a demand or latency of another task family, and a volume no
-    fleet serves are refused naming the option; task, model and GPU may be written loosely."""
-    demand, demand_text = _one_given("demand", demands)
-    metric, limit_text = _one_given("latency limit", latencies)
-    volume, limit = checked_number(demand, demand_text), checked_number(metric, limit_text)
-    intensity = None if carbon_intensity is None else checked_number("carbon_intensity", carbon_intensity, zero_allowed=True)
-    if volume * (86400 * LONGEST_OUTPUT if demand == "requests_per_second" else 1) > MAX_UNITS_PER_DAY:
-        raise PipelineError(f"{option_name(demand)} {demand_text}: beyond any sensible fleet")
+    `volume` of the `demand` (DEMANDS) a day or a second, at most `limit` of the latency `metric`
+    (LATENCIES); `boundary` None for all three. The numbers are the command line's, checked there (positive,
+    finite, within settings.MOST_OUTPUTS_PER_DAY). A demand or latency of another task family, and a volume
+    whose smallest plan needs more than MAX_FLEET_GPUS (BeyondAnyFleet), are refused naming the option; task,
+    model and GPU may be written loosely."""
     asked = {"task": task, "model": model, "gpu": gpu, "metric": metric, "limit": limit,
              "outputs_per_day": None if demand == "requests_per_second" else volume,
              "requests_per_second": volume if demand == "requests_per_second" else None,
-             "carbon_intensity": intensity}
+             "carbon_intensity": carbon_intensity}
     with session(paths) as (connection, _):
         (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
                                   " join index_snapshot using (snapshot_id)", {})
@@ -127,9 +105,9 @@ def plan(paths: Paths, task: str, model: str, demands: dict[str, str | None], la
         raise PipelineError(f"{option_name(demand)} does not apply to {rows[0]['task']}, whose figures are per "
                             f"{unit_label}; give {' or '.join(fitting)}")
     planned = [row for row in rows if row["replicas"] is not None]
-    if planned and min(row["gpus"] for row in planned) > MAX_FLEET_GPUS:
-        raise PipelineError(f"{option_name(demand)} {demand_text}: beyond any sensible fleet (the smallest plan "
-                            f"needs {min(row['gpus'] for row in planned):,} GPUs, more than {MAX_FLEET_GPUS:,})")
+    if planned and (fewest := min(row["gpus"] for row in planned)) > MAX_FLEET_GPUS:
+        raise BeyondAnyFleet(option_name(demand), f"{volume:g} is beyond any sensible fleet (the smallest plan "
+                             f"needs {fewest:,} GPUs, more than {MAX_FLEET_GPUS:,})")
     return _document(rows, snapshot, demand, boundary)
 
 

@@ -109,6 +109,12 @@ SIZE_UNITS = {"B": 1, **{f"{p}B": 1000 ** (i + 1) for i, p in enumerate("KMGT")}
 # The bounds a --memory-limit may take: less than DuckDB needs to answer any query, or more than an address
 # space holds (LARGEST_SIZE), is a mistake said before any work.
 SQL_MEMORY_RANGE = (16 * 1000 ** 2, LARGEST_SIZE)
+# energy-index plan: the largest demand it reads, a usage error beyond (exit 2): past it the replica count
+# of the slowest configuration measured (0.0006 videos a second) could overflow its integer, long past any
+# fleet. A request a second counts at up to LONGEST_OUTPUT_TOKENS output tokens against it.
+MOST_OUTPUTS_PER_DAY = 1e18
+LONGEST_OUTPUT_TOKENS = 1e5
+MOST_REQUESTS_PER_SECOND = MOST_OUTPUTS_PER_DAY / 86_400 / LONGEST_OUTPUT_TOKENS
 
 
 def size_bytes(text: str) -> int | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import NEWEST, PROJECT, upstream_rows
+from conftest import NEWEST, PROJECT, cli, upstream_rows
 
 from pipeline.paths import Paths
 
@@ -236,47 +236,53 @@ def test_a_load_below_the_measured_curve_gives_bounds_not_a_figure(newest_build:
     assert bounds["boundary"] == "gpu_only" and 0 < bounds["full_load"] < bounds["measured_power"]
 
 
-BAD = [
-    (["--tokens-per-day", "0"], "--tokens-per-day '0': must be a positive finite number"),
-    (["--tokens-per-day", "-5"], "--tokens-per-day '-5': must be a positive finite number"),
-    (["--tokens-per-day", "nan"], "--tokens-per-day 'nan': must be a positive finite number"),
-    (["--tokens-per-day", "inf"], "--tokens-per-day 'inf': must be a positive finite number"),
-    (["--tokens-per-day", "lots"], "--tokens-per-day 'lots': not a number"),
-    (["--tokens-per-day", "1e30"], "--tokens-per-day 1e30: beyond any sensible fleet"),
-    (["--tokens-per-day", "1e17"], "--tokens-per-day 1e17: beyond any sensible fleet (the smallest plan needs "),
-    (["--requests-per-second", "1e12"], "--requests-per-second 1e12: beyond any sensible fleet"),
+# A value not of its option's form or range, options that conflict or are missing: usage errors, exit 2, as
+# docs/operating.md's "Exit status" says (a volume beyond any sensible fleet is a limit beyond its maximum).
+USAGE = [
+    (["--tokens-per-day", "0"], "Invalid value for '--tokens-per-day': must be a positive number, got '0'"),
+    (["--tokens-per-day", "-5"], "Invalid value for '--tokens-per-day': must be a positive number, got '-5'"),
+    (["--tokens-per-day", "nan"], "Invalid value for '--tokens-per-day': must be a positive number, got 'nan'"),
+    (["--tokens-per-day", "inf"], "Invalid value for '--tokens-per-day': must be a positive number, got 'inf'"),
+    (["--tokens-per-day", "lots"], "Invalid value for '--tokens-per-day': not a number: 'lots'"),
+    (["--tokens-per-day", "1e30"], "Invalid value for '--tokens-per-day': beyond any sensible fleet: at most 1e+18 "
+                                   "output tokens a day, got '1e30'"),
+    (["--tokens-per-day", "1e17"], "Invalid value for '--tokens-per-day': 1e+17 is beyond any sensible fleet (the "
+                                   "smallest plan needs "),
+    (["--requests-per-second", "1e12"], "Invalid value for '--requests-per-second': beyond any sensible fleet: at "
+                                        "most 1.157e+08 requests a second, got '1e12'"),
     (["--tokens-per-day", "1e9", "--carbon-intensity", "-1"],
-     "--carbon-intensity '-1': must be zero or a positive finite number"),
-    (["--images-per-day", "1e5"], "--images-per-day does not apply to lm-arena-chat, whose figures are per "
-                                  "million output tokens; give --tokens-per-day or --requests-per-second"),
+     "Invalid value for '--carbon-intensity': must be a number of 0 or more, got '-1'"),
+    (["--tokens-per-day", "1e9", "--p90-itl-ms", "0"], "Invalid value for '--p90-itl-ms': must be a positive number, "
+                                                        "got '0'"),
+    (["--tokens-per-day", "1e9", "--p90-itl-ms", "fast"], "Invalid value for '--p90-itl-ms': not a number: 'fast'"),
     ([], "give one demand: one of --tokens-per-day, --requests-per-second, --images-per-day, --videos-per-day"),
     (["--tokens-per-day", "1e9", "--requests-per-second", "3"], "give one demand: one of --tokens-per-day, "
      "--requests-per-second, --images-per-day, --videos-per-day; got --tokens-per-day, --requests-per-second"),
+    (["--tokens-per-day", "1e9", "--p90-itl-ms", "50", "--median-itl-ms", "50"], "give one latency limit: one of "
+     "--median-itl-ms, --p90-itl-ms, --p99-itl-ms, --batch-latency-s; got --median-itl-ms, --p90-itl-ms"),
 ]
 
 
-@pytest.mark.parametrize(("arguments", "message"), BAD, ids=lambda value: " ".join(value) if isinstance(value, list)
-                         else None)
-def test_bad_input_is_one_line_naming_the_option(arguments: list[str], message: str, newest_build: Paths,
-                                                 run_cli) -> None:
-    limit = [] if "--p90-itl-ms" in arguments else ["--p90-itl-ms", "100"]
-    result = run_cli("plan", "--out", newest_build.out, "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B",
-                     *arguments, *limit)
-    assert result.exit_code == 1
+@pytest.mark.parametrize(("arguments", "message"), USAGE, ids=lambda value: " ".join(value)
+                         if isinstance(value, list) else None)
+def test_a_value_out_of_its_range_is_a_usage_error_naming_the_option(arguments: list[str], message: str,
+                                                                     newest_build: Paths) -> None:
+    limit = [] if any(option.endswith("-ms") for option in arguments) else ["--p90-itl-ms", "100"]
+    result = cli("plan", "--out", newest_build.out, "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B",
+                 *arguments, *limit)
+    assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
     assert result.stderr.startswith(f"energy-index: error: {message}"), result.stderr
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
-    (["--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--tokens-per-day", "1e9", "--p90-itl-ms", "0"],
-     "--p90-itl-ms '0': must be a positive finite number"),
+    (["--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--images-per-day", "1e5", "--p90-itl-ms", "100"],
+     "--images-per-day does not apply to lm-arena-chat, whose figures are per million output tokens; give "
+     "--tokens-per-day or --requests-per-second"),
     (["--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--tokens-per-day", "1e9", "--batch-latency-s", "30"],
      "--batch-latency-s does not apply to lm-arena-chat; give --median-itl-ms or --p90-itl-ms or --p99-itl-ms"),
     (["--task", "text-to-image", "--model", "flux.1-dev", "--images-per-day", "1e5", "--p90-itl-ms", "30"],
      "--p90-itl-ms does not apply to text-to-image; give --batch-latency-s"),
-    (["--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--tokens-per-day", "1e9", "--p90-itl-ms", "50",
-      "--median-itl-ms", "50"], "give one latency limit: one of --median-itl-ms, --p90-itl-ms, --p99-itl-ms, "
-     "--batch-latency-s; got --median-itl-ms, --p90-itl-ms"),
     (["--task", "lm-arena-chat", "--model", "Nobody/Nothing", "--tokens-per-day", "1e9", "--p90-itl-ms", "50"],
      "unknown model 'Nobody/Nothing'"),
     (["--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--tokens-per-day", "1e9", "--p90-itl-ms", "50",
@@ -287,7 +293,9 @@ def test_bad_input_is_one_line_naming_the_option(arguments: list[str], message: 
     (["--task", "gpqa", "--model", "Qwen/Qwen3-VL-8B-Instruct", "--tokens-per-day", "1e9", "--p90-itl-ms", "50"],
      "Qwen/Qwen3-VL-8B-Instruct was not measured for gpqa; it was for: image-chat"),
 ])
-def test_a_wrong_limit_or_name_is_one_line(arguments: list[str], message: str, newest_build: Paths, run_cli) -> None:
+def test_a_question_the_data_cannot_answer_is_one_line(arguments: list[str], message: str, newest_build: Paths,
+                                                       run_cli) -> None:
+    """Well-formed options that do not fit the task or name what it did not measure: exit 1, as estimate's."""
     result = run_cli("plan", "--out", newest_build.out, *arguments)
     assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.stderr
     assert result.stderr.startswith(f"energy-index: error: {message}"), result.stderr
