@@ -227,7 +227,8 @@ def _one_demand_and_limit(args: SimpleNamespace) -> None:
         given = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name) is not None]
         if len(given) != 1:
             choices = ", ".join(f"--{name.replace('_', '-')}" for name in names)
-            raise click.UsageError(f"give one {kind}: one of {choices}" + (f"; got {', '.join(given)}" if given else ""))
+            got = f"; got {', '.join(given)}" if given else ""
+            raise click.UsageError(f"give one {kind}: one of {choices}{got}")
 
 
 def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> Callable:

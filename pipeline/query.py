@@ -105,7 +105,7 @@ multipliers as (
         coalesce(product(factor_high), 1) as high,
         count(*) as factor_count
     from boundary_factor_ranges
-    -- each GPU's own factors (boundary_factors_by_gpu): the macro has refused any GPU the index does not name
+    -- each GPU's own factors (boundary_factors_by_gpu): deployments come back only for a GPU the index names
     where list_contains($boundaries, boundary) and gpu = $gpu
 )
 select
@@ -118,9 +118,11 @@ order by position
 DEPLOYMENT_FIELDS = ("num_gpus", "tensor_parallel", "data_parallel", "expert_parallel", "ulysses_degree",
                      "ring_degree", "precision", "width", "height", "num_frames", "fps", "inference_steps")
 # method -> (its table macro, the figures besides wh_per_unit that a boundary scales, what it does, what
-# the range at a boundary spans).
+# the range at a boundary spans). Interpolation reads energy_at_concurrency's rows without its checks of the
+# names (energy_at_concurrency_unchecked): estimate resolves them itself, and the checks in SQL cost half
+# of the query.
 METHODS = {
-    "interpolation": ("energy_at_concurrency", ("wh_per_unit_low", "wh_per_unit_high", "lower_wh_per_unit",
+    "interpolation": ("energy_at_concurrency_unchecked", ("wh_per_unit_low", "wh_per_unit_high", "lower_wh_per_unit",
                                                 "upper_wh_per_unit"),
                       "linear in log concurrency between the two neighbouring measured points, each configuration "
                       "one point with its repeats averaged (token tasks: the measured average running batch; "
@@ -152,8 +154,8 @@ def estimate(
         asked = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency}
         narrowed = {"gpus": gpus, "precision": precision, "boundaries": BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]}
         deployments: list[dict[str, Any]] = []
-        # Names as the index snapshot spells them need no resolving (the macro refuses any other): reading
-        # every measured name is left to loosely written ones.
+        # Names as the index snapshot spells them need no resolving (they give rows; another gives none, or
+        # energy_from_fit refuses it): reading every measured name is left to loosely written ones.
         with suppress(duckdb.InvalidInputException):
             deployments = fetch_dicts(connection, query, asked | narrowed)
         if not deployments:

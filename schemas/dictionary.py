@@ -127,10 +127,15 @@ def table_description(table: str) -> str:
     return f"{entry.description} Grain: {entry.grain}. Key: {key}."
 
 
+# A table macro NAME_unchecked gives NAME's rows without NAME's checks of its arguments (sql/macros): its
+# columns mean what NAME's do, declared once under [columns.NAME].
+UNCHECKED = "_unchecked"
+
+
 def column(object_name: str, name: str) -> Facts:
     """The column's entry: its field's, with what the object says otherwise ([columns.OBJECT])."""
     field = entries().fields.get(name)
-    override = entries().columns.get(object_name, {}).get(name)
+    override = entries().columns.get(object_name.removesuffix(UNCHECKED), {}).get(name)
     if field is None and override is None:
         raise KeyError(f"{DICTIONARY.name}: no entry for column {object_name}.{name} ([fields.{name}])")
     overrides = {"description": override} if isinstance(override, str) else msgspec.to_builtins(override or Facts())

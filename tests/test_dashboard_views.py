@@ -124,9 +124,13 @@ def test_every_table_macro_column_is_described_in_the_data_dictionary(history_bu
                  "configuration_diff": "configuration_diff('2025-12-01-f74deb8', '2026-01-01-6e70d23')",
                  "index_diff": "index_diff('2025-11-30-9fa07d1', '2026-02-16-7885788')",
                  "energy_at_concurrency": "energy_at_concurrency('lm-arena-chat', 'Qwen/Qwen3-8B', 'H100', 100)",
+                 "energy_at_concurrency_unchecked":
+                     "energy_at_concurrency_unchecked('lm-arena-chat', 'Qwen/Qwen3-8B', 'H100', 100)",
                  "efficiency_curve_points_in": "efficiency_curve_points_in(null)",
                  "energy_from_fit": "energy_from_fit('lm-arena-chat', 'Qwen/Qwen3-8B', 'H100', 128)",
-                 "fleet_plan": "fleet_plan('lm-arena-chat', 'Qwen/Qwen3-8B', 1e9, 'p90_itl_ms', 100)"}
+                 "fleet_plan": "fleet_plan('lm-arena-chat', 'Qwen/Qwen3-8B', 1e9, 'p90_itl_ms', 100)",
+                 "fleet_plan_unchecked":
+                     "fleet_plan_unchecked('lm-arena-chat', 'Qwen/Qwen3-8B', 1e9, 'p90_itl_ms', 100)"}
         assert sorted(calls) == macros
         expected = []
         for name in macros:

@@ -16,11 +16,12 @@ KEYS = declared_keys()
 FIRST_PER_TASK = "(select task, min(model_id || '|' || gpu) as pair from best_configurations group by task) as first"
 CALLS = {name: f"select first.task as call, e.* from {FIRST_PER_TASK}, lateral {name}(first.task, "
                "split_part(pair, '|', 1), split_part(pair, '|', 2), 8) as e"
-         for name in ("energy_at_concurrency", "energy_from_fit")}
+         for name in ("energy_at_concurrency", "energy_at_concurrency_unchecked", "energy_from_fit")}
 # Every model of each task planned at its family's first latency metric.
-CALLS["fleet_plan"] = ("select t.task as call, p.* from (select distinct c.task, m.latency_metric from configuration_points "
-                       "as c join latency_metrics as m using (family) where m.metric_order in (1, 4)) as t, "
-                       "lateral fleet_plan(t.task, null, 1e9, t.latency_metric, 100) as p")
+CALLS |= {name: ("select t.task as call, p.* from (select distinct c.task, m.latency_metric from configuration_points "
+                 "as c join latency_metrics as m using (family) where m.metric_order in (1, 4)) as t, "
+                 f"lateral {name}(t.task, null, 1e9, t.latency_metric, 100) as p")
+          for name in ("fleet_plan", "fleet_plan_unchecked")}
 # A fitted table stores what Python computes from its macro's rows, so the macro's own rows are called.
 CALLS["efficiency_curve_points_in"] = "select 'every snapshot' as call, * from efficiency_curve_points_in(null)"
 TABLE_MACROS = sorted(name for name in view_files() if sql_object(name).kind == "table macro")

@@ -2,25 +2,10 @@
 -- limit, and what they draw: select * from fleet_plan('lm-arena-chat', 'Qwen/Qwen3-8B', 1e9, 'p90_itl_ms', 100).
 -- grain: one row per model × GPU the index snapshot measured for the task × boundary (gpu_only, server, facility)
 -- key: model_id, gpu, boundary
--- Demand is outputs_per_day (output tokens, images or videos a day) or, for token tasks, requests_per_second
--- times the model's measured mean output length on the task (the mean of its configurations'
--- avg_output_tokens) times 86,400. The candidates on a GPU are its measured configurations
--- (configuration_points: repeats averaged) whose latency_metric is at most latency_limit. For each, the
--- replicas are the fewest whose measured throughput serves the demand, ceil(demand / (86,400 ×
--- units_per_second)); each replica then carries load_fraction = demand / (replicas × 86,400 ×
--- units_per_second) of its measured throughput, at replica_concurrency = load_fraction × its measured
--- concurrency (Little's law at the configuration's measured time per request; requests finish sooner at
--- a lower load, so the concurrency is if anything lower and the energy per output higher). The energy
--- per output there is the deployment's measured curve at that concurrency, as energy_at_concurrency
--- interpolates it (never extrapolated: below the curve's lowest point there is no figure), held between
--- the configuration's own full-load figure and every replica drawing its measured power (method says
--- where a bound holds it). The plan on a GPU is the candidate with the lowest such energy (then fewer
--- GPUs, then the row_id); a candidate with a figure before one without. Energy a day is demand × that
--- energy per output; average power is that over 24 h; both times the GPU's boundary factors (low,
--- central, high: boundary_factor_ranges; a wider boundary multiplies the factors of those inside it). A
--- GPU with no configuration within the limit gives a row that says so, with the lowest latency measured
--- there. A task, model or GPU the index snapshot does not have, or a latency metric not of the task's
--- family, is an error naming it, not an empty answer. A null model plans every model of the task.
+-- The rows are fleet_plan_unchecked's (the method is stated there and in docs/planning.md) once the
+-- question is checked: a task, model or GPU the index snapshot does not have, or a latency metric not of
+-- the task's family, is an error naming it and the nearest names, not an empty answer. A null model
+-- plans every model of the task.
 create or replace macro fleet_plan(
     task_name, model, outputs_per_day, latency_metric_name, latency_limit,
     gpu_name := null, requests_per_second := null, carbon_intensity := null
@@ -35,252 +20,28 @@ asked as materialized (
         checked_index_name('GPU', gpu_name) as asked_gpu
 ),
 
--- The index snapshot's configurations of the model (every model: model null) on every GPU as
--- configuration_points has them, one point per configuration with its repeats' means, read in one pass
--- with the throughput, power and output length beside them (a test holds the points equal to
--- configuration_points').
-points as (
-    select
-        family, task, model_id, slug, gpu, row_id, num_gpus, tensor_parallel, data_parallel, expert_parallel,
-        ulysses_degree, ring_degree, precision, width, height, num_frames, fps, inference_steps, batch_limit,
-        unit_label,
-        avg(wh_per_unit) as wh_per_unit,
-        avg(coalesce(avg_batch_size, batch_size)) as measured_concurrency,
-        avg(median_itl_ms) as median_itl_ms,
-        avg(p90_itl_ms) as p90_itl_ms,
-        avg(p99_itl_ms) as p99_itl_ms,
-        avg(batch_latency_s) as batch_latency_s,
-        avg(units_per_second) as units_per_second,
-        avg(gpu_power_watts_total) as gpu_power_watts_total,
-        avg(avg_output_tokens) as avg_output_tokens,
-        -- outputs in one unit_label: a million output tokens, or one image or video
-        case when family = 'token' then 1e6 else 1 end as unit_scale,
-        -- what stays fixed along an efficiency curve, as energy_at_concurrency groups it
-        {
-            num_gpus: num_gpus, tensor_parallel: tensor_parallel, data_parallel: data_parallel,
-            expert_parallel: expert_parallel, ulysses_degree: ulysses_degree, ring_degree: ring_degree,
-            precision: precision, width: width, height: height, num_frames: num_frames, fps: fps,
-            inference_steps: inference_steps
-        } as deployment
-    from unified_configurations, asked
-    where in_index_snapshot and task = asked_task and (asked_model is null or model_id = asked_model)
-    group by all
-),
-
-metric as (
+-- The latency metrics of the task's family: the family of the task's configurations in the index
+-- snapshot, read from their two tables as checked_index_name reads the names (unified_configurations
+-- here would be planned a second time, a third again of what the plan costs).
+metric as materialized (
     select checked_name('latency metric', latency_metric_name, (
-        select list(latency_metric order by metric_order) from latency_metrics
-        where family = (select any_value(family) from points))) as latency_metric
-),
-
-limited as (
-    select
-        p.*,
-        case m.latency_metric
-            when 'median_itl_ms' then p.median_itl_ms
-            when 'p90_itl_ms' then p.p90_itl_ms
-            when 'p99_itl_ms' then p.p99_itl_ms
-            else p.batch_latency_s
-        end as latency
-    from points as p, metric as m, asked
-    -- the GPU asked narrows the plans, not the demand (the mean output length is over every GPU's)
-    where asked_gpu is null or p.gpu = asked_gpu
-),
-
-demand as (
-    select
-        p.model_id,
-        -- in row_id order: a sum's last bit follows the order it adds in, and the same question gives the same bits
-        avg(p.avg_output_tokens order by p.row_id) as mean_output_tokens,
-        coalesce(cast(outputs_per_day as double),
-                 cast(requests_per_second as double) * 86400 * avg(p.avg_output_tokens order by p.row_id))
-            as units_per_day
-    from points as p
-    group by p.model_id
-),
-
-candidates as (
-    select
-        p.*, d.units_per_day, d.mean_output_tokens,
-        ceil(d.units_per_day / (86400 * p.units_per_second)) as fewest
-    from limited as p
-    join demand as d using (model_id)
-    where p.latency <= latency_limit
-),
-
--- ceil() of a quotient may land one replica short by rounding; one more then.
-sized as (
-    select
-        *,
-        cast(fewest + case when fewest * 86400 * units_per_second < units_per_day then 1 else 0 end as bigint)
-            as replicas
-    from candidates
-),
-
-loaded as (
-    select
-        *,
-        units_per_day / (replicas * 86400 * units_per_second) as load_fraction,
-        measured_concurrency * units_per_day / (replicas * 86400 * units_per_second) as replica_concurrency
-    from sized
-),
-
--- The deployment's curve at each replica's concurrency, as energy_at_concurrency interpolates it: each
--- measured concurrency of the deployment one point (configurations at the same concurrency averaged), linear
--- in log concurrency between the neighbouring points, nothing outside them.
-curve as (
-    select model_id, gpu, deployment, measured_concurrency as x, avg(wh_per_unit) as energy
-    from points
-    group by model_id, gpu, deployment, measured_concurrency
-),
-
-bracketed as (
-    select
-        l.model_id, l.gpu, l.row_id,
-        min(u.x) as lowest_measured,
-        max(u.x) filter (where u.x <= l.replica_concurrency) as lower_x,
-        min(u.x) filter (where u.x >= l.replica_concurrency) as upper_x,
-        arg_max(u.energy, u.x) filter (where u.x <= l.replica_concurrency) as lower_energy,
-        arg_min(u.energy, u.x) filter (where u.x >= l.replica_concurrency) as upper_energy
-    from loaded as l
-    join curve as u
-        on u.model_id = l.model_id and u.gpu = l.gpu and u.deployment is not distinct from l.deployment
-    group by l.model_id, l.gpu, l.row_id
-),
-
-on_curve as (
-    select
-        l.*, b.lowest_measured,
-        case
-            when b.lower_x is null then null
-            when b.lower_x = b.upper_x then b.lower_energy
-            else b.lower_energy + (b.upper_energy - b.lower_energy)
-                * (ln(l.replica_concurrency) - ln(b.lower_x)) / (ln(b.upper_x) - ln(b.lower_x))
-        end as curve_wh_per_unit,
-        case when b.lower_x = b.upper_x then 'measured' else 'interpolated' end as curve_method,
-        -- Every replica drawing the configuration's measured power all day, per output served.
-        replicas * gpu_power_watts_total * 24 / (l.units_per_day / unit_scale) as at_measured_power_wh_per_unit
-    from loaded as l join bracketed as b using (model_id, gpu, row_id)
-),
-
--- The curve's figure held between two bounds the configuration's own measurement sets: a replica at part
--- load uses no less per output than at the load it was measured at (the full-load figure), and draws no
--- more than its measured power. The curve can leave them, since neighbouring points are separate
--- measurements: in the newest snapshot power falls as concurrency rises in about a quarter of them.
-at_load as (
-    select
-        *,
-        case
-            when curve_wh_per_unit is null then 'below measured range'
-            when curve_wh_per_unit > at_measured_power_wh_per_unit then 'held at measured power'
-            when curve_wh_per_unit < wh_per_unit then 'held at the full-load figure'
-            else curve_method
-        end as method,
-        -- (greatest and least pass over a null: below the measured range there is no figure)
-        case when curve_wh_per_unit is not null
-            then least(greatest(curve_wh_per_unit, wh_per_unit), at_measured_power_wh_per_unit) end as wh_at_load
-    from on_curve
-),
-
-chosen as (
-    select *
-    from at_load
-    qualify row_number() over (
-        partition by model_id, gpu order by wh_at_load is null, wh_at_load, replicas * num_gpus, row_id
-    ) = 1
-),
-
--- Every model and GPU measured, the lowest latency there: what a GPU without a plan reports.
-measured_gpus as (
-    select task, model_id, slug, gpu, unit_label, min(latency) as lowest_latency
-    from limited
-    group by all
-),
-
-boundaries as (
-    select
-        g.gpu, b.boundary, b.boundary_position,
-        coalesce(product(r.factor_low), 1) as factor_low,
-        coalesce(product(r.factor_central), 1) as factor_central,
-        coalesce(product(r.factor_high), 1) as factor_high
-    from (select distinct gpu from measured_gpus) as g
-    cross join (values ('gpu_only', 1), ('server', 2), ('facility', 3)) as b(boundary, boundary_position)
-    left join boundary_factor_ranges as r
-        on r.gpu = g.gpu and (
-            (r.boundary = 'server' and b.boundary_position >= 2)
-            or (r.boundary = 'facility' and b.boundary_position = 3)
+        select list(m.latency_metric order by m.metric_order)
+        from latency_metrics as m
+        where m.family = (
+            select any_value(c.family)
+            from (
+                select 'token' as family, snapshot_id, task from token_configurations
+                union all
+                select 'diffusion' as family, snapshot_id, task from diffusion_configurations
+            ) as c, asked
+            where c.task = asked.asked_task and c.snapshot_id in (select snapshot_id from index_snapshot)
         )
-    group by all
-),
-
-planned as (
-    select
-        g.task, g.model_id, g.slug, g.gpu, b.boundary, b.boundary_position, g.unit_label,
-        cast((select units_per_day from demand as d where d.model_id = g.model_id) as double) as units_per_day,
-        cast(requests_per_second as double) as requests_per_second,
-        (select mean_output_tokens from demand as d where d.model_id = g.model_id) as mean_output_tokens,
-        m.latency_metric,
-        -- one unit a column: milliseconds for the ITL metrics, seconds for batch latency
-        case when m.latency_metric <> 'batch_latency_s' then cast(latency_limit as double) end as latency_limit_ms,
-        case when m.latency_metric = 'batch_latency_s' then cast(latency_limit as double) end as latency_limit_s,
-        case when m.latency_metric <> 'batch_latency_s' then g.lowest_latency end as lowest_latency_ms,
-        case when m.latency_metric = 'batch_latency_s' then g.lowest_latency end as lowest_latency_s,
-        case
-            when c.row_id is null then 'no configuration within the limit'
-            when c.wh_at_load is null then 'below the measured range'
-            else 'planned'
-        end as plan_status,
-        c.row_id, c.num_gpus, c.tensor_parallel, c.data_parallel, c.expert_parallel, c.ulysses_degree,
-        c.ring_degree, c.precision, c.width, c.height, c.num_frames, c.fps, c.inference_steps, c.batch_limit,
-        case when m.latency_metric <> 'batch_latency_s' then c.latency end as latency_ms,
-        case when m.latency_metric = 'batch_latency_s' then c.latency end as latency_s,
-        c.measured_concurrency, c.units_per_second, c.gpu_power_watts_total,
-        c.replicas, c.replicas * c.num_gpus as gpus, c.load_fraction, c.replica_concurrency, c.method,
-        c.lowest_measured,
-        b.factor_low as boundary_factor_low, b.factor_central as boundary_factor_central,
-        b.factor_high as boundary_factor_high,
-        c.wh_at_load * b.factor_central as wh_per_unit,
-        c.wh_per_unit * b.factor_central as full_load_wh_per_unit,
-        -- Wh per million tokens (or per image, video) to kWh: units a day in the unit's count, / 1000.
-        c.units_per_day / c.unit_scale * c.wh_at_load / 1000
-            as gpu_kwh_per_day,
-        c.units_per_day / c.unit_scale * c.wh_per_unit / 1000
-            * b.factor_central as full_load_kwh_per_day,
-        c.replicas * c.gpu_power_watts_total * 24 / 1000 * b.factor_central as measured_power_kwh_per_day,
-        b.factor_low, b.factor_central, b.factor_high
-    from measured_gpus as g
-    join boundaries as b using (gpu)
-    cross join metric as m
-    left join chosen as c using (model_id, gpu)
-),
-
-figures as (
-    select
-        * exclude (gpu_kwh_per_day, factor_low, factor_central, factor_high),
-        gpu_kwh_per_day * factor_low as kwh_per_day_low,
-        gpu_kwh_per_day * factor_central as kwh_per_day_central,
-        gpu_kwh_per_day * factor_high as kwh_per_day_high,
-        gpu_kwh_per_day * factor_low / 24 as power_kw_low,
-        gpu_kwh_per_day * factor_central / 24 as power_kw_central,
-        gpu_kwh_per_day * factor_high / 24 as power_kw_high,
-        gpu_kwh_per_day * factor_low * cast(carbon_intensity as double) as gco2e_per_day_low,
-        gpu_kwh_per_day * factor_central * cast(carbon_intensity as double) as gco2e_per_day_central,
-        gpu_kwh_per_day * factor_high * cast(carbon_intensity as double) as gco2e_per_day_high,
-        cast(carbon_intensity as double) as carbon_intensity
-    from planned
-),
-
-ranked as (
-    select
-        *,
-        case when plan_status = 'planned' then row_number() over (
-            partition by model_id, boundary order by plan_status <> 'planned', kwh_per_day_central, gpus, gpu
-        ) end as energy_rank,
-        case when plan_status = 'planned' then row_number() over (
-            partition by model_id, boundary order by plan_status <> 'planned', gpus, kwh_per_day_central, gpu
-        ) = 1 end as is_fewest_gpus
-    from figures
+    )) as asked_metric
 )
 
-select * from ranked
-order by lower(model_id), model_id, boundary_position, energy_rank nulls last, gpus nulls last, gpu;
+select *
+from fleet_plan_unchecked(
+    (select asked_task from asked), (select asked_model from asked), outputs_per_day,
+    (select asked_metric from metric), latency_limit, gpu_name := (select asked_gpu from asked),
+    requests_per_second := requests_per_second, carbon_intensity := carbon_intensity
+);

@@ -1,0 +1,252 @@
+-- fleet_plan_unchecked: table macro; the rows of fleet_plan for a task, model id, GPU and latency metric
+-- exactly as the index snapshot spells them, unchecked: a name it does not have gives no rows, a latency
+-- metric of the other task family no plan. energy-index plan reads it, resolving its names and checking
+-- the metric's family itself.
+-- grain: one row per model × GPU the index snapshot measured for the task × boundary (gpu_only, server, facility)
+-- key: model_id, gpu, boundary
+-- Demand is outputs_per_day (output tokens, images or videos a day) or, for token tasks, requests_per_second
+-- times the model's measured mean output length on the task (the mean of its configurations'
+-- avg_output_tokens) times 86,400. The candidates on a GPU are its measured configurations
+-- (configuration_points: repeats averaged) whose latency_metric is at most latency_limit. For each, the
+-- replicas are the fewest whose measured throughput serves the demand, ceil(demand / (86,400 ×
+-- units_per_second)); each replica then carries load_fraction = demand / (replicas × 86,400 ×
+-- units_per_second) of its measured throughput, at replica_concurrency = load_fraction × its measured
+-- concurrency (Little's law at the configuration's measured time per request; requests finish sooner at
+-- a lower load, so the concurrency is if anything lower and the energy per output higher). The energy
+-- per output there is the deployment's measured curve at that concurrency, read as energy_at_concurrency
+-- reads it (curve_neighbours, curve_position: linear in log concurrency, never extrapolated: below the
+-- curve's lowest point there is no figure), held between the configuration's own full-load figure and
+-- every replica drawing its measured power (method says where a bound holds it). The plan on a GPU is
+-- the candidate with the lowest such energy (then fewer GPUs, then the row_id); a candidate with a figure
+-- before one without. Energy a day is demand × that energy per output; average power is that over 24 h;
+-- both times the GPU's boundary factors (low, central, high: boundary_factor_ranges; a wider boundary
+-- multiplies the factors of those inside it). A GPU with no configuration within the limit gives a row
+-- that says so, with the lowest latency measured there. A null model plans every model of the task.
+create or replace macro fleet_plan_unchecked(
+    task_name, model, outputs_per_day, latency_metric_name, latency_limit,
+    gpu_name := null, requests_per_second := null, carbon_intensity := null
+) as table
+
+with
+-- The question, each argument read once: fleet_plan passes its checks of them here.
+asked as materialized (
+    select
+        task_name as asked_task, model as asked_model, gpu_name as asked_gpu,
+        latency_metric_name as asked_metric, cast(latency_limit as double) as asked_limit,
+        cast(outputs_per_day as double) as asked_outputs_per_day,
+        cast(requests_per_second as double) as asked_requests_per_second,
+        cast(carbon_intensity as double) as asked_carbon_intensity
+),
+
+-- The index snapshot's configurations of the model (every model: model null) on every GPU as
+-- configuration_points has them, one point per configuration with its repeats' means, read in one pass
+-- with the latency asked, the throughput, power and output length beside them (a test holds the points
+-- equal to configuration_points').
+points as (
+    select
+        family, task, model_id, slug, gpu, row_id, num_gpus, tensor_parallel, data_parallel, expert_parallel,
+        ulysses_degree, ring_degree, precision, width, height, num_frames, fps, inference_steps, batch_limit,
+        unit_label,
+        avg(wh_per_unit) as wh_per_unit,
+        avg(coalesce(avg_batch_size, batch_size)) as measured_concurrency,
+        avg(case asked_metric
+            when 'median_itl_ms' then median_itl_ms
+            when 'p90_itl_ms' then p90_itl_ms
+            when 'p99_itl_ms' then p99_itl_ms
+            when 'batch_latency_s' then batch_latency_s
+        end) as latency,
+        avg(units_per_second) as units_per_second,
+        avg(gpu_power_watts_total) as gpu_power_watts_total,
+        avg(avg_output_tokens) as avg_output_tokens,
+        -- outputs in one unit_label: a million output tokens, or one image or video
+        case when family = 'token' then 1e6 else 1 end as unit_scale,
+        -- what stays fixed along an efficiency curve, as energy_at_concurrency groups it
+        {
+            num_gpus: num_gpus, tensor_parallel: tensor_parallel, data_parallel: data_parallel,
+            expert_parallel: expert_parallel, ulysses_degree: ulysses_degree, ring_degree: ring_degree,
+            precision: precision, width: width, height: height, num_frames: num_frames, fps: fps,
+            inference_steps: inference_steps
+        } as deployment
+    from unified_configurations, asked
+    where in_index_snapshot and task = asked_task and (asked_model is null or model_id = asked_model)
+    group by all
+),
+
+-- Per model: the demand in outputs a day (the mean output length is over every GPU's configurations,
+-- added in row_id order: a sum's last bit follows the order it adds in, and the same question gives the
+-- same bits with or without a GPU named).
+demand as (
+    select
+        model_id,
+        avg(avg_output_tokens order by row_id) as mean_output_tokens,
+        coalesce(any_value(asked_outputs_per_day),
+                 any_value(asked_requests_per_second) * 86400 * avg(avg_output_tokens order by row_id))
+            as units_per_day
+    from points, asked
+    group by model_id
+),
+
+-- The GPU asked narrows the plans, not the demand.
+measured as (
+    select p.*, d.units_per_day, d.mean_output_tokens, a.asked_limit
+    from points as p join demand as d using (model_id) cross join asked as a
+    where a.asked_gpu is null or p.gpu = a.asked_gpu
+),
+
+-- Each configuration within the limit, with the fewest replicas that serve the demand (ceil() of a
+-- quotient may land one replica short by rounding; one more then).
+sized as (
+    select
+        *,
+        cast(ceil(units_per_day / (86400 * units_per_second))
+            + case when ceil(units_per_day / (86400 * units_per_second)) * 86400 * units_per_second < units_per_day
+                then 1 else 0 end as bigint) as replicas
+    from measured
+    where latency <= asked_limit
+),
+
+loaded as (
+    select
+        *,
+        units_per_day / (replicas * 86400 * units_per_second) as load_fraction,
+        measured_concurrency * units_per_day / (replicas * 86400 * units_per_second) as replica_concurrency,
+        -- Every replica drawing the configuration's measured power all day, per output served.
+        replicas * gpu_power_watts_total * 24 / (units_per_day / unit_scale) as at_measured_power_wh_per_unit
+    from sized
+),
+
+-- The deployment's curve: each measured concurrency one point (configurations at the same concurrency
+-- averaged), read at each replica's concurrency.
+curve as (
+    select model_id, gpu, deployment, measured_concurrency as x, avg(wh_per_unit) as energy
+    from points
+    group by model_id, gpu, deployment, measured_concurrency
+),
+
+bracketed as (
+    select
+        l.row_id,
+        min(u.x) as lowest_measured,
+        curve_neighbours(u.x, u.energy, l.replica_concurrency) as neighbours
+    from loaded as l
+    join curve as u
+        on u.model_id = l.model_id and u.gpu = l.gpu and u.deployment is not distinct from l.deployment
+    group by l.row_id
+),
+
+on_curve as (
+    select
+        l.*, b.lowest_measured,
+        b.neighbours.lower + (b.neighbours.upper - b.neighbours.lower)
+            * curve_position(b.neighbours, l.replica_concurrency).weight as curve_wh_per_unit,
+        curve_position(b.neighbours, l.replica_concurrency).method as curve_method
+    from loaded as l join bracketed as b using (row_id)
+),
+
+-- The curve's figure held between two bounds the configuration's own measurement sets: a replica at part
+-- load uses no less per output than at the load it was measured at (the full-load figure), and draws no
+-- more than its measured power. The curve can leave them, since neighbouring points are separate
+-- measurements: in the newest snapshot power falls as concurrency rises in about a quarter of them.
+-- The plan on each GPU: the lowest such figure.
+chosen as (
+    select
+        *,
+        case
+            when curve_wh_per_unit is null then 'below measured range'
+            when curve_wh_per_unit > at_measured_power_wh_per_unit then 'held at measured power'
+            when curve_wh_per_unit < wh_per_unit then 'held at the full-load figure'
+            else curve_method
+        end as method,
+        -- (greatest and least pass over a null: below the measured range there is no figure)
+        case when curve_wh_per_unit is not null
+            then least(greatest(curve_wh_per_unit, wh_per_unit), at_measured_power_wh_per_unit) end as wh_at_load
+    from on_curve
+    qualify row_number() over (
+        partition by model_id, gpu order by wh_at_load is null, wh_at_load, replicas * num_gpus, row_id
+    ) = 1
+),
+
+-- Every model and GPU measured, the lowest latency there: what a GPU without a plan reports.
+measured_gpus as (
+    select task, model_id, slug, gpu, unit_label, units_per_day, mean_output_tokens, min(latency) as lowest_latency
+    from measured
+    group by all
+),
+
+boundaries as (
+    select
+        g.gpu, b.boundary, b.boundary_position,
+        coalesce(product(r.factor_low), 1) as factor_low,
+        coalesce(product(r.factor_central), 1) as factor_central,
+        coalesce(product(r.factor_high), 1) as factor_high
+    from (select distinct gpu from measured_gpus) as g
+    cross join (values ('gpu_only', 1), ('server', 2), ('facility', 3)) as b(boundary, boundary_position)
+    left join boundary_factor_ranges as r
+        on r.gpu = g.gpu and (
+            (r.boundary = 'server' and b.boundary_position >= 2)
+            or (r.boundary = 'facility' and b.boundary_position = 3)
+        )
+    group by all
+),
+
+planned as (
+    select
+        g.task, g.model_id, g.slug, g.gpu, b.boundary, b.boundary_position, g.unit_label,
+        cast(g.units_per_day as double) as units_per_day, a.asked_requests_per_second as requests_per_second,
+        g.mean_output_tokens,
+        a.asked_metric as latency_metric,
+        -- one unit a column: milliseconds for the ITL metrics, seconds for batch latency
+        case when a.asked_metric <> 'batch_latency_s' then a.asked_limit end as latency_limit_ms,
+        case when a.asked_metric = 'batch_latency_s' then a.asked_limit end as latency_limit_s,
+        case when a.asked_metric <> 'batch_latency_s' then g.lowest_latency end as lowest_latency_ms,
+        case when a.asked_metric = 'batch_latency_s' then g.lowest_latency end as lowest_latency_s,
+        case
+            when c.row_id is null then 'no configuration within the limit'
+            when c.wh_at_load is null then 'below the measured range'
+            else 'planned'
+        end as plan_status,
+        c.row_id, c.num_gpus, c.tensor_parallel, c.data_parallel, c.expert_parallel, c.ulysses_degree,
+        c.ring_degree, c.precision, c.width, c.height, c.num_frames, c.fps, c.inference_steps, c.batch_limit,
+        case when a.asked_metric <> 'batch_latency_s' then c.latency end as latency_ms,
+        case when a.asked_metric = 'batch_latency_s' then c.latency end as latency_s,
+        c.measured_concurrency, c.units_per_second, c.gpu_power_watts_total,
+        c.replicas, c.replicas * c.num_gpus as gpus, c.load_fraction, c.replica_concurrency, c.method,
+        c.lowest_measured,
+        b.factor_low as boundary_factor_low, b.factor_central as boundary_factor_central,
+        b.factor_high as boundary_factor_high,
+        c.wh_at_load * b.factor_central as wh_per_unit,
+        c.wh_per_unit * b.factor_central as full_load_wh_per_unit,
+        -- Wh per million tokens (or per image, video) to kWh: units a day in the unit's count, / 1000.
+        c.units_per_day / c.unit_scale * c.wh_per_unit / 1000 * b.factor_central as full_load_kwh_per_day,
+        c.replicas * c.gpu_power_watts_total * 24 / 1000 * b.factor_central as measured_power_kwh_per_day,
+        c.units_per_day / c.unit_scale * c.wh_at_load / 1000 * b.factor_low as kwh_per_day_low,
+        c.units_per_day / c.unit_scale * c.wh_at_load / 1000 * b.factor_central as kwh_per_day_central,
+        c.units_per_day / c.unit_scale * c.wh_at_load / 1000 * b.factor_high as kwh_per_day_high,
+        a.asked_carbon_intensity
+    from measured_gpus as g
+    join boundaries as b using (gpu)
+    cross join asked as a
+    left join chosen as c using (model_id, gpu)
+),
+
+ranked as (
+    select
+        * exclude (asked_carbon_intensity),
+        kwh_per_day_low / 24 as power_kw_low,
+        kwh_per_day_central / 24 as power_kw_central,
+        kwh_per_day_high / 24 as power_kw_high,
+        kwh_per_day_low * asked_carbon_intensity as gco2e_per_day_low,
+        kwh_per_day_central * asked_carbon_intensity as gco2e_per_day_central,
+        kwh_per_day_high * asked_carbon_intensity as gco2e_per_day_high,
+        asked_carbon_intensity as carbon_intensity,
+        case when plan_status = 'planned' then row_number() over (
+            partition by model_id, boundary order by plan_status <> 'planned', kwh_per_day_central, gpus, gpu
+        ) end as energy_rank,
+        case when plan_status = 'planned' then row_number() over (
+            partition by model_id, boundary order by plan_status <> 'planned', gpus, kwh_per_day_central, gpu
+        ) = 1 end as is_fewest_gpus
+    from planned
+)
+
+select * from ranked
+order by lower(model_id), model_id, boundary_position, energy_rank nulls last, gpus nulls last, gpu;
