@@ -6,7 +6,7 @@ interleaved, medians reported:
 
 - full_refresh: `energy-index refresh` from the local folder into an empty OUT (fetch, ingest with
   validation, build, export), with each step's seconds as the CLI reports them, and the fitting's
-  within the build step (`fitting`, its import of scipy included);
+  within the build step (`fitting`; the build step imports scipy with pipeline.fits before it);
 - noop_refresh: `make` when nothing changed;
 - floor = duckdb_alone + load_parquet + export_writer, each a script beside this one:
   duckdb_alone (floor_duckdb.py) reads the same JSON files into Parquet with an explicit schema
@@ -277,7 +277,7 @@ def _report(scale: int, runs: int, measured: dict[str, Any]) -> None:
     shares = ", ".join(f"{step} {refresh[step]:.2f} s" for step in STEPS if step in refresh)
     print(f"  refresh steps: {shares}")
     if "fitting" in refresh:
-        print(f"  fitting, within the build step: {refresh['fitting']:.2f} s (its import of scipy included), "
+        print(f"  fitting, within the build step: {refresh['fitting']:.2f} s, "
               f"{refresh['fitting'] / refresh.get('build', float('nan')):.0%} of the build step, "
               f"{refresh['fitting'] / refresh['seconds']:.0%} of the full refresh")
     if "fitting" in measured:

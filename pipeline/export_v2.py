@@ -17,7 +17,7 @@ from typing import Any
 import duckdb
 
 from pipeline import jsontext
-from pipeline.build import energy_class_scale
+from pipeline.reference_tables import energy_class_scale
 from pipeline.database import fetch_dicts
 from pipeline.errors import PipelineError
 from pipeline.source_card import load_source_card

@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 
 from pipeline import jsontext
-from pipeline.build import energy_class_scale
+from pipeline.reference_tables import energy_class_scale
 from pipeline.source_card import load_source_card
 from schemas import dictionary
 

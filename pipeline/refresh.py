@@ -130,7 +130,7 @@ def run_build(options: Options, paths: Paths, full: bool) -> str:
 def build_published(options: Options, paths: Paths, full: bool) -> str:
     """The build command's run_build: it appends only to a published database that is as it was published
     (a refresh checks every published file before it builds), since what it appends to keeps its views and
-    macros (build.create_views); a database that differs is built again from every Parquet file, said once."""
+    macros (views.create_views); a database that differs is built again from every Parquet file, said once."""
     from pipeline.publish import damaged_files
 
     published = Paths(paths.out)
@@ -210,7 +210,7 @@ def _repair(staged: Paths, damaged: list[tuple[str, str]], ingesting: list[str])
     `ingesting`: a derived file is computed again by the full build, an ingested file's snapshot ingested
     again from its fetched copy in OUT/raw."""
     from pipeline.archive import MANIFEST, check_archive
-    from pipeline.build import STORED
+    from pipeline.stored_tables import STORED
     from pipeline.paths import hive_key
 
     again = []

@@ -4,9 +4,10 @@ nullability in the database are those the dictionary declares, and its constrain
 import duckdb
 import pytest
 
-from pipeline.build import CHANGE_RELATIVE_TOLERANCE, load_reference_tables
+from pipeline.build import CHANGE_RELATIVE_TOLERANCE
 from pipeline.errors import PipelineError
 from pipeline.paths import Paths
+from pipeline.reference_tables import load_reference_tables
 from schemas import dictionary
 from schemas.types import TYPES
 
