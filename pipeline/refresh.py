@@ -184,8 +184,6 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
         damaged = [(FILE_RECORD, "missing or unreadable")]
     if damaged == [] and record == previous:
         return None
-    from pipeline.audit import audit_summary  # DuckDB, which a refresh with nothing to do never loads
-
     # Ingesting depends on the snapshot and the code only: with the same code, what the database holds
     # with the same content is not ingested again.
     same_code = previous.get("code") == record["code"]
@@ -201,7 +199,6 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
         run_export(options, staged)
         write_json_atomic(staged.generation / REFRESH_RECORD, record)
     say(f"published: {paths.out / 'energy_index.duckdb'}, {paths.out / 'parquet'}/, {paths.out / 'index'}/")
-    say(audit_summary(paths, history))
     return index_snapshot, len(ingest)
 
 
@@ -232,13 +229,14 @@ def _repair(staged: Paths, damaged: list[tuple[str, str]], ingesting: list[str])
     return again
 
 
-def announce(paths: Paths, what: str, started: float) -> "Outcome":
-    """After a publish: the audit findings the previous published build did not have (printed even when
-    quiet), then the one summary line, `what` was published and what it moved (quiet: only after new
-    findings); what it found."""
+def announce(paths: Paths, what: str, started: float, every_snapshot: bool = False) -> "Outcome":
+    """After a publish: the audit summary (of `every_snapshot` after a history), the audit findings the
+    previous published build did not have (printed even when quiet), then the one summary line, `what` was
+    published and what it moved (quiet: only after new findings); what it found."""
     from pipeline.outcome import publish_outcome
 
-    outcome = publish_outcome(paths, what, time.perf_counter() - started)
+    outcome = publish_outcome(paths, what, time.perf_counter() - started, every_snapshot)
+    say(outcome.audit)
     for line in outcome.new_findings:
         say(line, always=True)
     say(outcome.summary, always=bool(outcome.new_findings))
@@ -346,4 +344,4 @@ def history(paths: Paths, options: Options, sources: list[str], upstream: bool =
             "nothing to do")
         return None
     return announce(paths, f"history: published {len(in_order)} snapshot(s), {published[1]} ingested, the index "
-                    "on the newest", started)
+                    "on the newest", started, every_snapshot=True)
