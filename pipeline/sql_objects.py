@@ -103,4 +103,3 @@ def view_description(name: str) -> str:
     key = view_key(name)
     key_text = "—" if key is None else f"({', '.join(key.columns)})"
     return f"{what[0].upper()}{what[1:]} Grain: {' '.join(fields['grain'])}. Key: {key_text}."
-

@@ -52,7 +52,6 @@ def _stored_inputs(target: Path, notices: list[str]) -> bytes | None:
         return None
 
 
-
 def store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, notices: list[str],
           fitting_seconds: list[float]) -> None:
     """Compute the stored rows of every unit (snapshot or consecutive pair) whose file is missing,
@@ -103,4 +102,3 @@ def store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, notic
         return
     source = "read_parquet(?, hive_partitioning = false)" if files else f"{call} limit 0"
     connection.execute(f"create or replace table {table} as select * from {source}", [files] if files else [""] * arity)
-

@@ -63,4 +63,3 @@ def create_views(connection: duckdb.DuckDBPyConnection, store: Callable[[str], N
             connection.execute(sql_object(name).statement)
         except duckdb.Error as error:
             raise PipelineError(f"{sql_path(name)}: {error}") from None
-
