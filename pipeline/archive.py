@@ -13,7 +13,7 @@ import shlex
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import date, datetime, time, timezone
 from pathlib import Path
 from typing import TypedDict
 
@@ -95,6 +95,13 @@ def commit_moment(commit_time: str) -> datetime:
     """An ISO 8601 commit time as an aware UTC time (one without an offset is taken as UTC)."""
     moment = datetime.fromisoformat(commit_time)
     return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+
+
+def snapshot_ordered_at(commit_time: datetime | None, retrieved: date) -> datetime:
+    """Where a snapshot sits in the history, as an aware UTC time: its commit time, or, where the commit is
+    unknown, midnight UTC of the day it was first retrieved. The snapshots' Parquet files carry it
+    (pipeline.paths.order_column); snapshot_history orders by the same facts, then by snapshot id."""
+    return commit_time.astimezone(timezone.utc) if commit_time else datetime.combine(retrieved, time(), timezone.utc)
 
 
 def with_commit_time(upstream: dict[str, str], commit_time: str | None, source: str) -> dict[str, str]:

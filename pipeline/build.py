@@ -10,6 +10,7 @@ import shutil
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from datetime import datetime
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Annotated, Literal
@@ -20,6 +21,7 @@ import pyarrow
 import pyarrow.parquet as pq
 
 from pipeline import __version__
+from pipeline.archive import snapshot_ordered_at
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError, shown, snapshot_id_for
 from pipeline.files import atomic_path, read_toml, write_bytes_atomic
@@ -27,7 +29,7 @@ from pipeline.fingerprint import data_sha256, file_sha256, files_sha256
 from pipeline.progress import progress
 from pipeline.paths import (
     AUDIT_RULES, BOUNDARY_FACTORS, ECOLOGITS, INDEX_V2, LATENCY_TIERS, SOURCE_CARD, SQL_DIR, Paths, code_digest,
-    hive_key,
+    hive_key, order_column,
 )
 from pipeline.settings import size_bytes
 from pipeline.source_card import load_source_card
@@ -133,8 +135,10 @@ def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths, loaded: di
     the published database (`loaded` says what it holds), only the snapshots added or re-ingested."""
     files = {(table, snapshot): _signature(path)
              for table in TABLE_NAMES for snapshot, path in paths.parquet_files(table).items()}
-    read = "select * from read_parquet($files, union_by_name = true, hive_partitioning = false)"
     for table in TABLE_NAMES:
+        # The files' order column is for their readers; the database's order is snapshot_history's.
+        read = (f"select * exclude ({order_column(table)})"
+                " from read_parquet($files, union_by_name = true, hive_partitioning = false)")
         if not any(key[0] == table for key in files):
             raise PipelineError(f"no snapshot has been ingested into table {table} yet; {NEXT_STEP}")
         changed = sorted(snapshot for name, snapshot in loaded.keys() | files.keys()
@@ -503,6 +507,16 @@ def _stored_inputs(target: Path, notices: list[str]) -> bytes | None:
         return None
 
 
+def with_order_column(table: str, rows: pyarrow.Table, ordered_at: datetime) -> pyarrow.Table:
+    """The rows of one of a table's files with its order column (order_column) after the folder's key
+    column, described as the field dictionary describes it."""
+    column = order_column(table)
+    field = pyarrow.field(column, pyarrow.timestamp("us", tz="UTC"), nullable=False).with_metadata(
+        {"description": dictionary.column(table, column).description})
+    return rows.add_column(rows.schema.get_field_index(hive_key(table)) + 1, field,
+                           pyarrow.repeat(pyarrow.scalar(ordered_at, field.type), rows.num_rows))
+
+
 def _fitted(table: str, rows: pyarrow.Table) -> pyarrow.Table:
     """A fitted stored table's rows from its macro's rows (FITTED)."""
     return importlib.import_module(FITTED[table]).fit_curves(rows)
@@ -523,6 +537,8 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
     history = connection.execute(
         "select previous_snapshot_id, snapshot_id from snapshot_history order by position").fetchall()
     units = [pair[-arity:] for pair in history if None not in pair[-arity:]]
+    ordered_at = {snapshot_id: snapshot_ordered_at(commit_time, retrieved) for snapshot_id, commit_time, retrieved
+                  in connection.execute("select snapshot_id, commit_time, retrieved from snapshots").fetchall()}
     stale = {}
     for unit in units:
         # A digest of what the unit is computed from: its snapshots' files (their content: the stored file
@@ -540,6 +556,7 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
                 started = time.perf_counter()
                 rows = _fitted(table, rows)
                 fitting_seconds.append(time.perf_counter() - started)
+            rows = with_order_column(table, rows, ordered_at[unit[-1]])
             schema = for_readers(rows.schema, hive_key(table))
             with atomic_path(paths.parquet_path(table, unit[-1])) as tmp:
                 pq.write_table(rows.cast(schema.with_metadata({**(schema.metadata or {}), b"inputs": inputs})), tmp,
@@ -556,8 +573,9 @@ def _store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, noti
         empty = _fitted(table, connection.sql(f"select * from {call} limit 0", params=[""] * arity).to_arrow_table())
         connection.execute(f"create or replace table {table} as select * from empty")
         return
-    source = "read_parquet(?, hive_partitioning = false)" if files else f"{call} limit 0"
-    connection.execute(f"create or replace table {table} as select * from {source}", [files] if files else [""] * arity)
+    read = f"* exclude ({order_column(table)}) from read_parquet(?, hive_partitioning = false)"
+    connection.execute(f"create or replace table {table} as select {read if files else f'* from {call} limit 0'}",
+                       [files] if files else [""] * arity)
 
 
 def declared_keys() -> dict[str, Key]:
