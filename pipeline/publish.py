@@ -28,6 +28,8 @@ STAGING_PREFIX = "staging-"
 REFRESH_RECORD = "refresh.json"
 # In a generation whose Parquet files are all typed for readers (_type_for_readers).
 TYPED_FOR_READERS = "typed-for-readers"
+# In a generation whose Parquet files all carry their snapshot's place in the history (_order_for_readers).
+ORDERED_FOR_READERS = "ordered-for-readers"
 
 
 class _FileRecord(msgspec.Struct):
@@ -66,9 +68,11 @@ def new_generation(paths: Paths) -> Iterator[Paths]:
     if paths.current.is_dir():
         shutil.copytree(paths.current.resolve(), staging, copy_function=os.link, symlinks=True)
         _type_for_readers(staging)
+        _order_for_readers(staging)
     else:
         staging.mkdir()
-        (staging / TYPED_FOR_READERS).touch()  # every file of it is written by this code
+        for marker in (TYPED_FOR_READERS, ORDERED_FOR_READERS):  # every file of it is written by this code
+            (staging / marker).touch()
     (staging / REFRESH_RECORD).unlink(missing_ok=True)
     try:
         yield paths.staged(staging)
@@ -97,6 +101,41 @@ def _type_for_readers(generation: Path) -> None:
             with atomic_path(path) as tmp:
                 pq.write_table(pq.read_table(path, partitioning=None).cast(typed), tmp, compression="zstd")
     marker.touch()
+
+
+def _order_for_readers(generation: Path) -> None:
+    """Builds before the files carried their order column (paths.order_column) left a reader of the files
+    only the folder names, which sort alphabetically, not in commit order; a refresh ingests only its own
+    snapshot. The staged links to files without the column are replaced by copies with it, computed from
+    the facts in the generation's own snapshots files, once (a marker in the generation says it is done).
+    A snapshot whose snapshots file is missing is left as it is, and the marker with it: the refresh
+    ingests a damaged file's snapshot again, and the next publish finds nothing left to do."""
+    import pyarrow.parquet as pq
+
+    from pipeline.archive import snapshot_ordered_at
+    from pipeline.build import with_order_column
+    from pipeline.paths import order_column
+
+    marker = generation / ORDERED_FOR_READERS
+    if marker.is_file():
+        return
+    ordered_at = {}
+    for path in generation.glob(f"parquet/snapshots/snapshot_id=*/{PARQUET_FILE}"):
+        (facts,) = pq.read_table(path, columns=["commit_time", "retrieved"], partitioning=None).to_pylist()
+        ordered_at[path.parent.name.partition("=")[2]] = snapshot_ordered_at(facts["commit_time"], facts["retrieved"])
+    complete = True
+    for path in sorted(generation.glob("parquet/*/*=*/" + PARQUET_FILE)):
+        table, snapshot_id = path.parent.parent.name, path.parent.name.partition("=")[2]
+        if order_column(table) in pq.read_schema(path).names:
+            continue
+        if snapshot_id not in ordered_at:
+            complete = False
+            continue
+        rows = with_order_column(table, pq.read_table(path, partitioning=None), ordered_at[snapshot_id])
+        with atomic_path(path) as tmp:
+            pq.write_table(rows, tmp, compression="zstd")
+    if complete:
+        marker.touch()
 
 
 def _fsync_directory(directory: Path) -> None:
