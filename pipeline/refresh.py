@@ -131,7 +131,7 @@ def build_published(options: Options, paths: Paths, full: bool) -> str:
     """The build command's run_build: it appends only to a published database that is as it was published
     (a refresh checks every published file before it builds), since what it appends to keeps its views and
     macros (build.create_views); a database that differs is built again from every Parquet file, said once."""
-    from pipeline.publish import damaged_files
+    from pipeline.published import damaged_files
 
     published = Paths(paths.out)
     if not full and (damaged := damaged_files(published, names={published.database.name})) != []:
@@ -162,7 +162,8 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
     from pipeline.paths import code_digest
     from pipeline.private_folders import sweep_private_folders
     from pipeline.progress import each
-    from pipeline.publish import FILE_RECORD, REFRESH_RECORD, damaged_files, new_generation
+    from pipeline.publish import REFRESH_RECORD, new_generation
+    from pipeline.published import FILE_RECORD, damaged_files
 
     sweep_private_folders()  # the spill of sql calls killed with their query's process at once
     try:
