@@ -55,18 +55,11 @@ def run_fetch(options: Options, paths: Paths, source: str | None = None, full_ch
     source, commit_time = source or options.source, options.commit_time
     started = time.perf_counter()
     if source is not None:
+        from pipeline.fetch import fetch
+
         say(f"fetch: reading {source}")
-        if "://" in source:
-            from pipeline.upstream import fetch_url
-
-            result = fetch_url(source, paths, timeout_s=options.timeout, max_file_bytes=options.max_file_bytes,
-                               fetch_deadline_s=options.fetch_deadline, commit_time=commit_time,
-                               full_check=full_check)
-        else:
-            from pipeline.fetch import fetch_folder
-
-            result = fetch_folder(source, paths, max_file_bytes=options.max_file_bytes, commit_time=commit_time,
-                                  full_check=full_check)
+        result = fetch(source, paths, timeout_s=options.timeout, max_file_bytes=options.max_file_bytes,
+                       fetch_deadline_s=options.fetch_deadline, commit_time=commit_time, full_check=full_check)
     elif commit_time is not None:
         raise PipelineError("--commit-time is for a --source without snapshot.json; the upstream's commits "
                             "carry their own time")
@@ -267,27 +260,6 @@ def refresh(paths: Paths, options: Options, as_index: bool = False) -> "Outcome 
     return announce(paths, f"refresh: published {snapshot}{where}", started)
 
 
-def snapshot_sources(sources: list[str]) -> list[str]:
-    """Each source as given, or, for a local folder of snapshot folders, each snapshot folder in it."""
-    expanded = []
-    for given in sources:
-        folder = Path(given)
-        if "://" not in given and folder.is_dir() and not (folder / "index.json").exists():
-            children = sorted(child for child in folder.iterdir() if child.is_dir() and not child.name.startswith("."))
-            snapshots = [str(child) for child in children if (child / "index.json").is_file()]
-            if not snapshots:
-                raise PipelineError(f"{given}: neither a snapshot (no index.json) nor a folder of snapshots")
-            # A snapshot folder that has lost its index.json is not passed over: the history would lack it.
-            if lacking := [child.name for child in children if str(child) not in snapshots]:
-                raise PipelineError(f"{given}: snapshot folder(s) {', '.join(lacking)} have no index.json, though "
-                                    f"the other {len(snapshots)} folder(s) there are snapshots; restore it, or name "
-                                    "the snapshots to ingest one by one")
-            expanded.extend(snapshots)
-        else:
-            expanded.append(given)
-    return expanded
-
-
 def fetch_upstream_history(options: Options, paths: Paths, since: str | None) -> list[str]:
     """Fetch every upstream commit that changed public/data (since `since`) that OUT/raw lacks, oldest
     first, one line per commit; each fetch is complete in OUT/raw before the next starts, so a run
@@ -321,6 +293,7 @@ def history(paths: Paths, options: Options, sources: list[str], upstream: bool =
     (since `since`), and publish them all, in upstream commit order, the index on the newest (None: the
     published build already was this one)."""
     from pipeline.archive import commit_moment, content_digest, read_manifest
+    from pipeline.fetch import snapshot_sources
 
     started = time.perf_counter()
     if upstream:

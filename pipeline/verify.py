@@ -118,7 +118,7 @@ def refresh_again(paths: Paths) -> str:
 
     chosen = index if index in manifests else max(manifests, key=commit_order)
     source, commit = manifests[chosen]["source"], manifests[chosen]["upstream"].get("commit")
-    words = [f"--commit {commit}" if "://" in source and commit else f"--source {shlex.quote(source)}"]
+    words = [f"--commit {commit}" if settings.is_url(source) and commit else f"--source {shlex.quote(source)}"]
     if index != "newest":
         words.append("--as-index")
     if record.get("itl_deadline_ms") != settings.ITL_DEADLINE_MS.default:
