@@ -142,11 +142,12 @@ def run_export(options: Options, paths: Paths) -> None:
     say(f"export: {result.task_count} tasks, {result.model_file_count} model files ({seconds_since(started)})")
 
 
-def publish(label: str, options: Options, paths: Paths, digests: dict[str, str]) -> tuple[str, int] | None:
-    """Publish the snapshots of `digests` (id -> content digest, in commit order) beside those already
-    published, the index on options.index_snapshot or else the newest: the index's snapshot and how many
-    were ingested. None, with nothing written, when the published build already is this one with its files
-    intact."""
+def update_published(label: str, options: Options, paths: Paths, digests: dict[str, str]) -> tuple[str, int] | None:
+    """Bring the published build up to the snapshots of `digests` (id -> content digest, in commit order)
+    beside those it holds, the index on options.index_snapshot or else the newest: repair, ingest, build and
+    export in a new generation, published at once (pipeline/publish.py). Returns the index's snapshot and how
+    many were ingested; None, with nothing written, when the published build already is this one with its
+    files intact."""
     import msgspec
 
     from pipeline.archive import check_archive
@@ -248,11 +249,11 @@ def refresh(paths: Paths, options: Options, as_index: bool = False) -> "Outcome 
     # The index shows the newest snapshot, or the one fetched when as_index says so; snapshots ingested
     # before stay in the history.
     options = replace(options, index_snapshot=snapshot if as_index else None)
-    published = publish("refresh", options, paths, {snapshot: fetched.content_sha256})
-    if published is None:
+    updated = update_published("refresh", options, paths, {snapshot: fetched.content_sha256})
+    if updated is None:
         say(f"refresh: {snapshot} is built and published with these parameters and this code; nothing to do")
         return None
-    index_snapshot, where = published[0], ""
+    index_snapshot, where = updated[0], ""
     if index_snapshot != snapshot:
         say(f"refresh: {snapshot} is older than {index_snapshot}, the newest snapshot in the database: it is in "
             f"the history now and the index stays on {index_snapshot} (--as-index publishes {snapshot} as the index)")
@@ -315,9 +316,9 @@ def history(paths: Paths, options: Options, sources: list[str], upstream: bool =
 
     in_order = sorted(manifests, key=commit_order)
     digests = {s: content_digest(manifests[s]["upstream"], manifests[s]["files"]) for s in in_order}
-    if (published := publish("history", options, paths, digests)) is None:
+    if (updated := update_published("history", options, paths, digests)) is None:
         say(f"history: {len(in_order)} snapshot(s) built and published with these parameters and this code; "
             "nothing to do")
         return None
-    return announce(paths, f"history: published {len(in_order)} snapshot(s), {published[1]} ingested, the index "
+    return announce(paths, f"history: published {len(in_order)} snapshot(s), {updated[1]} ingested, the index "
                     "on the newest", started)
