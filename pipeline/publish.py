@@ -10,17 +10,15 @@ command that writes into OUT holds its lock (exclusive_lock), so writers never i
 
 import os
 import shutil
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import msgspec
-
 from pipeline.errors import PipelineError
-from pipeline.files import atomic_path, read_typed, write_json_atomic
+from pipeline.files import atomic_path, write_json_atomic
 from pipeline.fingerprint import file_sha256
 from pipeline.paths import PARQUET_FILE, PUBLISHED_OUTPUTS, Paths
-from pipeline.published import FILE_RECORD
+from pipeline.published import FILE_RECORD, recorded_files
 
 STAGING_PREFIX = "staging-"
 # In a generation made by refresh or history: the snapshots, parameters and code it was made from. They
@@ -30,10 +28,6 @@ REFRESH_RECORD = "refresh.json"
 TYPED_FOR_READERS = "typed-for-readers"
 # In a generation whose Parquet files all carry their snapshot's place in the history (_order_for_readers).
 ORDERED_FOR_READERS = "ordered-for-readers"
-
-
-class _FileRecord(msgspec.Struct):
-    files: dict[str, tuple[int, str]]  # path in the generation -> (size, sha256)
 
 
 @contextmanager
@@ -156,18 +150,6 @@ def published_generations(paths: Paths) -> list[Path]:
     return _published_generations(paths) if paths.generations_dir.is_dir() else []
 
 
-def _recorded(generation: Path) -> dict[str, tuple[int, str]] | None:
-    try:
-        return read_typed(generation / FILE_RECORD, _FileRecord).files
-    except (OSError, PipelineError):
-        return None
-
-
-def recorded_files(generation: Path) -> dict[str, tuple[int, str]] | None:
-    """A published generation's FILE_RECORD: each file's size and sha256 as published; None when unreadable."""
-    return _recorded(generation)
-
-
 def _stat_or_none(path: Path) -> os.stat_result | None:
     try:
         return path.stat()
@@ -178,7 +160,7 @@ def _stat_or_none(path: Path) -> os.stat_result | None:
 def _record_files(staged: Path, published: Path | None) -> None:
     """Write the staged generation's FILE_RECORD. A file still hard-linked to the published one (the
     same inode) keeps its recorded digest; only the files this run wrote are read."""
-    recorded = (_recorded(published) if published is not None else None) or {}
+    recorded = (recorded_files(published) if published is not None else None) or {}
     files = {}
     for path in sorted(staged.rglob("*")):
         if path.is_symlink() or not path.is_file() or path.name == FILE_RECORD:
@@ -188,30 +170,6 @@ def _record_files(staged: Path, published: Path | None) -> None:
         same = before is not None and os.path.samestat(stat, before)
         files[name] = recorded[name] if same else (stat.st_size, file_sha256(path))
     write_json_atomic(staged / FILE_RECORD, {"files": files})
-
-
-def damaged_files(paths: Paths, names: Collection[str] | None = None) -> list[tuple[str, str]] | None:
-    """The published files (of `names` when given, paths relative to the generation) that differ from what
-    was published, as (path relative to the generation, what is wrong): missing, another size, or another
-    sha256. None when the generation has no readable record (the record itself missing or damaged): then
-    nothing can be vouched for."""
-    if not paths.current.is_dir():
-        return []
-    generation = paths.current.resolve()
-    if (recorded := _recorded(generation)) is None:
-        return None
-    damaged = []
-    for name, (size, digest) in sorted(recorded.items()):
-        if names is not None and name not in names:
-            continue
-        path = generation / name
-        if (stat := _stat_or_none(path)) is None:
-            damaged.append((name, "missing"))
-        elif stat.st_size != size:
-            damaged.append((name, f"{stat.st_size:,} bytes, published with {size:,}"))
-        elif file_sha256(path) != digest:
-            damaged.append((name, "its content differs from what was published (sha256)"))
-    return damaged
 
 
 def _publish(paths: Paths, staging: Path) -> None:
