@@ -250,6 +250,12 @@ def test_a_snapshot_without_a_commit_time_is_placed_at_midnight_utc_of_its_retri
         if any(folder.glob("*=*")):
             column = pq.read_table(folder).column(order_column(folder.name))
             assert set(column.to_pylist()) == {pandas.Timestamp(retrieved, tz="UTC")} or len(column) == 0, folder.name
+    # The database places it at the same instant whatever the reading session's time zone.
+    for zone in ("UTC", "Pacific/Kiritimati", "America/Los_Angeles"):
+        with duckdb.connect(str(Paths(out).database), read_only=True) as connection:
+            connection.execute(f"set TimeZone = '{zone}'")
+            (ordered_at,) = connection.execute("select ordered_at from snapshot_history").fetchone()
+        assert pandas.Timestamp(ordered_at) == pandas.Timestamp(retrieved, tz="UTC"), zone
 
 
 def test_a_refresh_gives_the_files_of_a_build_by_older_code_their_order_column(newest_build: Paths,
