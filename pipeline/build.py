@@ -15,7 +15,7 @@ from pipeline.database import connect
 from pipeline.declared_tables import create_table
 from pipeline.descriptions import describe_objects
 from pipeline.errors import NEXT_STEP, PipelineError, shown, snapshot_id_for
-from pipeline.paths import LATENCY_TIERS, Paths, code_digest
+from pipeline.paths import LATENCY_TIERS, Paths, code_digest, order_column
 from pipeline.reference_tables import load_reference_tables, publish_reference_tables
 from pipeline.settings import size_bytes
 from pipeline.sql_objects import view_files
@@ -60,8 +60,10 @@ def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths, loaded: di
     the published database (`loaded` says what it holds), only the snapshots added or re-ingested."""
     files = {(table, snapshot): _signature(path)
              for table in TABLE_NAMES for snapshot, path in paths.parquet_files(table).items()}
-    read = "select * from read_parquet($files, union_by_name = true, hive_partitioning = false)"
     for table in TABLE_NAMES:
+        # The files' order column is for their readers; the database's order is snapshot_history's.
+        read = (f"select * exclude ({order_column(table)})"
+                " from read_parquet($files, union_by_name = true, hive_partitioning = false)")
         if not any(key[0] == table for key in files):
             raise PipelineError(f"no snapshot has been ingested into table {table} yet; {NEXT_STEP}")
         changed = sorted(snapshot for name, snapshot in loaded.keys() | files.keys()

@@ -13,10 +13,12 @@ import duckdb
 import pyarrow
 import pyarrow.parquet as pq
 
+from pipeline.archive import snapshot_ordered_at
+from pipeline.declared_tables import with_order_column
 from pipeline.files import atomic_path
 from pipeline.fingerprint import data_sha256, file_sha256, files_sha256
 from pipeline.fits import fit_curves
-from pipeline.paths import SOURCE_CARD, SQL_DIR, Paths, hive_key
+from pipeline.paths import SOURCE_CARD, SQL_DIR, Paths, hive_key, order_column
 from pipeline.progress import progress
 from pipeline.sql_objects import view_files
 from schemas import for_readers
@@ -67,6 +69,8 @@ def store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, notic
     history = connection.execute(
         "select previous_snapshot_id, snapshot_id from snapshot_history order by position").fetchall()
     units = [pair[-arity:] for pair in history if None not in pair[-arity:]]
+    ordered_at = {snapshot_id: snapshot_ordered_at(commit_time, retrieved) for snapshot_id, commit_time, retrieved
+                  in connection.execute("select snapshot_id, commit_time, retrieved from snapshots").fetchall()}
     stale = {}
     for unit in units:
         # A digest of what the unit is computed from: its snapshots' files (their content: the stored file
@@ -84,6 +88,7 @@ def store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, notic
                 started = time.perf_counter()
                 rows = FITTED[table](rows)
                 fitting_seconds.append(time.perf_counter() - started)
+            rows = with_order_column(table, rows, ordered_at[unit[-1]])
             schema = for_readers(rows.schema, hive_key(table))
             with atomic_path(paths.parquet_path(table, unit[-1])) as tmp:
                 pq.write_table(rows.cast(schema.with_metadata({**(schema.metadata or {}), b"inputs": inputs})), tmp,
@@ -100,5 +105,6 @@ def store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, notic
         empty = FITTED[table](connection.sql(f"select * from {call} limit 0", params=[""] * arity).to_arrow_table())
         connection.execute(f"create or replace table {table} as select * from empty")
         return
-    source = "read_parquet(?, hive_partitioning = false)" if files else f"{call} limit 0"
-    connection.execute(f"create or replace table {table} as select * from {source}", [files] if files else [""] * arity)
+    read = f"* exclude ({order_column(table)}) from read_parquet(?, hive_partitioning = false)"
+    connection.execute(f"create or replace table {table} as select {read if files else f'* from {call} limit 0'}",
+                       [files] if files else [""] * arity)
