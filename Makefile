@@ -87,7 +87,7 @@ DUCKDB_CLI := .engines/duckdb-cli-$(DUCKDB_CLI_VERSION)/.installed
 CLI := $(VENV)/bin/energy-index
 INSTALLED := $(VENV)/.installed
 # The project with the report extra, what a refresh and a report need; make test adds the dev extra (the
-# test tools: pandera imports an installed hypothesis at every step, 50 ms of each refresh) and the interop
+# test tools: pandera imports an installed hypothesis at every step, about 0.15 s of each refresh) and the interop
 # extra (validators, SQL clients, a browser driver), whose tests are skipped where it is missing.
 TEST_INSTALLED := $(VENV)/.installed-interop
 QUIET_ARG = $${EI_QUIET:+--quiet}

@@ -22,7 +22,7 @@ def main() -> None:
     with connect(sys.argv[1], read_only=True) as connection:
         snapshot_id = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else \
             connection.execute("select snapshot_id from index_snapshot").fetchall()[0][0]
-        # The build's own query (pipeline/build.py: _store).
+        # The build's own query (pipeline/stored_tables.py: store).
         points = connection.sql("select * from efficiency_curve_points_in(?) order by all",
                                 params=[snapshot_id]).to_arrow_table()
     copies = int(sys.argv[3]) if len(sys.argv) > 3 else 1

@@ -3,17 +3,18 @@ fetched, from where, and when), OUT/raw/LATEST names the snapshot the last fetch
 OUT/raw/.stat-cache.json lets a local folder fetched before be vouched for without reading it. The
 archive belongs to OUT: its files are copies, never links, and a published snapshot's files never
 change; content that differs from what was published under the same id is refused, naming the files.
-Fetching (pipeline/fetch.py for a local folder, pipeline/upstream.py for a URL) stores through
-`store`; ingest and the refresh read the archive through the functions here."""
+A fetch (pipeline/fetch.py) writes a snapshot's files into a staging folder and keeps them with `store`;
+ingest and the refresh read the archive through the functions here."""
 
 import functools
 import os
 import re
 import shlex
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import date, datetime, time, timezone
 from pathlib import Path
 from typing import TypedDict
 
@@ -24,7 +25,7 @@ from pipeline.errors import NEXT_STEP, PipelineError, command_name, out_option, 
 from pipeline.files import read_typed, replace_directory, sweep_leftovers, write_bytes_atomic, write_json_atomic
 from pipeline.fingerprint import data_sha256, file_sha256
 from pipeline.paths import Paths
-from pipeline.settings import time_problem
+from pipeline.settings import is_url, time_problem
 
 MANIFEST = "manifest.json"
 # Written beside the shared snapshots (not by the upstream): the facts of the commit a folder holds.
@@ -95,6 +96,13 @@ def commit_moment(commit_time: str) -> datetime:
     """An ISO 8601 commit time as an aware UTC time (one without an offset is taken as UTC)."""
     moment = datetime.fromisoformat(commit_time)
     return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+
+
+def snapshot_ordered_at(commit_time: datetime | None, retrieved: date) -> datetime:
+    """Where a snapshot sits in the history, as an aware UTC time: its commit time, or, where the commit is
+    unknown, midnight UTC of the day it was first retrieved. The snapshots' Parquet files carry it
+    (pipeline.paths.order_column); snapshot_history orders by the same facts, then by snapshot id."""
+    return commit_time.astimezone(timezone.utc) if commit_time else datetime.combine(retrieved, time(), timezone.utc)
 
 
 def with_commit_time(upstream: dict[str, str], commit_time: str | None, source: str) -> dict[str, str]:
@@ -199,7 +207,7 @@ def archive_problems(paths: Paths, snapshot_id: str, *, full: bool) -> Iterator[
             yield f"{entry['path']} has {size:,} bytes, fetched with {entry['size']:,}"
         elif full and file_sha256(directory / entry["path"]) != entry["sha256"]:
             yield f"{entry['path']} differs from what was fetched (sha256)"
-    if full and "://" in manifest["source"]:
+    if full and is_url(manifest["source"]):
         held = {entry["path"] for entry in manifest["files"]}
         try:
             missing = [name for name in named_files(directory) if name not in held]
@@ -224,7 +232,7 @@ def fetch_again(paths: Paths, snapshot_id: str, known: tuple[str, str | None] | 
         if known is None:
             return f"{command_name()} fetch --source FOLDER_OR_URL{out_option(paths.out)}"
         source, commit = known
-    if "://" in source and commit:
+    if is_url(source) and commit:
         return f"{command_name()} fetch --commit {commit}{out_option(paths.out)}"
     return f"{command_name()} fetch --source {shlex.quote(source)}{out_option(paths.out)}"
 
@@ -263,27 +271,33 @@ def held_already(paths: Paths, snapshot_id: str, upstream: dict[str, str], files
     return False
 
 
-def store(source: str, paths: Paths, gather: Callable[[Path], tuple[dict[str, str], list[FileEntry], str]],
-          full_check: bool = False) -> FetchResult:
-    """Bring a snapshot into OUT/raw/<snapshot-id>/: `gather(staging)` returns its upstream facts, its
-    files' entries and where it came from, having written into `staging` whatever files the archive
-    lacks. An unchanged snapshot is left as it was, unless its copy is damaged (archive_damage: by stat, or
-    `full_check` by sha256 too); LATEST names it either way."""
+@contextmanager
+def staging_folder(paths: Paths) -> Iterator[Path]:
+    """A private folder in OUT/raw for a fetch to write a snapshot's files into before `store` keeps them;
+    removed afterwards, as are those a stopped run left (the fetch holds OUT's lock)."""
     staging = paths.raw_dir / f".staging-{os.getpid()}"
-    for leftover in paths.raw_dir.glob(".staging-*"):  # left by a run that was stopped (we hold OUT's lock)
+    for leftover in paths.raw_dir.glob(".staging-*"):
         shutil.rmtree(leftover, ignore_errors=True)
     sweep_leftovers(paths.raw_dir)
     try:
-        upstream, files, origin = gather(staging)
-        target = paths.raw_snapshot(snapshot_id := snapshot_id_of(upstream, files))
-        if changed := not held_already(paths, snapshot_id, upstream, files, full_check):
-            write_json_atomic(staging / MANIFEST, Manifest(
-                snapshot_id=snapshot_id, source=origin, retrieved=datetime.now(timezone.utc).date().isoformat(),
-                upstream=upstream, files=files))
-            replace_directory(staging, target)
-        _point_latest_at(paths, snapshot_id)
+        yield staging
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def store(paths: Paths, staging: Path, upstream: dict[str, str], files: list[FileEntry], *, source: str,
+          origin: str, full_check: bool = False) -> FetchResult:
+    """Keep a fetched snapshot in OUT/raw/<snapshot-id>/: its upstream facts, its files' entries and where it
+    came from (`origin`, as the manifest records it), with whatever files the archive lacks written into
+    `staging` (staging_folder). An unchanged snapshot is left as it was, unless its copy is damaged
+    (archive_damage: by stat, or `full_check` by sha256 too); LATEST names it either way."""
+    target = paths.raw_snapshot(snapshot_id := snapshot_id_of(upstream, files))
+    if changed := not held_already(paths, snapshot_id, upstream, files, full_check):
+        write_json_atomic(staging / MANIFEST, Manifest(
+            snapshot_id=snapshot_id, source=origin, retrieved=datetime.now(timezone.utc).date().isoformat(),
+            upstream=upstream, files=files))
+        replace_directory(staging, target)
+    _point_latest_at(paths, snapshot_id)
     notices = () if upstream.get("commit_time") else (
         f"{source} has no commit time (no snapshot.json): it is snapshot {snapshot_id}, placed in the history by "
         f"the day it was first fetched, {read_manifest(target)['retrieved']}. To place it by its upstream commit, "

@@ -95,7 +95,7 @@ def source(text: str) -> str:
     """A URL, or a local folder that exists, with the nearest folders beside a missing one."""
     folder = Path(text)
     try:
-        if "://" in text or folder.exists():
+        if settings.is_url(text) or folder.exists():
             return text
     except OSError:  # a name longer than the file system allows (ENAMETOOLONG): no such folder either
         pass

@@ -11,11 +11,11 @@ import re
 from pathlib import Path
 
 from pipeline import settings
-from pipeline.build import sql_object, sql_path, view_description, view_files
 from pipeline.cli import cli
 from pipeline.database import connect
 from pipeline.errors import PROG, PipelineError
 from pipeline.paths import PROJECT_ROOT, Paths
+from pipeline.sql_objects import sql_object, sql_path, view_description, view_files
 from schemas import dictionary
 
 DOCS = PROJECT_ROOT / "docs"
@@ -91,7 +91,7 @@ def render_index_fields() -> str:
 def render_index_v2() -> str:
     """Version 2's additions field by field (key, meaning, unit, decimals), then its validity codes with
     their tests, thresholds and reasons, and the energy class scale (pipeline/index_v2.toml)."""
-    from pipeline.build import load_index_v2
+    from pipeline.reference_tables import load_index_v2
 
     lines = ["", "| key | what it holds | unit | decimals |", "| --- | --- | --- | --- |"]
     for field in dictionary.export_fields("index_v2"):

@@ -19,7 +19,7 @@ import duckdb
 
 from pipeline.database import connect, fetch_dicts, stream_dicts
 from pipeline.errors import NEXT_STEP, PipelineError
-from pipeline import export_v2, index_schema, jsontext
+from pipeline import index_schema, index_v2, jsontext
 from pipeline.files import replace_directory
 from pipeline.paths import Paths
 from pipeline.progress import progress
@@ -268,12 +268,11 @@ def _write_configurations(connection: duckdb.DuckDBPyConnection, snapshot: dict[
                           staging: Path) -> int:
     """Every model's file (its configurations and best rows) and every task's index.json (its models'
     best rows), one family at a time, its configurations streamed a model at a time, each also in the
-    index format's version 2 (pipeline/export_v2.py). Returns how many model files (version 1) it wrote."""
+    index format's version 2 (pipeline/index_v2.py). Returns how many model files (version 1) it wrote."""
     written, by_task = 0, {plan.task: plan for plan in plans}
-    version2 = export_v2.Version2.read(connection, snapshot)
-    v2_headers = {plan.task: version2.header(plan.header, plan.task, plan.unit) for plan in plans}
-    v2_rows = {plan.task: export_v2.row_additions(energy_decimals(plan.unit)) for plan in plans}
-    v2_root = staging / export_v2.V2_FOLDER
+    version2 = index_v2.Version2.read(connection, snapshot, staging)
+    v2_files = {plan.task: version2.task(plan.task, plan.header, plan.unit, energy_decimals(plan.unit))
+                for plan in plans}
 
     with progress(None, "export: model files") as counter:
         for family_name, family in FAMILIES.items():
@@ -288,22 +287,15 @@ def _write_configurations(connection: duckdb.DuckDBPyConnection, snapshot: dict[
                             "configurations": [plan.configuration(row) for row in group],
                             "best": {row["gpu"]: plan.configuration(row) for row in best_rows}}
                 vetted = _write(staging, f"{task}/models/{slug}.json", plan, document, group)
-                export_v2.write(v2_root / task / "models" / f"{slug}.json", {
-                    **v2_headers[task], **_model(group[0]), "gpus": document["gpus"],
-                    "configurations": document["configurations"],
-                    "best": {row["gpu"]: version2.row(task, plan.configuration(row), row["model_id"], row["gpu"],
-                                                      v2_rows[task]) for row in best_rows}},
-                    vetted=("configurations",) if vetted else ())
+                v2_files[task].write_model_file(slug, document, configurations_vetted=vetted)
                 best[task] += best_rows
                 written += 1
                 counter.update(1)
             for task, rows in best.items():
                 plan = by_task[task]
-                _write(staging, f"{task}/index.json", plan,
-                       {**plan.header, "rows": [{**_model(row), **plan.configuration(row)} for row in rows]}, rows)
-                export_v2.write(v2_root / task / "index.json", {**v2_headers[task], "rows": [
-                    version2.row(task, {**_model(row), **plan.configuration(row)}, row["model_id"], row["gpu"],
-                                 v2_rows[task]) for row in rows]})
+                index_rows = [{**_model(row), **plan.configuration(row)} for row in rows]
+                _write(staging, f"{task}/index.json", plan, {**plan.header, "rows": index_rows}, rows)
+                v2_files[task].write_index(index_rows)
     return written
 
 

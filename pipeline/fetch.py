@@ -1,6 +1,7 @@
-"""Fetching a local snapshot folder (the upstream's public/data layout, with snapshot.json beside it when
-its commit is known) into the raw archive (pipeline/archive.py). Fetching by URL and from the upstream's
-commits is pipeline/upstream.py."""
+"""Fetching a snapshot into the raw archive (pipeline/archive.py): `fetch` is the one entry point for a
+source, and decides whether it is a URL or a local folder. A local snapshot folder (the upstream's
+public/data layout, with snapshot.json beside it when its commit is known) is read here; a URL, and the
+upstream's commits, by pipeline/upstream.py (the HTTP client, the GitHub follower)."""
 
 import hashlib
 import os
@@ -10,24 +11,63 @@ from typing import TypedDict
 
 from pipeline.archive import (
     COMMIT_FACTS, RACY_WINDOW_NS, FetchResult, FileEntry, checked_time, held_already, named_files, read_stat_cache,
-    snapshot_id_of, stat_key, store, with_commit_time, write_stat_cache,
+    snapshot_id_of, staging_folder, stat_key, store, with_commit_time, write_stat_cache,
 )
 from pipeline.errors import PipelineError, command_name
 from pipeline.files import read_typed
 from pipeline.paths import Paths
-from pipeline.settings import COMMIT_PATTERN, DEFAULT_MAX_FILE_BYTES
+from pipeline.settings import (
+    COMMIT_PATTERN, DEFAULT_FETCH_DEADLINE_S, DEFAULT_MAX_FILE_BYTES, DEFAULT_TIMEOUT_S, is_url,
+)
 
 _CommitFacts = TypedDict("_CommitFacts", {key: str | None for key in (
     "repository", "commit", "commit_time", "commit_subject", "tasks_last_commit_date")}, total=False)
+
+
+def fetch(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+          max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, fetch_deadline_s: float = DEFAULT_FETCH_DEADLINE_S,
+          commit_time: str | None = None, full_check: bool = False) -> FetchResult:
+    """Bring the snapshot folder `source`, a URL or a local folder, into OUT/raw/<snapshot-id>/ (a held copy
+    checked by stat, or `full_check` by sha256 too, and fetched again when damaged). The timeout and the
+    deadline bound a fetch by URL."""
+    if is_url(source):
+        from pipeline.upstream import fetch_url
+
+        return fetch_url(source, paths, timeout_s=timeout_s, max_file_bytes=max_file_bytes,
+                         fetch_deadline_s=fetch_deadline_s, commit_time=commit_time, full_check=full_check)
+    return fetch_folder(source, paths, max_file_bytes=max_file_bytes, commit_time=commit_time,
+                        full_check=full_check)
+
+
+def snapshot_sources(sources: list[str]) -> list[str]:
+    """Each source as given, or, for a local folder of snapshot folders, each snapshot folder in it."""
+    expanded = []
+    for given in sources:
+        folder = Path(given)
+        if not is_url(given) and folder.is_dir() and not (folder / "index.json").exists():
+            children = sorted(child for child in folder.iterdir() if child.is_dir() and not child.name.startswith("."))
+            snapshots = [str(child) for child in children if (child / "index.json").is_file()]
+            if not snapshots:
+                raise PipelineError(f"{given}: neither a snapshot (no index.json) nor a folder of snapshots")
+            # A snapshot folder that has lost its index.json is not passed over: the history would lack it.
+            if lacking := [child.name for child in children if str(child) not in snapshots]:
+                raise PipelineError(f"{given}: snapshot folder(s) {', '.join(lacking)} have no index.json, though "
+                                    f"the other {len(snapshots)} folder(s) there are snapshots; restore it, or name "
+                                    "the snapshots to ingest one by one")
+            expanded.extend(snapshots)
+        else:
+            expanded.append(given)
+    return expanded
 
 
 def fetch_folder(source: str, paths: Paths, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                  commit_time: str | None = None, full_check: bool = False) -> FetchResult:
     """Bring the local snapshot folder `source` into OUT/raw/<snapshot-id>/ (a held copy checked by stat,
     or `full_check` by sha256 too, and copied again when damaged)."""
-    return store(source, paths, lambda staging: (
-        *_fetch_local(source, paths, staging, commit_time, max_file_bytes, full_check), str(Path(source).resolve())),
-        full_check)
+    with staging_folder(paths) as staging:
+        upstream, files = _fetch_local(source, paths, staging, commit_time, max_file_bytes, full_check)
+        return store(paths, staging, upstream, files, source=source, origin=str(Path(source).resolve()),
+                     full_check=full_check)
 
 
 def _local_files(source: str) -> tuple[Path, list[str]]:

@@ -10,8 +10,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline import jsontext
-from pipeline.build import energy_class_scale
+from pipeline import index_v2, jsontext
 from pipeline.source_card import load_source_card
 from schemas import dictionary
 
@@ -99,16 +98,8 @@ def _header(version: str) -> dict[str, Any]:
         "boundary": {"const": card.index.boundary, "description": "Where the figures' energy is counted."},
     }
     if version != card.index.format_version:
-        scale = energy_class_scale()
-        properties["metric"] = _object({
-            "format_version": {"const": version}, "unit": {"type": "string"}, "denominator": {"type": "string"},
-            "boundary": {"const": card.index.boundary},
-            "energy_class_boundary": {"const": scale.boundary, "description": "The boundary whose figures the "
-                                      "energy class letters are read at."},
-            "energy_class_scale": {"const": scale.source, "description": "The energy class scale's source."},
-        }, "The metric stamp: what every figure of the file measures.")
-        properties["data_url"] = {"type": ["string", "null"],
-                                  "description": "The task's upstream file at the snapshot's commit."}
+        properties["metric"] = _object(index_v2.metric_stamp_schema(), index_v2.METRIC_DESCRIPTION)
+        properties["data_url"] = index_v2.DATA_URL_SCHEMA
     return properties
 
 

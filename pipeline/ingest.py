@@ -14,6 +14,7 @@ from collections.abc import Callable, Container, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from datetime import date
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,9 @@ import pyarrow.parquet as pq
 
 import schemas
 from pipeline.errors import PipelineError, ignore_interrupts
-from pipeline.archive import Manifest, check_snapshot_id, dictionary_pattern, fetch_again, read_manifest
+from pipeline.archive import (
+    Manifest, check_snapshot_id, commit_moment, dictionary_pattern, fetch_again, read_manifest, snapshot_ordered_at,
+)
 from pipeline.files import atomic_path, release_memory
 from pipeline.fingerprint import data_sha256
 from pipeline.paths import Paths
@@ -106,9 +109,14 @@ class _Snapshot:
     """A fetched snapshot's files, each checked against the manifest as it is read."""
 
     id: str
+    ordered_at: str  # ISO 8601: where it sits in the history (archive.snapshot_ordered_at)
     directory: Path
     digests: dict[str, str]  # file -> sha256
     fetch_again: str  # the command that replaces a damaged copy
+
+    def columns(self, rows: int) -> dict[str, list[str]]:
+        """The columns every table takes from the snapshot, for `rows` rows."""
+        return {"snapshot_id": [self.id] * rows, "snapshot_ordered_at": [self.ordered_at] * rows}
 
     def changed(self, relative: str) -> PipelineError:
         return PipelineError(f"{self.directory / relative}: missing or changed since it was fetched; fetch the "
@@ -195,7 +203,7 @@ def _read_task_file(
         columns, _ = columns_of(rows, kind)
     count = len(rows)
     del data, document, rows  # the decoded objects: at 1000x a task file's take a gigabyte
-    return head, _table(table, {**columns, "snapshot_id": [snapshot.id] * count, "task": [task] * count,
+    return head, _table(table, {**columns, **snapshot.columns(count), "task": [task] * count,
                                 "source_ordinal": range(count), "extra_fields": extras})
 
 
@@ -214,7 +222,8 @@ def _read_task(snapshot: _Snapshot, position: int, task: str, family: str, label
     if label is None:
         found.notices.append(f"task {task}: no workload label in the source card; using its display name")
     part.task_rows.append({
-        "snapshot_id": snapshot.id, "task": task, "display_name": head["task_display_name"],
+        "snapshot_id": snapshot.id, "snapshot_ordered_at": snapshot.ordered_at, "task": task,
+        "display_name": head["task_display_name"],
         "workload_label": head["task_display_name"] if label is None else label, "family": family,
         "index_position": position, "file_architecture": architecture if isinstance(architecture, str) else None,
         "file_extra_fields": extras_text({key: value for key, value in head.items() if key not in TASK_FILE_HEAD}),
@@ -290,7 +299,7 @@ def _read_detail_file(name: str, data: bytes, families: dict[str, str], found: _
     return detail
 
 
-def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str]) -> pyarrow.Table:
+def _histograms(snapshot: _Snapshot, details: list[_DetailFile], problems: list[str]) -> pyarrow.Table:
     """One row per bin, file by file: the model's histogram first, then each configuration's."""
     histograms: list[Histogram] = []
     owners: list[tuple[str, str, str, int | None]] = []  # task, model_id, scope, detail_ordinal
@@ -314,7 +323,7 @@ def _histograms(snapshot_id: str, details: list[_DetailFile], problems: list[str
     lower = numpy.asarray(bins.offsets)[parent] + bin_index
     edges = bins.flatten().to_numpy(zero_copy_only=False)
     return _table("output_length_histograms", {
-        "snapshot_id": [snapshot_id] * len(parent),
+        **snapshot.columns(len(parent)),
         **{column: pyarrow.array(values, schema.field(column).type).take(parent)
            for column, values in zip(("task", "model_id", "scope", "detail_ordinal"), zip(*owners))},
         "bin_index": bin_index.astype(numpy.int64), "lower_edge": edges[lower], "upper_edge": edges[lower + 1],
@@ -341,16 +350,16 @@ def _read_detail_chunk(snapshot: _Snapshot, names: list[str], families: dict[str
             decode_untyped(name, data)
     file_of_row = numpy.repeat(numpy.arange(len(documents)), counts)
     model_details = _table("model_details", {
-        **model_columns, "snapshot_id": [snapshot.id] * len(documents),
+        **model_columns, **snapshot.columns(len(documents)),
         "file_name": [detail.name.removeprefix("models/") for detail in details], "configuration_count": counts,
         "extra_fields": [detail.extra_fields for detail in details]})
     tables = {
         "model_detail_configurations": _table("model_detail_configurations", {
-            **row_columns, "snapshot_id": [snapshot.id] * len(rows),
+            **row_columns, **snapshot.columns(len(rows)),
             "task": [documents[f].task for f in file_of_row], "model_id": [documents[f].model_id for f in file_of_row],
             "detail_ordinal": [i for count in counts for i in range(count)],
             "extra_fields": [extra for detail in details for extra in detail.row_extras]}),
-        "output_length_histograms": _histograms(snapshot.id, details, found.problems),
+        "output_length_histograms": _histograms(snapshot, details, found.problems),
     }
     if not found.problems:
         found.passes(tables)
@@ -417,8 +426,11 @@ def ingest(paths: Paths, snapshot_id: str) -> IngestResult:
 
 
 def _ingest(paths: Paths, snapshot_id: str, directory: Path, manifest: Manifest) -> IngestResult:
-    snapshot = _Snapshot(snapshot_id, directory, {entry["path"]: entry["sha256"] for entry in manifest["files"]},
-                         fetch_again(paths, snapshot_id))
+    commit_time = manifest["upstream"].get("commit_time")
+    ordered_at = snapshot_ordered_at(commit_moment(commit_time) if commit_time else None,
+                                     date.fromisoformat(manifest["retrieved"]))
+    snapshot = _Snapshot(snapshot_id, ordered_at.isoformat(), directory,
+                         {entry["path"]: entry["sha256"] for entry in manifest["files"]}, fetch_again(paths, snapshot_id))
     for relative in snapshot.digests:
         if not (directory / relative).is_file():
             raise snapshot.changed(relative)
@@ -453,13 +465,14 @@ def _ingest(paths: Paths, snapshot_id: str, directory: Path, manifest: Manifest)
         if found.problems:
             raise PipelineError(f"snapshot {snapshot_id} has input problems: {len(found.problems)} problem(s)",
                                 found.problems[:200])
-        snapshot_row = {**manifest.get("upstream", {}), "snapshot_id": snapshot_id, "source": manifest["source"],
+        snapshot_row = {**manifest.get("upstream", {}), "snapshot_id": snapshot_id,
+                        "snapshot_ordered_at": snapshot.ordered_at, "source": manifest["source"],
                         "retrieved": manifest["retrieved"], "last_updated": index["last_updated"],
                         "file_count": len(manifest["files"]), "total_bytes": sum(e["size"] for e in manifest["files"])}
         small = {
             "snapshots": pyarrow.Table.from_pylist([snapshot_row], schema=schemas.arrow_schema("snapshots")),
             "tasks": pyarrow.Table.from_pylist(task_rows, schema=schemas.arrow_schema("tasks")),
-            "models": _table("models", {**columns_of(models, model_type)[0], "snapshot_id": [snapshot_id] * len(models),
+            "models": _table("models", {**columns_of(models, model_type)[0], **snapshot.columns(len(models)),
                                         "model_id": list(index["models"]), "extra_fields": model_extras}),
             "model_details": pyarrow.concat_tables(model_details) if model_details
             else schemas.arrow_schema("model_details").empty_table(),

@@ -36,6 +36,14 @@ def hive_key(table: str) -> str:
     return "newer_snapshot_id" if table in PAIR_TABLES else "snapshot_id"
 
 
+def order_column(table: str) -> str:
+    """The column of a table's files that holds, in each row, when the folder's snapshot was made as the
+    history orders snapshots (archive.snapshot_ordered_at): what a reader of the files sorts by, since the
+    folder names sort alphabetically, not in commit order. The database leaves it out: its order is
+    snapshot_history's."""
+    return "newer_snapshot_ordered_at" if table in PAIR_TABLES else "snapshot_ordered_at"
+
+
 @dataclass(frozen=True)
 class Paths:
     out: Path

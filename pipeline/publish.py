@@ -10,17 +10,15 @@ command that writes into OUT holds its lock (exclusive_lock), so writers never i
 
 import os
 import shutil
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import msgspec
-
 from pipeline.errors import PipelineError
-from pipeline.files import atomic_path, read_typed, write_json_atomic
+from pipeline.files import atomic_path, write_json_atomic
 from pipeline.fingerprint import file_sha256
 from pipeline.paths import PARQUET_FILE, PUBLISHED_OUTPUTS, Paths
-from pipeline.published import FILE_RECORD
+from pipeline.published import FILE_RECORD, recorded_files
 
 STAGING_PREFIX = "staging-"
 # In a generation made by refresh or history: the snapshots, parameters and code it was made from. They
@@ -28,10 +26,8 @@ STAGING_PREFIX = "staging-"
 REFRESH_RECORD = "refresh.json"
 # In a generation whose Parquet files are all typed for readers (_type_for_readers).
 TYPED_FOR_READERS = "typed-for-readers"
-
-
-class _FileRecord(msgspec.Struct):
-    files: dict[str, tuple[int, str]]  # path in the generation -> (size, sha256)
+# In a generation whose Parquet files all carry their snapshot's place in the history (_order_for_readers).
+ORDERED_FOR_READERS = "ordered-for-readers"
 
 
 @contextmanager
@@ -66,9 +62,11 @@ def new_generation(paths: Paths) -> Iterator[Paths]:
     if paths.current.is_dir():
         shutil.copytree(paths.current.resolve(), staging, copy_function=os.link, symlinks=True)
         _type_for_readers(staging)
+        _order_for_readers(staging)
     else:
         staging.mkdir()
-        (staging / TYPED_FOR_READERS).touch()  # every file of it is written by this code
+        for marker in (TYPED_FOR_READERS, ORDERED_FOR_READERS):  # every file of it is written by this code
+            (staging / marker).touch()
     (staging / REFRESH_RECORD).unlink(missing_ok=True)
     try:
         yield paths.staged(staging)
@@ -99,6 +97,41 @@ def _type_for_readers(generation: Path) -> None:
     marker.touch()
 
 
+def _order_for_readers(generation: Path) -> None:
+    """Builds before the files carried their order column (paths.order_column) left a reader of the files
+    only the folder names, which sort alphabetically, not in commit order; a refresh ingests only its own
+    snapshot. The staged links to files without the column are replaced by copies with it, computed from
+    the facts in the generation's own snapshots files, once (a marker in the generation says it is done).
+    A snapshot whose snapshots file is missing is left as it is, and the marker with it: the refresh
+    ingests a damaged file's snapshot again, and the next publish finds nothing left to do."""
+    import pyarrow.parquet as pq
+
+    from pipeline.archive import snapshot_ordered_at
+    from pipeline.declared_tables import with_order_column
+    from pipeline.paths import order_column
+
+    marker = generation / ORDERED_FOR_READERS
+    if marker.is_file():
+        return
+    ordered_at = {}
+    for path in generation.glob(f"parquet/snapshots/snapshot_id=*/{PARQUET_FILE}"):
+        (facts,) = pq.read_table(path, columns=["commit_time", "retrieved"], partitioning=None).to_pylist()
+        ordered_at[path.parent.name.partition("=")[2]] = snapshot_ordered_at(facts["commit_time"], facts["retrieved"])
+    complete = True
+    for path in sorted(generation.glob("parquet/*/*=*/" + PARQUET_FILE)):
+        table, snapshot_id = path.parent.parent.name, path.parent.name.partition("=")[2]
+        if order_column(table) in pq.read_schema(path).names:
+            continue
+        if snapshot_id not in ordered_at:
+            complete = False
+            continue
+        rows = with_order_column(table, pq.read_table(path, partitioning=None), ordered_at[snapshot_id])
+        with atomic_path(path) as tmp:
+            pq.write_table(rows, tmp, compression="zstd")
+    if complete:
+        marker.touch()
+
+
 def _fsync_directory(directory: Path) -> None:
     descriptor = os.open(directory, os.O_RDONLY)
     try:
@@ -117,18 +150,6 @@ def published_generations(paths: Paths) -> list[Path]:
     return _published_generations(paths) if paths.generations_dir.is_dir() else []
 
 
-def _recorded(generation: Path) -> dict[str, tuple[int, str]] | None:
-    try:
-        return read_typed(generation / FILE_RECORD, _FileRecord).files
-    except (OSError, PipelineError):
-        return None
-
-
-def recorded_files(generation: Path) -> dict[str, tuple[int, str]] | None:
-    """A published generation's FILE_RECORD: each file's size and sha256 as published; None when unreadable."""
-    return _recorded(generation)
-
-
 def _stat_or_none(path: Path) -> os.stat_result | None:
     try:
         return path.stat()
@@ -139,7 +160,7 @@ def _stat_or_none(path: Path) -> os.stat_result | None:
 def _record_files(staged: Path, published: Path | None) -> None:
     """Write the staged generation's FILE_RECORD. A file still hard-linked to the published one (the
     same inode) keeps its recorded digest; only the files this run wrote are read."""
-    recorded = (_recorded(published) if published is not None else None) or {}
+    recorded = (recorded_files(published) if published is not None else None) or {}
     files = {}
     for path in sorted(staged.rglob("*")):
         if path.is_symlink() or not path.is_file() or path.name == FILE_RECORD:
@@ -149,30 +170,6 @@ def _record_files(staged: Path, published: Path | None) -> None:
         same = before is not None and os.path.samestat(stat, before)
         files[name] = recorded[name] if same else (stat.st_size, file_sha256(path))
     write_json_atomic(staged / FILE_RECORD, {"files": files})
-
-
-def damaged_files(paths: Paths, names: Collection[str] | None = None) -> list[tuple[str, str]] | None:
-    """The published files (of `names` when given, paths relative to the generation) that differ from what
-    was published, as (path relative to the generation, what is wrong): missing, another size, or another
-    sha256. None when the generation has no readable record (the record itself missing or damaged): then
-    nothing can be vouched for."""
-    if not paths.current.is_dir():
-        return []
-    generation = paths.current.resolve()
-    if (recorded := _recorded(generation)) is None:
-        return None
-    damaged = []
-    for name, (size, digest) in sorted(recorded.items()):
-        if names is not None and name not in names:
-            continue
-        path = generation / name
-        if (stat := _stat_or_none(path)) is None:
-            damaged.append((name, "missing"))
-        elif stat.st_size != size:
-            damaged.append((name, f"{stat.st_size:,} bytes, published with {size:,}"))
-        elif file_sha256(path) != digest:
-            damaged.append((name, "its content differs from what was published (sha256)"))
-    return damaged
 
 
 def _publish(paths: Paths, staging: Path) -> None:

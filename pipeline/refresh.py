@@ -55,18 +55,11 @@ def run_fetch(options: Options, paths: Paths, source: str | None = None, full_ch
     source, commit_time = source or options.source, options.commit_time
     started = time.perf_counter()
     if source is not None:
+        from pipeline.fetch import fetch
+
         say(f"fetch: reading {source}")
-        if "://" in source:
-            from pipeline.upstream import fetch_url
-
-            result = fetch_url(source, paths, timeout_s=options.timeout, max_file_bytes=options.max_file_bytes,
-                               fetch_deadline_s=options.fetch_deadline, commit_time=commit_time,
-                               full_check=full_check)
-        else:
-            from pipeline.fetch import fetch_folder
-
-            result = fetch_folder(source, paths, max_file_bytes=options.max_file_bytes, commit_time=commit_time,
-                                  full_check=full_check)
+        result = fetch(source, paths, timeout_s=options.timeout, max_file_bytes=options.max_file_bytes,
+                       fetch_deadline_s=options.fetch_deadline, commit_time=commit_time, full_check=full_check)
     elif commit_time is not None:
         raise PipelineError("--commit-time is for a --source without snapshot.json; the upstream's commits "
                             "carry their own time")
@@ -130,8 +123,8 @@ def run_build(options: Options, paths: Paths, full: bool) -> str:
 def build_published(options: Options, paths: Paths, full: bool) -> str:
     """The build command's run_build: it appends only to a published database that is as it was published
     (a refresh checks every published file before it builds), since what it appends to keeps its views and
-    macros (build.create_views); a database that differs is built again from every Parquet file, said once."""
-    from pipeline.publish import damaged_files
+    macros (views.create_views); a database that differs is built again from every Parquet file, said once."""
+    from pipeline.published import damaged_files
 
     published = Paths(paths.out)
     if not full and (damaged := damaged_files(published, names={published.database.name})) != []:
@@ -149,11 +142,12 @@ def run_export(options: Options, paths: Paths) -> None:
     say(f"export: {result.task_count} tasks, {result.model_file_count} model files ({seconds_since(started)})")
 
 
-def publish(label: str, options: Options, paths: Paths, digests: dict[str, str]) -> tuple[str, int] | None:
-    """Publish the snapshots of `digests` (id -> content digest, in commit order) beside those already
-    published, the index on options.index_snapshot or else the newest: the index's snapshot and how many
-    were ingested. None, with nothing written, when the published build already is this one with its files
-    intact."""
+def update_published(label: str, options: Options, paths: Paths, digests: dict[str, str]) -> tuple[str, int] | None:
+    """Bring the published build up to the snapshots of `digests` (id -> content digest, in commit order)
+    beside those it holds, the index on options.index_snapshot or else the newest: repair, ingest, build and
+    export in a new generation, published at once (pipeline/publish.py). Returns the index's snapshot and how
+    many were ingested; None, with nothing written, when the published build already is this one with its
+    files intact."""
     import msgspec
 
     from pipeline.archive import check_archive
@@ -162,7 +156,8 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
     from pipeline.paths import code_digest
     from pipeline.private_folders import sweep_private_folders
     from pipeline.progress import each
-    from pipeline.publish import FILE_RECORD, REFRESH_RECORD, damaged_files, new_generation
+    from pipeline.publish import REFRESH_RECORD, new_generation
+    from pipeline.published import FILE_RECORD, damaged_files
 
     sweep_private_folders()  # the spill of sql calls killed with their query's process at once
     try:
@@ -184,8 +179,6 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
         damaged = [(FILE_RECORD, "missing or unreadable")]
     if damaged == [] and record == previous:
         return None
-    from pipeline.audit import audit_summary  # DuckDB, which a refresh with nothing to do never loads
-
     # Ingesting depends on the snapshot and the code only: with the same code, what the database holds
     # with the same content is not ingested again.
     same_code = previous.get("code") == record["code"]
@@ -201,7 +194,6 @@ def publish(label: str, options: Options, paths: Paths, digests: dict[str, str])
         run_export(options, staged)
         write_json_atomic(staged.generation / REFRESH_RECORD, record)
     say(f"published: {paths.out / 'energy_index.duckdb'}, {paths.out / 'parquet'}/, {paths.out / 'index'}/")
-    say(audit_summary(paths, history))
     return index_snapshot, len(ingest)
 
 
@@ -210,7 +202,7 @@ def _repair(staged: Paths, damaged: list[tuple[str, str]], ingesting: list[str])
     `ingesting`: a derived file is computed again by the full build, an ingested file's snapshot ingested
     again from its fetched copy in OUT/raw."""
     from pipeline.archive import MANIFEST, check_archive
-    from pipeline.build import STORED
+    from pipeline.stored_tables import STORED
     from pipeline.paths import hive_key
 
     again = []
@@ -232,13 +224,14 @@ def _repair(staged: Paths, damaged: list[tuple[str, str]], ingesting: list[str])
     return again
 
 
-def announce(paths: Paths, what: str, started: float) -> "Outcome":
-    """After a publish: the audit findings the previous published build did not have (printed even when
-    quiet), then the one summary line, `what` was published and what it moved (quiet: only after new
-    findings); what it found."""
+def announce(paths: Paths, what: str, started: float, every_snapshot: bool = False) -> "Outcome":
+    """After a publish: the audit summary (of `every_snapshot` after a history), the audit findings the
+    previous published build did not have (printed even when quiet), then the one summary line, `what` was
+    published and what it moved (quiet: only after new findings); what it found."""
     from pipeline.outcome import publish_outcome
 
-    outcome = publish_outcome(paths, what, time.perf_counter() - started)
+    outcome = publish_outcome(paths, what, time.perf_counter() - started, every_snapshot)
+    say(outcome.audit)
     for line in outcome.new_findings:
         say(line, always=True)
     say(outcome.summary, always=bool(outcome.new_findings))
@@ -254,37 +247,16 @@ def refresh(paths: Paths, options: Options, as_index: bool = False) -> "Outcome 
     # The index shows the newest snapshot, or the one fetched when as_index says so; snapshots ingested
     # before stay in the history.
     options = replace(options, index_snapshot=snapshot if as_index else None)
-    published = publish("refresh", options, paths, {snapshot: fetched.content_sha256})
-    if published is None:
+    updated = update_published("refresh", options, paths, {snapshot: fetched.content_sha256})
+    if updated is None:
         say(f"refresh: {snapshot} is built and published with these parameters and this code; nothing to do")
         return None
-    index_snapshot, where = published[0], ""
+    index_snapshot, where = updated[0], ""
     if index_snapshot != snapshot:
         say(f"refresh: {snapshot} is older than {index_snapshot}, the newest snapshot in the database: it is in "
             f"the history now and the index stays on {index_snapshot} (--as-index publishes {snapshot} as the index)")
         where = f" into the history, the index on {index_snapshot}"
     return announce(paths, f"refresh: published {snapshot}{where}", started)
-
-
-def snapshot_sources(sources: list[str]) -> list[str]:
-    """Each source as given, or, for a local folder of snapshot folders, each snapshot folder in it."""
-    expanded = []
-    for given in sources:
-        folder = Path(given)
-        if "://" not in given and folder.is_dir() and not (folder / "index.json").exists():
-            children = sorted(child for child in folder.iterdir() if child.is_dir() and not child.name.startswith("."))
-            snapshots = [str(child) for child in children if (child / "index.json").is_file()]
-            if not snapshots:
-                raise PipelineError(f"{given}: neither a snapshot (no index.json) nor a folder of snapshots")
-            # A snapshot folder that has lost its index.json is not passed over: the history would lack it.
-            if lacking := [child.name for child in children if str(child) not in snapshots]:
-                raise PipelineError(f"{given}: snapshot folder(s) {', '.join(lacking)} have no index.json, though "
-                                    f"the other {len(snapshots)} folder(s) there are snapshots; restore it, or name "
-                                    "the snapshots to ingest one by one")
-            expanded.extend(snapshots)
-        else:
-            expanded.append(given)
-    return expanded
 
 
 def fetch_upstream_history(options: Options, paths: Paths, since: str | None) -> list[str]:
@@ -320,6 +292,7 @@ def history(paths: Paths, options: Options, sources: list[str], upstream: bool =
     (since `since`), and publish them all, in upstream commit order, the index on the newest (None: the
     published build already was this one)."""
     from pipeline.archive import commit_moment, content_digest, read_manifest
+    from pipeline.fetch import snapshot_sources
 
     started = time.perf_counter()
     if upstream:
@@ -341,9 +314,9 @@ def history(paths: Paths, options: Options, sources: list[str], upstream: bool =
 
     in_order = sorted(manifests, key=commit_order)
     digests = {s: content_digest(manifests[s]["upstream"], manifests[s]["files"]) for s in in_order}
-    if (published := publish("history", options, paths, digests)) is None:
+    if (updated := update_published("history", options, paths, digests)) is None:
         say(f"history: {len(in_order)} snapshot(s) built and published with these parameters and this code; "
             "nothing to do")
         return None
-    return announce(paths, f"history: published {len(in_order)} snapshot(s), {published[1]} ingested, the index "
-                    "on the newest", started)
+    return announce(paths, f"history: published {len(in_order)} snapshot(s), {updated[1]} ingested, the index "
+                    "on the newest", started, every_snapshot=True)

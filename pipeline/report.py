@@ -123,16 +123,17 @@ class Task:
                 for key, value in row.items()}
 
 
-def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list[dict[str, Any]]]:
-    """Every row the task's charts and tables show, from the views, rounded as the index files round them.
-    A task's rows are of one family, so a latency (the views' latency_ms or latency_s) and a tier's limit
-    (latency_limit_ms or latency_limit_s) are one column each here, latency and latency_limit, in the unit
-    its metric's title names."""
+def _queries(task: Task) -> dict[str, str]:
+    """The SQL of every row the task's charts and tables show, from the views, for every task in $tasks that
+    shares the task's latency metrics (so one query serves a family's tasks): each row names its task in
+    `report_task`, and rows are ordered by it first, then as the charts and tables show them. A task's rows are
+    of one family, so a latency (the views' latency_ms or latency_s) and a tier's limit (latency_limit_ms or
+    latency_limit_s) are one column each here, latency and latency_limit, in the unit its metric's title names."""
     metric = task.metric.latency_metric
     metrics = ", ".join(m.latency_metric for m in task.metrics)
-    queries = {
+    return {
         "best": f"""
-            select b.model_id, b.slug, b.gpu, b.row_id, b.num_gpus,
+            select b.task as report_task, b.model_id, b.slug, b.gpu, b.row_id, b.num_gpus,
                    coalesce(b.max_num_seqs, b.batch_size) as batch_limit, b.{metric} as latency, b.wh_per_unit,
                    'models/' || b.slug || '.html' as href, u.n_repeats, u.wh_repeat_min, u.wh_repeat_max,
                    u.runner_up_row_id, u.runner_up_wh_per_unit, u.choice_basis,
@@ -141,44 +142,37 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
             from best_configurations as b
             left join index_uncertainty as u on u.task = b.task and u.model_id = b.model_id and u.gpu = b.gpu
             left join index_rows_v2 as v on v.task = b.task and v.model_id = b.model_id and v.gpu = b.gpu
-            where b.task = $task order by b.wh_per_unit, lower(b.model_id), b.model_id, b.gpu""",
+            where list_contains($tasks, b.task)
+            order by b.task, b.wh_per_unit, lower(b.model_id), b.model_id, b.gpu""",
         "frontier": f"""
-            select f.model_id, f.slug, f.gpu, f.row_id, f.num_gpus, c.batch_limit, f.n_repeats, f.latency_metric,
-                   coalesce(f.latency_ms, f.latency_s) as latency, f.wh_per_unit, f.scope
+            select f.task as report_task, f.model_id, f.slug, f.gpu, f.row_id, f.num_gpus, c.batch_limit,
+                   f.n_repeats, f.latency_metric, coalesce(f.latency_ms, f.latency_s) as latency, f.wh_per_unit, f.scope
             from energy_latency_frontier as f join configuration_points as c using (snapshot_id, task, row_id)
-            where f.task = $task and (f.scope = 'model' or f.latency_metric = '{metric}')
-            order by lower(f.model_id), f.latency_metric, if(f.scope = 'model', '', f.gpu), latency""",
+            where list_contains($tasks, f.task) and (f.scope = 'model' or f.latency_metric = '{metric}')
+            order by f.task, lower(f.model_id), f.latency_metric, if(f.scope = 'model', '', f.gpu), latency""",
         "points": f"""
-            select model_id, gpu, row_id, num_gpus, batch_limit, n_repeats, wh_per_unit, latency_metric, latency
-            from (unpivot (select model_id, gpu, row_id, num_gpus, batch_limit, n_repeats, wh_per_unit, {metrics}
-                           from configuration_points where task = $task)
+            select task as report_task, model_id, gpu, row_id, num_gpus, batch_limit, n_repeats, wh_per_unit,
+                   latency_metric, latency
+            from (unpivot (select task, model_id, gpu, row_id, num_gpus, batch_limit, n_repeats, wh_per_unit, {metrics}
+                           from configuration_points where list_contains($tasks, task))
                   on {metrics} into name latency_metric value latency)
-            join latency_metrics using (latency_metric) order by model_id, gpu, row_id, metric_order""",
+            join latency_metrics using (latency_metric) order by task, model_id, gpu, row_id, metric_order""",
         "latency_cost": f"""
-            select c.*, coalesce(c.latency_limit_ms, c.latency_limit_s) as latency_limit,
+            select c.task as report_task, c.*, coalesce(c.latency_limit_ms, c.latency_limit_s) as latency_limit,
                    m.short_title as metric_label, 'models/' || c.slug || '.html' as href
             from latency_tier_costs as c join latency_metrics as m using (latency_metric)
-            where c.task = $task order by lower(c.model_id), c.model_id, c.gpu, m.metric_order, latency_limit""",
+            where list_contains($tasks, c.task)
+            order by c.task, lower(c.model_id), c.model_id, c.gpu, m.metric_order, latency_limit""",
         "curves": f"""
-            select model_id, slug, gpu, row_id, num_gpus, {DEPLOYMENT} as deployment, batch_limit, n_repeats,
-                   {metric} as latency, wh_per_unit, wh_per_unit_min, wh_per_unit_max,
+            select task as report_task, model_id, slug, gpu, row_id, num_gpus, {DEPLOYMENT} as deployment,
+                   batch_limit, n_repeats, {metric} as latency, wh_per_unit, wh_per_unit_min, wh_per_unit_max,
                    'models/' || slug || '.html' as href
-            from configuration_points where task = $task order by lower(model_id), gpu, deployment, batch_limit""",
-        # Each measured concurrency (the line's corners are the measured points) and a half-octave grid between.
-        "estimates": f"""
-            with grid as (
-                select distinct model_id, gpu, pow(2, k / 2) as x
-                from configuration_points cross join range(0, 27) as r(k) where task = $task
-                union
-                select model_id, gpu, measured_concurrency as x from configuration_points where task = $task
-            )
-            select g.model_id, g.gpu, {DEPLOYMENT} as deployment, e.*
-            from grid as g, lateral energy_at_concurrency($task, g.model_id, g.gpu, g.x) as e
-            where e.method in ('measured', 'interpolated') order by g.model_id, g.gpu, deployment, e.concurrency""",
+            from configuration_points where list_contains($tasks, task)
+            order by task, lower(model_id), gpu, deployment, batch_limit""",
         # "A uses k× B" at the gpu_only boundary (k is the same at every boundary); on_index_page:
         # each pair once, A the higher figure per unit, and of a token task only where the ratios disagree.
         "comparisons": """
-            select model_a, slug_a, model_b, slug_b, gpu,
+            select task as report_task, model_a, slug_a, model_b, slug_b, gpu,
                    round(energy_ratio, 3) as energy_ratio, round(energy_ratio_low, 3) as energy_ratio_low,
                    round(energy_ratio_high, 3) as energy_ratio_high, round(per_response_ratio, 3) as per_response_ratio,
                    round(per_response_ratio_low, 3) as per_response_ratio_low,
@@ -188,25 +182,60 @@ def _gather(connection: duckdb.DuckDBPyConnection, task: Task) -> dict[str, list
                        and (is_per_response_reversed or avg_output_tokens_a is null) as on_index_page,
                    'models/' || slug_b || '.html' as href_b
             from model_comparisons
-            where task = $task and boundary = 'gpu_only'
-            order by lower(model_a), model_a, gpu, lower(model_b), model_b""",
+            where list_contains($tasks, task) and boundary = 'gpu_only'
+            order by task, lower(model_a), model_a, gpu, lower(model_b), model_b""",
         "history": f"""
-            select h.snapshot_id, h.model_id, h.slug, h.gpu, h.row_id, h.num_gpus,
+            select h.task as report_task, h.snapshot_id, h.model_id, h.slug, h.gpu, h.row_id, h.num_gpus,
                    coalesce(h.max_num_seqs, h.batch_size) as batch_limit, h.{metric} as latency, h.wh_per_unit
             from best_configuration_history as h join snapshot_history as s using (snapshot_id)
-            where h.task = $task order by s.position, lower(h.model_id), h.gpu""",
+            where list_contains($tasks, h.task) order by h.task, s.position, lower(h.model_id), h.gpu""",
     }
-    data = {name: [task.rounded(row) for row in fetch_dicts(connection, query, {"task": task.task})]
-            for name, query in queries.items()}
-    data["fleet"] = fetch_dicts(connection, FLEET_QUERY, {"task": task.task}) if task.family == "token" else []
-    data.update({name: [task.rounded(row) for row in rows]
-                 for name, rows in gather_fits(connection, task.task, DEPLOYMENT).items()})
-    data["model_frontier"] = [row for row in data["frontier"] if row["scope"] == "model"]
-    data["frontier"] = [row for row in data["frontier"] if row["scope"] == "model_gpu"]
-    data["snapshots"] = fetch_dicts(connection, "select snapshot_id from snapshot_history order by position", {})
-    for row in data["latency_cost"]:
-        row["tier"] = f"≤ {row['latency_limit']:g}"
-    return data
+
+
+# Each measured concurrency (the line's corners are the measured points) and a half-octave grid between. Run a task
+# at a time: energy_at_concurrency given the task as a constant reads only that task's curves (twice as fast as
+# the same grid over every task with the task as a column).
+ESTIMATES_QUERY = f"""
+    with grid as (
+        select distinct model_id, gpu, pow(2, k / 2) as x
+        from configuration_points cross join range(0, 27) as r(k) where task = $task
+        union
+        select model_id, gpu, measured_concurrency as x from configuration_points where task = $task
+    )
+    select g.model_id, g.gpu, {DEPLOYMENT} as deployment, e.*
+    from grid as g, lateral energy_at_concurrency($task, g.model_id, g.gpu, g.x) as e
+    where e.method in ('measured', 'interpolated') order by g.model_id, g.gpu, deployment, e.concurrency"""
+
+
+def _gather(connection: duckdb.DuckDBPyConnection, tasks: list[Task]) -> None:
+    """Fill each task's `data`: the rows of _queries, rounded as the index files round them, then the fleet
+    table's, the estimates' and the fit charts' rows (their macros read one task's rows when given it as a
+    constant). Each of _queries runs once for all the tasks it serves rather than once a task: the views under
+    it (index_rows_v2, model_comparisons) are computed per query, and per task they took 4 of a report's 9 s
+    of queries on the newest snapshot."""
+    sharing: dict[tuple[str, str], list[Task]] = {}
+    for task in tasks:
+        task.data = {}
+        for name, query in _queries(task).items():
+            sharing.setdefault((name, query), []).append(task)
+    for (name, query), served in sharing.items():
+        by_name = {task.task: task for task in served}
+        for task in served:
+            task.data[name] = []
+        for row in fetch_dicts(connection, query, {"tasks": list(by_name)}):
+            task = by_name[row.pop("report_task")]
+            task.data[name].append(task.rounded(row))
+    for task in each(tasks, "report: reading", unit="task"):
+        data = task.data
+        data["estimates"] = [task.rounded(row) for row in fetch_dicts(connection, ESTIMATES_QUERY, {"task": task.task})]
+        data["fleet"] = fetch_dicts(connection, FLEET_QUERY, {"task": task.task}) if task.family == "token" else []
+        data.update({name: [task.rounded(row) for row in rows]
+                     for name, rows in gather_fits(connection, task.task, DEPLOYMENT).items()})
+        data["model_frontier"] = [row for row in data["frontier"] if row["scope"] == "model"]
+        data["frontier"] = [row for row in data["frontier"] if row["scope"] == "model_gpu"]
+        data["snapshots"] = fetch_dicts(connection, "select snapshot_id from snapshot_history order by position", {})
+        for row in data["latency_cost"]:
+            row["tier"] = f"≤ {row['latency_limit']:g}"
 
 
 # The index page's "plan a fleet" table (token tasks): at each latency tier of the build and each of
@@ -526,8 +555,7 @@ def write_report(paths: Paths) -> tuple[Path, int]:
         snapshot = index_snapshot(connection)
         snapshot_count = connection.execute("select count(*) from snapshots").fetchone()[0]
         tasks = _tasks(connection, snapshot)
-        for task in each(tasks, "report: reading", unit="task"):
-            task.data = _gather(connection, task)
+        _gather(connection, tasks)
         pages = connection.execute("select slug, list(distinct model_id order by model_id) from configuration_points "
                                    "group by slug order by slug").fetchall()
     if clashes := [f"{slug}: {' and '.join(ids)}" for slug, ids in pages if len(ids) > 1]:

@@ -57,12 +57,19 @@ def time_problem(text: str) -> str | None:
     return None
 
 
+def is_url(source: str) -> bool:
+    """Whether a SOURCE (as given, or as a manifest records it) is a URL rather than a local folder."""
+    return "://" in source
+
+
 OUT = Setting("--out", Path("build"), "folder for every output: raw/, parquet/, energy_index.duckdb, index/", "OUT")
 SOURCE = Setting(
     "--source", None, "a local directory with the upstream public/data layout (index.json, tasks/, models/), or an "
     f"http(s):// URL of one (default: follow the upstream: the newest commit of {UPSTREAM_REPOSITORY} that changed "
     f"{UPSTREAM_PATH}, asked of ${GITHUB_API.name}, files from ${GITHUB_RAW.name}; {GITHUB_TOKEN_VARIABLE} is sent "
     "to the API when set)", "SOURCE")
+
+
 COMMIT = Setting("--commit", None, "fetch the upstream at this commit (7 to 40 hex digits) instead of its newest; "
                  "a commit already in OUT/raw needs no network", "COMMIT")
 COMMIT_TIME = Setting(

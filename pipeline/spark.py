@@ -14,11 +14,13 @@ from pathlib import Path
 import sqlglot
 from sqlglot import exp
 
-from pipeline.build import REFERENCE_TABLES, STORED, sql_object, sql_path, view_description, views_in_dependency_order
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.paths import Paths
-from schemas import TABLE_NAMES
+from pipeline.sql_objects import sql_object, sql_path, view_description
+from pipeline.stored_tables import STORED
+from pipeline.views import views_in_dependency_order
+from schemas import REFERENCE_TABLES, TABLE_NAMES
 
 # The tables published as Parquet: ingested, stored and reference tables.
 PUBLISHED_TABLES = (*TABLE_NAMES, *STORED, *REFERENCE_TABLES)

@@ -23,7 +23,7 @@ import msgspec
 
 from pipeline.archive import (
     FetchResult, FileEntry, archive_damage, checked_time, commit_moment, dictionary_pattern, held_snapshot,
-    held_snapshot_ids, named_files, store, with_commit_time,
+    held_snapshot_ids, named_files, staging_folder, store, with_commit_time,
 )
 from pipeline.errors import PipelineError
 from pipeline.files import read_typed, write_json_atomic
@@ -233,11 +233,10 @@ def fetch_url(source: str, paths: Paths, *, timeout_s: float = DEFAULT_TIMEOUT_S
     already running (the upstream's API was asked first), `commit_facts` are the upstream facts of the
     commit the URL is pinned to and `listing` its files as the commit's tree lists them."""
 
-    def gather(staging: Path) -> tuple[dict[str, str], list[FileEntry], str]:
-        return (*_fetch_url(source, staging, reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s),
-                            commit_time, commit_facts, listing), source)
-
-    return store(source, paths, gather, full_check)
+    with staging_folder(paths) as staging:
+        upstream, files = _fetch_url(source, staging, reader or HttpReader(timeout_s, max_file_bytes, fetch_deadline_s),
+                                     commit_time, commit_facts, listing)
+        return store(paths, staging, upstream, files, source=source, origin=source, full_check=full_check)
 
 
 class Commit(msgspec.Struct, frozen=True):

@@ -2,11 +2,8 @@
 every failure, each naming its row, in one message."""
 
 import re
-import sys
 import warnings
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pandas as pd
@@ -53,25 +50,6 @@ def _format_failures(table_name: str, frame: pd.DataFrame, error: pa.errors.Sche
                     for label, count in shared.items()]
 
 
-@contextmanager
-def _hypothesis_unimportable() -> Iterator[None]:
-    """Pandera's first validation registers its backends, and they import hypothesis when it is installed,
-    for the data synthesis (schema.strategy, schema.example) the pipeline never asks for: 0.2 s of every
-    command that validates, on an installation that has the test tools (`make test` installs them;
-    pandera issue 1644). Unless something has imported it already, hypothesis cannot be imported while
-    pandera validates: pandera's data synthesis is then off for this process, and hypothesis itself can
-    be imported afterwards."""
-    if "hypothesis" in sys.modules:
-        yield
-        return
-    sys.modules["hypothesis"] = None  # type: ignore[assignment]  # an import of it raises ImportError
-    try:
-        yield
-    finally:
-        if "hypothesis" in sys.modules and sys.modules["hypothesis"] is None:
-            del sys.modules["hypothesis"]
-
-
 def table_failures(tables: dict[str, pyarrow.Table]) -> tuple[list[str], list[str]]:
     """Validate every table lazily. Returns (failures, warnings), each a list of one-line messages."""
     failures: list[str] = []
@@ -80,7 +58,7 @@ def table_failures(tables: dict[str, pyarrow.Table]) -> tuple[list[str], list[st
         for start in range(0, max(table.num_rows, 1), VALIDATION_SLICE_ROWS):
             frame = table.slice(start, VALIDATION_SLICE_ROWS).to_pandas(
                 types_mapper={pyarrow.int64(): pd.Int64Dtype()}.get)
-            with warnings.catch_warnings(record=True) as caught, _hypothesis_unimportable():
+            with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
                     schemas.pandera_schema(name).validate(frame, lazy=True)

@@ -1,5 +1,5 @@
 """energy-index verify, as `git fsck` or `restic check` are: every published file against the size and sha256
-recorded when it was published (published-files.json, pipeline/publish.py), every snapshot in the raw archive
+recorded when it was published (published-files.json, pipeline/published.py), every snapshot in the raw archive
 against its manifest (pipeline/archive.py), and every published snapshot's archived copy there, which a full
 rebuild needs. Every byte is read: a refresh with nothing to do reads the published files but checks the
 archive by stat only, so a changed digit there waits for the next full rebuild; this finds it on the day it
@@ -16,8 +16,8 @@ from pipeline.archive import archive_problems, commit_moment, fetch_again, read_
 from pipeline.errors import NEXT_STEP, PipelineError, command_name, out_option
 from pipeline.fingerprint import file_sha256
 from pipeline.paths import Paths
-from pipeline.publish import REFRESH_RECORD, damaged_files, recorded_files
-from pipeline.published import FILE_RECORD
+from pipeline.publish import REFRESH_RECORD
+from pipeline.published import FILE_RECORD, damaged_files, recorded_files
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def refresh_again(paths: Paths) -> str:
 
     chosen = index if index in manifests else max(manifests, key=commit_order)
     source, commit = manifests[chosen]["source"], manifests[chosen]["upstream"].get("commit")
-    words = [f"--commit {commit}" if "://" in source and commit else f"--source {shlex.quote(source)}"]
+    words = [f"--commit {commit}" if settings.is_url(source) and commit else f"--source {shlex.quote(source)}"]
     if index != "newest":
         words.append("--as-index")
     if record.get("itl_deadline_ms") != settings.ITL_DEADLINE_MS.default:

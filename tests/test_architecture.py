@@ -75,7 +75,7 @@ def test_the_command_line_defines_no_function_another_module_defines() -> None:
     # main: the entry point of each module run with python -m (pipeline, pipeline.cli, pipeline.docs)
     cli_functions = {node.name for node in ast.walk(_tree("cli")) if isinstance(node, ast.FunctionDef)} - {"main"}
     refresh_functions = _top_level_functions("refresh")
-    assert {"refresh", "history", "publish", "run_fetch", "run_ingest"} <= refresh_functions
+    assert {"refresh", "history", "update_published", "run_fetch", "run_ingest"} <= refresh_functions
     assert not cli_functions & refresh_functions
     for module in _modules():
         if module != "cli":

@@ -11,7 +11,7 @@ import pytest
 from conftest import cli as energy_index
 from test_views import connect, diffusion_measured, fetch, measured
 
-from pipeline.build import load_boundary_factors
+from pipeline.reference_tables import load_boundary_factors
 from pipeline.cli import cli
 from pipeline.errors import PipelineError
 from pipeline.paths import BOUNDARY_FACTORS, Paths

@@ -3,7 +3,7 @@ rated board power, so B200 and H100 rows use their own server factors (newest sn
 
 import duckdb
 
-from pipeline.build import load_boundary_factors
+from pipeline.reference_tables import load_boundary_factors
 from pipeline.paths import Paths
 from schemas.rules import RATED_BOARD_POWER_W
 

@@ -180,7 +180,7 @@ def test_a_misspelt_dictionary_entry_is_an_error_naming_it(tmp_path, monkeypatch
 
 
 def test_every_count_the_docs_state_is_the_builds(history_build: Paths) -> None:
-    from pipeline.build import view_files
+    from pipeline.sql_objects import view_files
     from schemas import TABLES
 
     with duckdb.connect(str(history_build.database), read_only=True) as connection:

@@ -14,8 +14,9 @@ import pytest
 from conftest import PROJECT, cli, readme_queries
 
 from pipeline.build import OLDEST_SUPPORTED_DUCKDB
-from pipeline.paths import Paths
-from schemas import dictionary
+from pipeline.paths import Paths, order_column
+from pipeline.stored_tables import STORED
+from schemas import TABLE_NAMES, dictionary
 
 ENGINE_VERSIONS = re.search(r"^ENGINE_VERSIONS := (.+)$", (PROJECT / "Makefile").read_text(), re.MULTILINE)
 ENGINES = ENGINE_VERSIONS.group(1).split() if ENGINE_VERSIONS else []
@@ -102,9 +103,10 @@ def test_the_data_dictionary_covers_every_column_and_agrees_with_the_catalog(his
     assert by_column[("token_configurations", "median_itl_ms")][7] == "tasks/<task>.json configurations[].median_itl_ms"
     assert by_column[("configurations", "wh_per_million_output_tokens")][7] == "sql/marts/configurations.sql"
     assert "diffusion" in by_column[("best_configuration_history", "row_id")][4]
-    # No entry of the dictionary describes a column that no longer exists.
+    # No entry of the dictionary describes a column that no longer exists (the order columns: in the files).
     entries = dictionary.entries()
-    assert set(entries.fields) - {column for _, column, *_ in documented} == set()
+    in_files_only = {order_column(table) for table in (*TABLE_NAMES, *STORED)}
+    assert set(entries.fields) - {column for _, column, *_ in documented} == in_files_only
     assert {(o, c) for o, columns in entries.columns.items() for c in columns} - set(by_column) == set()
 
 
@@ -121,6 +123,12 @@ def test_parquet_is_typed_and_carries_the_descriptions(newest_build: Paths) -> N
         "token_configurations", "max_num_batched_tokens"
     ).description
     assert tokens.field("median_itl_ms").metadata[b"unit"] == b"ms"
+    # The order column, in an ingested and a stored table's files alike: typed, described, never null.
+    fits = pq.read_schema(next(iter(newest_build.parquet_files("efficiency_curve_fits").values())))
+    for schema in (tokens, fits):
+        ordered_at = schema.field("snapshot_ordered_at")
+        assert str(ordered_at.type) == "timestamp[us, tz=UTC]" and not ordered_at.nullable
+        assert ordered_at.metadata[b"description"].decode() == dictionary.column("tasks", "snapshot_ordered_at").description
     with duckdb.connect(str(newest_build.database), read_only=True) as connection:
         types = dict(connection.execute(
             "select column_name, data_type from duckdb_columns() where table_name = 'snapshots'"
@@ -226,7 +234,8 @@ def test_the_parquet_reads_as_one_hive_partitioned_dataset(history_build: Paths)
 
 
 @pytest.mark.parametrize("table", ["configuration_changes", "index_changes", "best_configuration_history", "token_configurations"])
-def test_a_table_folder_reads_as_one_hive_dataset_with_the_tables_own_columns(history_build: Paths, table: str) -> None:
+def test_a_table_folder_reads_as_one_hive_dataset_with_the_tables_columns_and_the_order(history_build: Paths,
+                                                                                       table: str) -> None:
     polars = pytest.importorskip("polars", reason="the interop extra is not installed (make test installs it)")
     import pyarrow.dataset
 
@@ -239,5 +248,5 @@ def test_a_table_folder_reads_as_one_hive_dataset_with_the_tables_own_columns(hi
     by_arrow = pyarrow.dataset.dataset(folder, format="parquet", partitioning=pyarrow.dataset.HivePartitioning.discover(infer_dictionary=True)).to_table()
     by_polars = polars.read_parquet(folder, hive_partitioning=True)
     for read in (by_duckdb, by_arrow.column_names, by_polars.columns):
-        assert sorted(read) == sorted(columns)
+        assert sorted(read) == sorted([*columns, order_column(table)])
     assert by_arrow.num_rows == by_polars.height == rows > 0

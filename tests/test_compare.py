@@ -13,7 +13,7 @@ import duckdb
 import pytest
 from conftest import NEWEST, read_json, upstream_rows
 
-from pipeline.build import load_boundary_factors
+from pipeline.reference_tables import load_boundary_factors
 from pipeline.errors import PipelineError
 from pipeline.paths import Paths
 from pipeline.query import compare

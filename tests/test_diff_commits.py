@@ -2,8 +2,6 @@
 (checked against the database's own history of each row), and a bare commit hash stands for a snapshot id."""
 
 import json
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -11,17 +9,10 @@ import duckdb
 import msgspec
 import pytest
 
-from conftest import NEWEST, SNAPSHOTS, read_json, snapshot_id, writable_copy
+from conftest import NEWEST, SNAPSHOTS, cli, read_json, snapshot_id, writable_copy
 
 from pipeline.errors import PipelineError, snapshot_id_for
 from pipeline.paths import Paths
-
-CLI = str(Path(sys.executable).with_name("energy-index"))
-
-
-def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=300)
-
 
 def test_diff_takes_bare_commit_hashes_and_names_the_commit_behind_each_moved_row(history_build: Paths) -> None:
     result = cli("diff", "--out", history_build.out, "9fa07d1", "7885788", "--format", "json")

@@ -173,7 +173,7 @@ def test_a_build_over_a_database_changed_since_it_was_published_builds_it_whole(
 
 
 def test_the_pair_tables_are_the_stored_tables_of_consecutive_pairs() -> None:
-    from pipeline.build import STORED
+    from pipeline.stored_tables import STORED
     from pipeline.paths import PAIR_TABLES
 
     assert sorted(table for table, (_, kind) in STORED.items() if kind == "pair") == sorted(PAIR_TABLES)

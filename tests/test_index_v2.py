@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from conftest import NEWEST, SEED, read_json, upstream_rows
 
-from pipeline.build import energy_class_scale, load_boundary_factors, load_index_v2
 from pipeline.paths import Paths
+from pipeline.reference_tables import energy_class_scale, load_boundary_factors, load_index_v2
 from schemas.rules import RATED_BOARD_POWER_W
 
 # an interop extra: without it these tests are skipped, as the other interop checks are

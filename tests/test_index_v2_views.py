@@ -4,7 +4,7 @@ side of its threshold (pipeline/index_v2.toml)."""
 import pytest
 from test_views import connect, measured
 
-from pipeline.build import load_index_v2
+from pipeline.reference_tables import load_index_v2
 
 THRESHOLD = {code: threshold for _, code, _, threshold, _, _ in load_index_v2()[0]}
 

@@ -6,8 +6,10 @@ a `-- null in key:` header line). A table with an empty key has at most one row.
 import duckdb
 import pytest
 
-from pipeline.build import FITTED, STORED, Key, declared_keys, sql_object, view_files
+from pipeline.descriptions import declared_keys
 from pipeline.paths import Paths, hive_key
+from pipeline.sql_objects import Key, sql_object, view_files
+from pipeline.stored_tables import FITTED, STORED
 
 KEYS = declared_keys()
 # The rows a table macro that is not stored is checked on: several calls, each's rows told apart by `call`

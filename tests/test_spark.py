@@ -20,9 +20,10 @@ import sqlglot
 from conftest import cli
 from sqlglot import exp
 
-from pipeline.build import REFERENCE_TABLES, view_files
 from pipeline.paths import Paths
 from pipeline.spark import PUBLISHED_TABLES, spark_sql, split_statements
+from pipeline.sql_objects import view_files
+from schemas import REFERENCE_TABLES
 
 PROJECT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).with_name("energy-index"))

@@ -48,7 +48,7 @@ def test_an_intact_build_verifies_and_nothing_is_written(tmp_path: Path, plain_b
     before = everything(out)
     result = cli("verify", "--out", out)
     assert result.returncode == 0, result.stderr
-    assert re.fullmatch(r"verify: 169 published files as published and 1 archived snapshot\(s\), 70 files, as "
+    assert re.fullmatch(r"verify: 170 published files as published and 1 archived snapshot\(s\), 70 files, as "
                         r"fetched; every byte read \(\d+\.\d+ s\)\n", result.stderr), result.stderr
     assert cli("verify", "--quiet", "--out", out).stderr == ""
     through_make = make("verify", f"OUT={out}", "QUIET=1")

@@ -6,7 +6,9 @@ import duckdb
 import pyarrow
 import pytest
 
-from pipeline.build import CHANGE_RELATIVE_TOLERANCE, create_views, load_reference_tables
+from pipeline.build import CHANGE_RELATIVE_TOLERANCE
+from pipeline.reference_tables import load_reference_tables
+from pipeline.views import create_views
 import schemas
 
 
@@ -276,18 +278,19 @@ def test_configuration_values_compares_every_upstream_field_the_dictionary_decla
 
 
 def _order_of(tmp_path, monkeypatch, files: dict[str, str]) -> list[str]:
-    import pipeline.build as build
+    import pipeline.sql_objects as sql_objects
+    from pipeline.views import views_in_dependency_order
 
     for name, text in files.items():
         path = tmp_path / "sql" / "marts" / f"{name}.sql"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    monkeypatch.setattr(build, "SQL_DIR", tmp_path / "sql")
-    build.sql_object.cache_clear(), build.view_files.cache_clear()
+    monkeypatch.setattr(sql_objects, "SQL_DIR", tmp_path / "sql")
+    sql_objects.sql_object.cache_clear(), sql_objects.view_files.cache_clear()
     try:
-        return [name for name in build.views_in_dependency_order() if name in files]
+        return [name for name in views_in_dependency_order() if name in files]
     finally:
-        build.sql_object.cache_clear(), build.view_files.cache_clear()
+        sql_objects.sql_object.cache_clear(), sql_objects.view_files.cache_clear()
 
 
 def test_build_order_comes_from_what_each_file_reads(tmp_path, monkeypatch) -> None:

@@ -7,7 +7,8 @@
 -- given), the others' the day of their fetch.
 -- grain: one row per snapshot × task × model × GPU that has a configuration within the limit
 -- key: snapshot_id, task, model_id, gpu
--- For the index snapshot its rows are index_uncertainty's and index_boundaries' (pivoted to columns).
+-- For the index snapshot its rows are index_uncertainty's and index_boundaries' (pivoted to columns by
+-- index_boundary_columns).
 -- The runner-up is index_runner_ups'; a tie on energy has margin 0, a lone configuration no runner-up.
 create or replace view index_history as
 
@@ -18,19 +19,6 @@ repeats as (
         min(wh_per_unit) as wh_repeat_min, max(wh_per_unit) as wh_repeat_max
     from unified_configurations
     group by snapshot_id, task, row_id
-),
-
-boundaries as (
-    select
-        snapshot_id, task, model_id, gpu,
-        max(case when boundary = 'server' then wh_per_unit_low end) as server_wh_per_unit_low,
-        max(case when boundary = 'server' then wh_per_unit_central end) as server_wh_per_unit_central,
-        max(case when boundary = 'server' then wh_per_unit_high end) as server_wh_per_unit_high,
-        max(case when boundary = 'facility' then wh_per_unit_low end) as facility_wh_per_unit_low,
-        max(case when boundary = 'facility' then wh_per_unit_central end) as facility_wh_per_unit_central,
-        max(case when boundary = 'facility' then wh_per_unit_high end) as facility_wh_per_unit_high
-    from index_boundary_history
-    group by snapshot_id, task, model_id, gpu
 )
 
 select
@@ -59,7 +47,7 @@ left join models as m on m.snapshot_id = b.snapshot_id and m.model_id = b.model_
 left join repeats as p on p.snapshot_id = b.snapshot_id and p.task = b.task and p.row_id = b.row_id
 left join index_runner_ups as r
     on r.snapshot_id = b.snapshot_id and r.task = b.task and r.model_id = b.model_id and r.gpu = b.gpu
-left join boundaries as d
+left join index_boundary_columns as d
     on d.snapshot_id = b.snapshot_id and d.task = b.task and d.model_id = b.model_id and d.gpu = b.gpu
 left join index_energy_classes as e
     on e.snapshot_id = b.snapshot_id and e.task = b.task and e.model_id = b.model_id and e.gpu = b.gpu;

@@ -13,19 +13,6 @@
 create or replace view index_rows_v2 as
 
 with
-bounds as (
-    select
-        task, model_id, gpu,
-        max(case when boundary = 'server' then wh_per_unit_low end) as server_low,
-        max(case when boundary = 'server' then wh_per_unit_central end) as server_central,
-        max(case when boundary = 'server' then wh_per_unit_high end) as server_high,
-        max(case when boundary = 'facility' then wh_per_unit_low end) as facility_low,
-        max(case when boundary = 'facility' then wh_per_unit_central end) as facility_central,
-        max(case when boundary = 'facility' then wh_per_unit_high end) as facility_high
-    from index_boundaries
-    group by task, model_id, gpu
-),
-
 -- The codes as one text, joined by ', ' (a list column reaches SQLAlchemy and BI tools untyped); the
 -- export writes them as the files' JSON list ([exports.index_v2]).
 codes as (
@@ -55,8 +42,10 @@ select
     r.runner_up_row_id, r.runner_up_wh_per_unit, r.margin_relative,
     -- gpu_only is the figure itself, whether or not the GPU has factors for the other boundaries.
     r.wh_per_unit as gpu_only_low, r.wh_per_unit as gpu_only_central, r.wh_per_unit as gpu_only_high,
-    b.server_low, b.server_central, b.server_high,
-    b.facility_low, b.facility_central, b.facility_high,
+    b.server_wh_per_unit_low as server_low, b.server_wh_per_unit_central as server_central,
+    b.server_wh_per_unit_high as server_high,
+    b.facility_wh_per_unit_low as facility_low, b.facility_wh_per_unit_central as facility_central,
+    b.facility_wh_per_unit_high as facility_high,
     s.factor_low as server_factor_low, s.factor_central as server_factor_central,
     s.factor_high as server_factor_high, s.low_source as server_low_source,
     s.central_source as server_central_source, s.high_source as server_high_source,
@@ -78,16 +67,17 @@ select
     r.wh_per_unit * r.responses_per_unit as per_response_wh,
     case when r.n_repeats > 1 then r.wh_repeat_min * r.responses_per_unit end as per_response_low,
     case when r.n_repeats > 1 then r.wh_repeat_max * r.responses_per_unit end as per_response_high,
-    b.server_low * r.responses_per_unit as per_response_server_low,
-    b.server_central * r.responses_per_unit as per_response_server_central,
-    b.server_high * r.responses_per_unit as per_response_server_high,
-    b.facility_low * r.responses_per_unit as per_response_facility_low,
-    b.facility_central * r.responses_per_unit as per_response_facility_central,
-    b.facility_high * r.responses_per_unit as per_response_facility_high
+    b.server_wh_per_unit_low * r.responses_per_unit as per_response_server_low,
+    b.server_wh_per_unit_central * r.responses_per_unit as per_response_server_central,
+    b.server_wh_per_unit_high * r.responses_per_unit as per_response_server_high,
+    b.facility_wh_per_unit_low * r.responses_per_unit as per_response_facility_low,
+    b.facility_wh_per_unit_central * r.responses_per_unit as per_response_facility_central,
+    b.facility_wh_per_unit_high * r.responses_per_unit as per_response_facility_high
 from rows_with_ratios as r
 -- A GPU without boundary factors (no rating) keeps its row, its server and facility boundaries null
 -- (validity code no_boundary_factors).
-left join bounds as b on b.task = r.task and b.model_id = r.model_id and b.gpu = r.gpu
+left join index_boundary_columns as b
+    on b.snapshot_id = r.snapshot_id and b.task = r.task and b.model_id = r.model_id and b.gpu = r.gpu
 left join boundary_factor_ranges as s on s.boundary = 'server' and s.gpu = r.gpu
 left join boundary_factor_ranges as f on f.boundary = 'facility' and f.gpu = r.gpu
 left join codes as k on k.task = r.task and k.model_id = r.model_id and k.gpu = r.gpu

@@ -12,8 +12,11 @@ ordered as (
     select
         ingested.*,
         -- Commit time orders snapshots as the upstream made them; a snapshot without commit facts
-        -- sorts by the day it was retrieved.
-        coalesce(try_cast(commit_time as timestamptz), retrieved::timestamptz) as ordered_at,
+        -- sorts by midnight UTC of the day it was retrieved, as its Parquet files' snapshot_ordered_at.
+        -- Spelled with its offset: a date cast to timestamptz is midnight in the session's time zone
+        -- (DuckDB 1.2 onwards; 1.1 took UTC), so the order would depend on who reads it.
+        coalesce(try_cast(commit_time as timestamptz),
+                 cast(cast(retrieved as varchar) || ' 00:00:00+00' as timestamptz)) as ordered_at,
     from ingested
 ),
 
