@@ -57,7 +57,7 @@ def test_the_newest_snapshot_is_read_by_typed_decoding(tmp_path) -> None:
     assert result.row_counts["output_length_histograms"] > 40_000
 
 
-@pytest.mark.parametrize("processes", ["this one", "workers"])
+@pytest.mark.parametrize("processes", ["this one", pytest.param("workers", marks=pytest.mark.sweep)])
 def test_detail_files_read_in_small_chunks_give_the_same_tables(newest_build, tmp_path, monkeypatch, processes) -> None:
     chunked, snapshot_id = _raw_copy(newest_build, tmp_path / "chunked")
     monkeypatch.setattr(ingest_module, "DETAIL_CHUNK_FILES", 7)

@@ -12,6 +12,7 @@ from pipeline.paths import Paths
 FEBRUARY_13 = next(path for path in SNAPSHOTS if path.name == "2026-02-13-82e15a4")
 
 
+@pytest.mark.make
 def test_concurrent_makes_never_leave_a_stale_publish_behind_a_success(tmp_path: Path) -> None:
     out = tmp_path / "out"
     runs = [

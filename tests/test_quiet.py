@@ -11,6 +11,7 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 
 from conftest import COMMITS, NEWEST, PROJECT, SEED_AS_OF, SEED_RETRIEVED, SNAPSHOTS, cli, snapshot_id
 from github_server import FakeGitHub, ServedCommit
@@ -121,6 +122,7 @@ def test_make_quiet_twice_prints_nothing_the_second_time(tmp_path: Path) -> None
     assert failed.returncode == 2 and "energy-index: error:" in failed.stderr
 
 
+@pytest.mark.make
 def test_make_alert_fails_on_new_findings_with_the_clis_status_in_makes_last_line(tmp_path: Path) -> None:
     def make(*variables: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["make", "-C", str(PROJECT), "--no-print-directory", *variables],
@@ -151,6 +153,7 @@ def crontab() -> tuple[dict[str, str], dict[str, str]]:
     return variables, {re.search(r"energy-index (\S+)", command).group(1): command for command in commands}
 
 
+@pytest.mark.make
 def test_the_cron_recipe_as_written_mails_only_on_trouble(github: FakeGitHub, tmp_path: Path) -> None:
     variables, jobs = crontab()
     assert jobs.keys() == {"refresh", "verify"}

@@ -78,6 +78,7 @@ def test_changed_content_is_never_published_under_the_upstream_commit(tmp_path: 
     assert tree_digest(out, "parquet") == parquet
 
 
+@pytest.mark.sweep
 def test_cp_a_of_a_newer_snapshot_over_the_source_is_seen(tmp_path: Path, snapshot_refresh) -> None:
     out = copy_build(snapshot_refresh(FEBRUARY_13), tmp_path / "out")
     source = writable_copy(FEBRUARY_13, tmp_path / "source")
@@ -92,6 +93,7 @@ def test_cp_a_of_a_newer_snapshot_over_the_source_is_seen(tmp_path: Path, snapsh
     assert published_snapshot(out) == NEWEST.name
 
 
+@pytest.mark.sweep
 def test_refreshing_an_older_snapshot_keeps_the_newer_index_unless_asked(tmp_path: Path, plain_build: Paths) -> None:
     out = copy_build(plain_build, tmp_path / "out")
     older = cli("refresh", "--source", OLDER, "--out", out)
@@ -145,6 +147,7 @@ def test_a_no_op_refresh_finds_damaged_published_files_and_rebuilds_them(tmp_pat
     assert "nothing to do" not in unknown.stderr and tree_digest(out, "index") == published
 
 
+@pytest.mark.sweep
 def test_a_damaged_ingested_file_is_ingested_again_or_named_when_it_cannot_be(tmp_path: Path, snapshot_refresh) -> None:
     out = copy_build(snapshot_refresh(OLDER), tmp_path / "out")
     assert cli("refresh", "--source", NEWEST, "--out", out).returncode == 0

@@ -22,6 +22,9 @@ from pipeline.charts import (GPU_COLOURS, GPU_SHAPES, MODEL_COLOURS, MODEL_SHAPE
                              ambiguous_encodings, chart_template, filled)
 from pipeline.report_fits import _fits_chart
 
+# Each writes the HTML report (make test-all runs them; see pyproject.toml's markers).
+pytestmark = pytest.mark.report
+
 CLI = str(Path(sys.executable).with_name("energy-index"))
 HIGHLIGHTED_MODEL = "Qwen/Qwen3-8B"
 MODEL_PAGES = ("llama-3.1-70b-instruct", "stable-diffusion-3.5-medium")

@@ -22,6 +22,9 @@ from pipeline.report import DEPLOYMENT
 PAGES = {"qwen3-8b": ("Qwen/Qwen3-8B", "lm-arena-chat"),
          "stable-diffusion-3.5-medium": ("stabilityai/stable-diffusion-3.5-medium", "text-to-image")}
 
+# Each writes the HTML report (make test-all runs them; see pyproject.toml's markers).
+pytestmark = pytest.mark.report
+
 
 @pytest.fixture(scope="module")
 def report(newest_build: Paths) -> Path:

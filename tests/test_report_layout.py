@@ -17,6 +17,9 @@ from conftest import read_json, write_once
 from pipeline.charts import log_ticks
 from pipeline.paths import Paths
 
+# Each writes the HTML report (make test-all runs them; see pyproject.toml's markers).
+pytestmark = pytest.mark.report
+
 MODEL_PAGES = ("llama-3.1-70b-instruct", "qwen3-8b", "stable-diffusion-3.5-medium")
 
 

@@ -17,7 +17,8 @@ def snapshot_ids(out: Path) -> list[str]:
     return sorted(path.name.removeprefix("snapshot_id=") for path in (out / "parquet" / "snapshots").iterdir())
 
 
-@pytest.mark.parametrize("lacking", ["models/Qwen__Qwen3-8B__gpqa.json", "tasks/gpqa.json"],
+@pytest.mark.parametrize("lacking", ["models/Qwen__Qwen3-8B__gpqa.json",
+                                     pytest.param("tasks/gpqa.json", marks=pytest.mark.sweep)],
                          ids=["model-file", "task-file"])
 @pytest.mark.parametrize("command", ["refresh", pytest.param("history", marks=pytest.mark.sweep)])
 def test_a_commit_whose_tree_lacks_a_file_its_index_names_is_refused_and_nothing_kept(

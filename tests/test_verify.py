@@ -108,7 +108,7 @@ def test_a_published_snapshot_whose_archived_copy_is_gone_is_named(tmp_path: Pat
     assert cli("verify", "--out", out).returncode == 0
 
 
-@pytest.mark.parametrize("what", ["record", "manifest"])
+@pytest.mark.parametrize("what", [pytest.param("record", marks=pytest.mark.sweep), "manifest"])
 def test_a_record_that_cannot_be_read_is_damage_too(what: str, tmp_path: Path, plain_build: Paths) -> None:
     out = copy_build(plain_build, tmp_path / "out")
     lost = out / "current" / "published-files.json" if what == "record" else out / "raw" / snapshot_id(NEWEST) / \
