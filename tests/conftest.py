@@ -41,7 +41,8 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 PROJECT = Path(__file__).resolve().parents[1]
-SHARED = PROJECT.parent / "shared"
+# Resolved, as a fetch records a local source: ../shared may be a link (the pipeline names the folder it reads).
+SHARED = (PROJECT.parent / "shared").resolve()
 UPSTREAM = SHARED / "upstream" / "ml-energy-leaderboard"
 SEED = SHARED / "seed" / "llama-4-scout-17b-16e-instruct.json"
 NEWEST = UPSTREAM / "2026-02-16-7885788"
