@@ -126,8 +126,8 @@ verify: $(INSTALLED) ## read every published file and the raw archive against th
 
 # --dist worksteal: a worker that runs out of tests takes over some of the other's, so that the run does
 # not end on one core.
-test: $(TEST_INSTALLED) ## the everyday suite on both cores, about 4 minutes (the tests marked slow, engines, validators, sweep, make and report are left to test-all)
-	@echo "make test: about 4 minutes on 2 cores; each dot is a passed test; make test-all runs every test"
+test: $(TEST_INSTALLED) ## the everyday suite on both cores, about 2½ minutes (the tests marked slow, engines, validators, sweep, make and report are left to test-all)
+	@echo "make test: about 2½ minutes on 2 cores; each dot is a passed test; make test-all runs every test"
 	$(VENV)/bin/python -m pytest -q -n 2 --dist worksteal
 
 $(SUPERSET_STACK):

@@ -1,7 +1,8 @@
 """Build: load the Parquet tables into a DuckDB database, add the reference tables (reference_tables.py),
 the views, macros and stored tables (views.py, stored_tables.py) and their descriptions
 (descriptions.py), and publish it by rename. A copy of the published database, when this code built
-it, is brought up to date instead of loading every snapshot again."""
+it, is brought up to date instead of loading every snapshot again; otherwise the build starts from the
+catalogue (catalog.py: the same database without rows)."""
 
 import os
 import shutil
@@ -11,11 +12,12 @@ from pathlib import Path
 import duckdb
 
 from pipeline import __version__
+from pipeline.catalog import open_catalogue, parquet_read
 from pipeline.database import connect
 from pipeline.declared_tables import create_table
 from pipeline.descriptions import describe_objects
 from pipeline.errors import NEXT_STEP, PipelineError, shown, snapshot_id_for
-from pipeline.paths import LATENCY_TIERS, Paths, code_digest, order_column
+from pipeline.paths import LATENCY_TIERS, Paths, code_digest
 from pipeline.reference_tables import load_reference_tables, publish_reference_tables
 from pipeline.settings import size_bytes
 from pipeline.sql_objects import view_files
@@ -55,33 +57,35 @@ def _signature(path: Path) -> str:
     return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
 
 
-def _load_tables(connection: duckdb.DuckDBPyConnection, paths: Paths, loaded: dict[tuple[str, str], str]) -> None:
-    """Bring the data tables up to the Parquet files: all of them into new tables, or, in a copy of
-    the published database (`loaded` says what it holds), only the snapshots added or re-ingested."""
-    files = {(table, snapshot): _signature(path)
-             for table in TABLE_NAMES for snapshot, path in paths.parquet_files(table).items()}
+def _parquet_files(paths: Paths) -> dict[tuple[str, str], Path]:
+    """Every data table's file of every snapshot ingested, by (table, snapshot)."""
+    files = {(table, snapshot): path for table in TABLE_NAMES for snapshot, path in paths.parquet_files(table).items()}
     for table in TABLE_NAMES:
-        # The files' order column is for their readers; the database's order is snapshot_history's.
-        read = (f"select * exclude ({order_column(table)})"
-                " from read_parquet($files, union_by_name = true, hive_partitioning = false)")
         if not any(key[0] == table for key in files):
             raise PipelineError(f"no snapshot has been ingested into table {table} yet; {NEXT_STEP}")
-        changed = sorted(snapshot for name, snapshot in loaded.keys() | files.keys()
-                         if name == table and loaded.get((name, snapshot)) != files.get((name, snapshot)))
-        new_files = [str(paths.parquet_path(table, snapshot)) for snapshot in changed if (table, snapshot) in files]
-        if not loaded:
-            connection.execute(f"create table {table} as {read}", {"files": new_files})
-        elif changed:
+    return files
+
+
+def _load_tables(connection: duckdb.DuckDBPyConnection, files: dict[tuple[str, str], Path],
+                 loaded: dict[tuple[str, str], str]) -> None:
+    """Bring the data tables up to the Parquet files: in a catalogue, whose tables are empty, all of them;
+    in a copy of the published database (`loaded` says what it holds), the snapshots added or re-ingested."""
+    signatures = {key: _signature(path) for key, path in files.items()}
+    for table in TABLE_NAMES:
+        changed = sorted(snapshot for name, snapshot in loaded.keys() | signatures.keys()
+                         if name == table and loaded.get((name, snapshot)) != signatures.get((name, snapshot)))
+        new_files = [str(files[table, snapshot]) for snapshot in changed if (table, snapshot) in files]
+        if changed and loaded:
             connection.execute(f"delete from {table} where list_contains($ids, snapshot_id)", {"ids": changed})
-            if new_files:
-                connection.execute(f"insert into {table} by name {read}", {"files": new_files})
+        if new_files:
+            connection.execute(f"insert into {table} by name {parquet_read(table)}", {"files": new_files})
     code = code_digest()
-    create_table(connection, "build_inputs", [(*key, signature, code) for key, signature in sorted(files.items())])
+    create_table(connection, "build_inputs", [(*key, signature, code) for key, signature in sorted(signatures.items())])
 
 
-def _reusable_database(paths: Paths, staging: Path) -> dict[tuple[str, str], str]:
+def _reusable_database(paths: Paths, staging: Path) -> dict[tuple[str, str], str] | None:
     """Copy the published database to `staging` when it was built by this code, and say which
-    Parquet files it holds; otherwise leave `staging` absent and return nothing (a full build).
+    Parquet files it holds; otherwise leave `staging` absent and return None.
 
     Appending to a copy costs the copy (a fraction of a second at 200 snapshots) and the new rows;
     reloading every snapshot's Parquet costs time that grows with the history (8.6 s at 200)."""
@@ -90,9 +94,9 @@ def _reusable_database(paths: Paths, staging: Path) -> dict[tuple[str, str], str
         with connect(str(published), read_only=True) as connection:
             rows = connection.execute("select table_name, snapshot_id, signature, code from build_inputs").fetchall()
     except duckdb.Error:  # none published, or not readable
-        return {}
+        return None
     if {row[3] for row in rows} != {code_digest()}:
-        return {}
+        return None
     shutil.copyfile(published, staging)
     return {(table, snapshot): signature for table, snapshot, signature, _ in rows}
 
@@ -122,11 +126,18 @@ def build(
     notices: list[str] = []
     fitting_seconds: list[float] = []
     try:
-        loaded = {} if full else _reusable_database(paths, staging)
+        files = _parquet_files(paths)
         storage = {"storage_compatibility_version": f"v{OLDEST_SUPPORTED_DUCKDB}"}
-        with connect(str(staging), config=storage) as connection:
+        loaded = None if full else _reusable_database(paths, staging)
+        if loaded is None:
+            opened = open_catalogue(staging, {table: [str(path) for (name, _), path in sorted(files.items())
+                                                      if name == table] for table in TABLE_NAMES}, storage)
+            loaded = {}
+        else:
+            opened = connect(str(staging), config=storage)
+        with opened as connection:
             _hold_memory(connection)
-            _load_tables(connection, paths, loaded)
+            _load_tables(connection, files, loaded)
             commits = dict(connection.execute("select snapshot_id, commit from snapshots order by snapshot_id").fetchall())
             ingested = list(commits)
             snapshot_id = snapshot_id and snapshot_id_for(snapshot_id, commits)
@@ -136,11 +147,11 @@ def build(
             parameters = (snapshot_id, itl_deadline_ms, CHANGE_RELATIVE_TOLERANCE, __version__, retrieved)
             load_reference_tables(connection, parameters, latency_tiers)
             publish_reference_tables(connection, paths)
-            # A copy of a database this code built (loaded) holds its views and macros as this code makes them.
+            # A catalogue or a copy of a database this code built holds its views and macros as this code makes them.
             present = {name for (name,) in connection.execute(
                 "select view_name from duckdb_views() where schema_name = 'main' and not internal union all"
                 " select function_name from duckdb_functions() where schema_name = 'main' and not internal"
-                " and function_type in ('macro', 'table_macro')").fetchall()} if loaded else set()
+                " and function_type in ('macro', 'table_macro')").fetchall()}
             create_views(connection, lambda table: store(connection, paths, table, notices, fitting_seconds), present)
             describe_objects(connection)
             (index_snapshot,) = connection.execute("select snapshot_id from index_snapshot").fetchone()

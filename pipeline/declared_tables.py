@@ -21,9 +21,10 @@ def arrow_rows(table: str, rows: list[tuple]) -> pyarrow.Table:
 
 
 def create_table(connection: duckdb.DuckDBPyConnection, table: str, rows: list[tuple] | pyarrow.Table) -> None:
-    """Create a declared table (its DDL from the field dictionary) and insert its rows, through one Arrow
+    """Create a declared table (its DDL from the field dictionary), or empty it where it exists (as a
+    catalogue made by this code holds it, with its descriptions), and insert its rows, through one Arrow
     table: executemany inserts row by row (0.4 s for 500 rows here)."""
-    connection.execute(f"create or replace table {table} ({ddl(table)})")
+    connection.execute(f"create table if not exists {table} ({ddl(table)}); delete from {table}")
     insert_rows(connection, table, rows)
 
 

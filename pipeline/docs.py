@@ -15,7 +15,7 @@ from pipeline.cli import cli
 from pipeline.database import connect
 from pipeline.errors import PROG, PipelineError
 from pipeline.paths import PROJECT_ROOT, Paths
-from pipeline.sql_objects import sql_object, sql_path, view_description, view_files
+from pipeline.sql_objects import is_stored, sql_object, sql_path, view_description, view_files
 from schemas import dictionary
 
 DOCS = PROJECT_ROOT / "docs"
@@ -71,7 +71,8 @@ def render_objects() -> str:
     for layer in LAYERS:
         for name in sorted(name for name, path in view_files().items() if path.parent.name == layer):
             kind, path = sql_object(name).kind, sql_path(name)
-            lines.append(_object_row(name, f"view ({layer})" if kind == "view" else kind, view_description(name),
+            shown = f"table ({layer}; a view's rows, stored)" if is_stored(name) else f"view ({layer})"
+            lines.append(_object_row(name, shown if kind == "view" else kind, view_description(name),
                                      f"[{path}](../{path})"))
     return "\n".join([*lines, ""]) + "\n"
 

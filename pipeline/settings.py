@@ -36,6 +36,11 @@ UPSTREAM_REPOSITORY = "ml-energy/leaderboard"
 UPSTREAM_PATH = "public/data"
 GITHUB_API = Setting("ENERGY_INDEX_GITHUB_API", "https://api.github.com", "GitHub's REST API")
 GITHUB_RAW = Setting("ENERGY_INDEX_GITHUB_RAW", "https://raw.githubusercontent.com", "GitHub's raw-file host")
+# A fresh build starts from a copy of the database's catalogue (its tables empty, its views, macros and
+# descriptions), which depends on this code alone: made once per version of the code and kept here.
+CATALOG_CACHE = Setting(
+    "ENERGY_INDEX_CACHE", None, "folder where a fresh build keeps the empty database it starts from, one per "
+    "version of the code; 'off' keeps none (default: $XDG_CACHE_HOME/energy-index, else ~/.cache/energy-index)")
 # Sent to the API host only, never to the raw-file host: it raises the API's limit of 60 requests an hour.
 GITHUB_TOKEN_VARIABLE = "GITHUB_TOKEN"
 # A commit as --commit (make COMMIT=) takes it: 7 to 40 hex digits, as git abbreviates.
@@ -129,8 +134,26 @@ def size_bytes(text: str) -> int | None:
     if (match := SIZE.fullmatch(text.strip())) is None:
         return None
     return int(float(match.group(1)) * SIZE_UNITS[match.group(2).upper()])
+
+
+def catalog_cache_dir() -> Path | None:
+    """CATALOG_CACHE's folder; None when it is 'off' or there is no home to default to."""
+    chosen = os.environ.get(CATALOG_CACHE.name, "")
+    if chosen == "off":
+        return None
+    if chosen:
+        return Path(chosen)
+    if base := os.environ.get("XDG_CACHE_HOME"):
+        return Path(base) / "energy-index"
+    try:
+        return Path.home() / ".cache" / "energy-index"
+    except RuntimeError:  # no HOME and no user entry, as under some service managers
+        return None
+
+
 SETTINGS = (OUT, SOURCE, COMMIT, COMMIT_TIME, ITL_DEADLINE_MS, LATENCY_TIERS, AS_OF, RETRIEVED, TIMEOUT,
-            FETCH_DEADLINE, MAX_FILE_BYTES, SQL_TIMEOUT, SQL_MEMORY_LIMIT, GITHUB_API, GITHUB_RAW)
+            FETCH_DEADLINE, MAX_FILE_BYTES, SQL_TIMEOUT, SQL_MEMORY_LIMIT, GITHUB_API, GITHUB_RAW,
+            CATALOG_CACHE)
 
 SQL_FORMATS = ("table", "csv", "jsonl", "parquet")
 # Where energy is counted: the GPUs as measured, the whole server, the server in its data centre.

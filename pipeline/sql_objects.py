@@ -44,6 +44,16 @@ def sql_object(name: str) -> SqlObject:
     return SqlObject(kind, match["body"], text[match.start():])
 
 
+# A view whose header has this line is stored: the build keeps its rows as a table, computed once per build,
+# so that the views and macros above it bind against a table's columns rather than its whole query.
+STORED_LINE = re.compile(r"^-- stored: ", re.MULTILINE)
+
+
+def is_stored(name: str) -> bool:
+    """Whether a sql/ view is kept as a table of its rows (its header's `-- stored:` line)."""
+    return sql_object(name).kind == "view" and STORED_LINE.search(_header(name)) is not None
+
+
 # A view's or table macro's key in its header: the columns that tell its rows apart, one line, and those
 # of them that may be null (a row without that part, as SQL's UNIQUE allows), e.g. "-- key: task, row_id".
 KEY_LINE = re.compile(r"^-- key: (.*)$", re.MULTILINE)

@@ -101,10 +101,20 @@ def store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, notic
         if folder.name not in wanted:
             shutil.rmtree(folder)
     files = [str(path) for path in paths.parquet_files(table).values()]
-    if not files and table in FITTED:
-        empty = FITTED[table](connection.sql(f"select * from {call} limit 0", params=[""] * arity).to_arrow_table())
-        connection.execute(f"create or replace table {table} as select * from empty")
+    if not files:
+        store_empty(connection, table)
         return
-    read = f"* exclude ({order_column(table)}) from read_parquet(?, hive_partitioning = false)"
-    connection.execute(f"create or replace table {table} as select {read if files else f'* from {call} limit 0'}",
-                       [files] if files else [""] * arity)
+    read = f"select * exclude ({order_column(table)}) from read_parquet(?, hive_partitioning = false)"
+    connection.execute(f"create or replace table {table} as {read}", [files])
+
+
+def store_empty(connection: duckdb.DuckDBPyConnection, table: str) -> None:
+    """A stored table without rows, its columns as its macro (and for a fitted table, its function) gives them."""
+    macro, kind = STORED[table]
+    arity = 1 if kind == "snapshot" else 2
+    call, parameters = f"{macro}({', '.join('?' * arity)})", [""] * arity
+    if table in FITTED:
+        empty = FITTED[table](connection.sql(f"select * from {call} limit 0", params=parameters).to_arrow_table())
+        connection.execute(f"create or replace table {table} as select * from empty")
+    else:
+        connection.execute(f"create or replace table {table} as select * from {call} limit 0", parameters)

@@ -11,7 +11,7 @@ import duckdb
 import msgspec
 
 from pipeline.errors import PipelineError
-from pipeline.sql_objects import sql_object, sql_path, view_files
+from pipeline.sql_objects import is_stored, sql_object, sql_path, view_files
 from pipeline.stored_tables import FITTED, STORED
 
 # A table or function a statement reads, in json_serialize_sql's text (a name in a string literal is
@@ -57,9 +57,22 @@ def create_views(connection: duckdb.DuckDBPyConnection, store: Callable[[str], N
             elif STORED[name][1] == "snapshot":
                 connection.execute(f"create or replace view {name} as select * from {STORED[name][0]}(null)")
             continue
-        if name in present:
+        if name in present and not is_stored(name):
             continue
         try:
-            connection.execute(sql_object(name).statement)
+            if is_stored(name):
+                _store_view_rows(connection, name)
+            else:
+                connection.execute(sql_object(name).statement)
         except duckdb.Error as error:
             raise PipelineError(f"{sql_path(name)}: {error}") from None
+
+
+def _store_view_rows(connection: duckdb.DuckDBPyConnection, name: str) -> None:
+    """A stored view's rows as its table: made, or, where a catalogue or a copy of the published database
+    holds it, emptied and filled (its descriptions kept)."""
+    if connection.execute("select count(*) from duckdb_tables() where schema_name = 'main' and table_name = ?",
+                          [name]).fetchone()[0]:
+        connection.execute(f"delete from {name}; insert into {name} {sql_object(name).body}")
+    else:
+        connection.execute(f"create table {name} as {sql_object(name).body}")

@@ -26,13 +26,16 @@ from github_server import FakeGitHub, GitHubServer, shared_commits
 
 from pipeline.cli import main
 from pipeline.archive import snapshot_id_of
-from pipeline.paths import Paths
-from pipeline.settings import GITHUB_API, GITHUB_RAW
+from pipeline.paths import PROJECT_ROOT, Paths
+from pipeline.settings import CATALOG_CACHE, GITHUB_API, GITHUB_RAW
 
 # No test reaches GitHub: a refresh without a source that a test forgets to point elsewhere is refused
 # at once (port 9, discard, is closed), in this process and in every make or CLI it starts.
 os.environ[GITHUB_API.name] = os.environ[GITHUB_RAW.name] = "http://127.0.0.1:9"
 os.environ.pop("GITHUB_TOKEN", None)
+# The catalogue a fresh build starts from is kept in the project's pytest cache, never in the user's:
+# made by the first build of a run of the suite, shared by its workers and by the commands they start.
+os.environ[CATALOG_CACHE.name] = str(PROJECT_ROOT / ".pytest_cache" / "catalogues")
 
 # A suite started where Ctrl-C is ignored (a background job of a shell without job control, nohup) would
 # pass that on to every command the tests start, and the Ctrl-C tests would see no Ctrl-C: the test
@@ -50,6 +53,15 @@ SNAPSHOTS = sorted(path for path in UPSTREAM.iterdir() if path.is_dir()) if UPST
 # The snapshots make test builds one by one: the last with the old parallelism layout and no
 # avg_output_len, and the newest. The other nine are in make test-all (marker sweep).
 EVERYDAY_SNAPSHOTS = ("2025-12-01-f74deb8", "2026-02-16-7885788")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that reads the eleven-snapshot history (history_build) is a many-snapshot test: make test-all
+    runs it (marker sweep), and make test builds no history."""
+    for item in items:
+        if "history_build" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.sweep)
 
 
 def swept(values: list[Any], everyday: Callable[[Any], bool], ids: Callable[[Any], str] = str) -> list[Any]:

@@ -92,7 +92,7 @@ def test_output_fits_100_columns_and_each_command_ends_with_a_summary(tmp_path: 
     assert "history: ingesting 1/2" in history.stderr, "a counter where no terminal draws a bar"
     assert "\r" not in history.stderr + result.stderr and "%|" not in history.stderr, "no bar drawn into a log"
     assert history.stderr.strip().splitlines()[-1].startswith("history: published 2 snapshot(s)")
-    assert "about 4 minutes" in make("-n", "test").stdout
+    assert "about 2½ minutes" in make("-n", "test").stdout
 
 
 def test_hints_print_the_command_as_it_runs_here_and_honour_out(tmp_path: Path) -> None:

@@ -4,9 +4,12 @@ files holds them."""
 from pathlib import Path
 
 import msgspec
+import pytest
 from test_report import report, table_rows  # noqa: F401 (the module's report fixture)
 
 from pipeline.paths import Paths
+
+pytestmark = pytest.mark.report  # it writes the report
 
 
 def test_index_tables_show_range_validity_and_class_beside_each_figure(report: Path, newest_build: Paths) -> None:
