@@ -44,14 +44,18 @@ def _column_source(table: str, column: str) -> str:
     return "pipeline (ingest)" if json_path is None else f"{source}.{'.'.join(json_path)}"
 
 
+def _has_dictionary(connection: duckdb.DuckDBPyConnection) -> bool:
+    return connection.execute("select count(*) from duckdb_tables() where table_name = 'data_dictionary'"
+                              " and schema_name = 'main'").fetchone()[0] > 0
+
+
 def _table_macro_columns(connection: duckdb.DuckDBPyConnection) -> list[tuple[str, int, str, str]]:
     """Each table macro's result columns as (macro, position, column, type): what DESCRIBE binds for a
     call with null arguments (binding runs none of the macro's checks). A macro's trailing parameters may
     have defaults, so the call gives as many as bind, from all of them down. A database that holds
     data_dictionary was made by this code (a catalogue, or a copy of the published database), whose
     macros are these: their rows there are read instead (binding every macro costs 80 ms)."""
-    if connection.execute("select count(*) from duckdb_tables() where table_name = 'data_dictionary'"
-                          " and schema_name = 'main'").fetchone()[0]:
+    if _has_dictionary(connection):
         return connection.execute("select object_name, position, column_name, data_type from data_dictionary"
                                   " where kind = 'table macro' order by object_name, position").fetchall()
     columns = []
@@ -78,8 +82,11 @@ def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
     from the comment it has) and fill data_dictionary, with the table macros' result columns too. A column
     with no dictionary entry fails the build: nothing reaches a reader undocumented."""
     macro_columns = _table_macro_columns(connection)
-    # Created empty first, so that it lists itself.
-    create_table(connection, "data_dictionary", [])
+    # Created empty first, so that it lists itself; a catalogue's or a copied database's is kept while it
+    # holds the rows it would be given.
+    held = connection.execute("select * from data_dictionary").fetchall() if _has_dictionary(connection) else None
+    if held is None:
+        create_table(connection, "data_dictionary", [])
     catalog = connection.execute(
         "select table_name, 'table', comment from duckdb_tables() where schema_name = 'main' and not internal"
         " union all select view_name, 'view', comment from duckdb_views() where schema_name = 'main' and not internal"
@@ -118,4 +125,6 @@ def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
     # committed one by one, the comments took twice as long.
     statements = [f"comment on {target} is {_sql_literal(text)};" for target, text, now in comments if text != now]
     connection.execute("\n".join(["begin;", *statements, "commit;"]))
-    insert_rows(connection, "data_dictionary", rows)
+    if held != rows:
+        connection.execute("delete from data_dictionary")
+        insert_rows(connection, "data_dictionary", rows)
