@@ -105,7 +105,12 @@ def store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, notic
         store_empty(connection, table)
         return
     read = f"select * exclude ({order_column(table)}) from read_parquet(?, hive_partitioning = false)"
-    connection.execute(f"create or replace table {table} as {read}", [files])
+    if connection.execute("select count(*) from duckdb_tables() where schema_name = 'main' and table_name = ?",
+                          [table]).fetchone()[0]:  # a catalogue's or a copied database's: its descriptions kept
+        connection.execute(f"delete from {table}")
+        connection.execute(f"insert into {table} by name {read}", [files])
+    else:
+        connection.execute(f"create table {table} as {read}", [files])
 
 
 def store_empty(connection: duckdb.DuckDBPyConnection, table: str) -> None:
