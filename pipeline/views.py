@@ -61,14 +61,14 @@ def create_views(connection: duckdb.DuckDBPyConnection, store: Callable[[str], N
             continue
         try:
             if is_stored(name):
-                _store_view_rows(connection, name)
+                store_view_rows(connection, name)
             else:
                 connection.execute(sql_object(name).statement)
         except duckdb.Error as error:
             raise PipelineError(f"{sql_path(name)}: {error}") from None
 
 
-def _store_view_rows(connection: duckdb.DuckDBPyConnection, name: str) -> None:
+def store_view_rows(connection: duckdb.DuckDBPyConnection, name: str) -> None:
     """A stored view's rows as its table: made, or, where a catalogue or a copy of the published database
     holds it, emptied and filled (its descriptions kept)."""
     if connection.execute("select count(*) from duckdb_tables() where schema_name = 'main' and table_name = ?",
