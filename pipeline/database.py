@@ -16,6 +16,12 @@ def connect(database: str | Path = ":memory:", *, read_only: bool = False,
     return connection
 
 
+def has_table(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the database holds table `name` (a catalogue or a copy of the published database does)."""
+    return connection.execute("select count(*) from duckdb_tables() where schema_name = 'main' and table_name = ?",
+                              [name]).fetchone()[0] > 0
+
+
 def fetch_dicts(connection: duckdb.DuckDBPyConnection, sql: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
     return list(stream_dicts(connection, sql, parameters))
 

@@ -5,6 +5,7 @@ comes from, and every object's declared key."""
 
 import duckdb
 
+from pipeline.database import has_table
 from pipeline.declared_tables import create_table, insert_rows
 from pipeline.errors import PipelineError
 from pipeline.paths import PROJECT_ROOT
@@ -44,18 +45,13 @@ def _column_source(table: str, column: str) -> str:
     return "pipeline (ingest)" if json_path is None else f"{source}.{'.'.join(json_path)}"
 
 
-def _has_dictionary(connection: duckdb.DuckDBPyConnection) -> bool:
-    return connection.execute("select count(*) from duckdb_tables() where table_name = 'data_dictionary'"
-                              " and schema_name = 'main'").fetchone()[0] > 0
-
-
 def _table_macro_columns(connection: duckdb.DuckDBPyConnection) -> list[tuple[str, int, str, str]]:
     """Each table macro's result columns as (macro, position, column, type): what DESCRIBE binds for a
     call with null arguments (binding runs none of the macro's checks). A macro's trailing parameters may
     have defaults, so the call gives as many as bind, from all of them down. A database that holds
     data_dictionary was made by this code (a catalogue, or a copy of the published database), whose
     macros are these: their rows there are read instead (binding every macro costs 80 ms)."""
-    if _has_dictionary(connection):
+    if has_table(connection, "data_dictionary"):
         return connection.execute("select object_name, position, column_name, data_type from data_dictionary"
                                   " where kind = 'table macro' order by object_name, position").fetchall()
     columns = []
@@ -84,7 +80,8 @@ def describe_objects(connection: duckdb.DuckDBPyConnection) -> None:
     macro_columns = _table_macro_columns(connection)
     # Created empty first, so that it lists itself; a catalogue's or a copied database's is kept while it
     # holds the rows it would be given.
-    held = connection.execute("select * from data_dictionary").fetchall() if _has_dictionary(connection) else None
+    held = (connection.execute("select * from data_dictionary").fetchall()
+            if has_table(connection, "data_dictionary") else None)
     if held is None:
         create_table(connection, "data_dictionary", [])
     catalog = connection.execute(

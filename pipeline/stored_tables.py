@@ -14,6 +14,7 @@ import pyarrow
 import pyarrow.parquet as pq
 
 from pipeline.archive import snapshot_ordered_at
+from pipeline.database import has_table
 from pipeline.declared_tables import with_order_column
 from pipeline.files import atomic_path
 from pipeline.fingerprint import data_sha256, file_sha256, files_sha256
@@ -105,8 +106,7 @@ def store(connection: duckdb.DuckDBPyConnection, paths: Paths, table: str, notic
         store_empty(connection, table)
         return
     read = f"select * exclude ({order_column(table)}) from read_parquet(?, hive_partitioning = false)"
-    if connection.execute("select count(*) from duckdb_tables() where schema_name = 'main' and table_name = ?",
-                          [table]).fetchone()[0]:  # a catalogue's or a copied database's: its descriptions kept
+    if has_table(connection, table):  # a catalogue's or a copied database's: its descriptions kept
         connection.execute(f"delete from {table}")
         connection.execute(f"insert into {table} by name {read}", [files])
     else:

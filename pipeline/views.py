@@ -10,6 +10,7 @@ from graphlib import CycleError, TopologicalSorter
 import duckdb
 import msgspec
 
+from pipeline.database import has_table
 from pipeline.errors import PipelineError
 from pipeline.sql_objects import is_stored, sql_object, sql_path, view_files
 from pipeline.stored_tables import FITTED, STORED
@@ -71,8 +72,7 @@ def create_views(connection: duckdb.DuckDBPyConnection, store: Callable[[str], N
 def store_view_rows(connection: duckdb.DuckDBPyConnection, name: str) -> None:
     """A stored view's rows as its table: made, or, where a catalogue or a copy of the published database
     holds it, emptied and filled (its descriptions kept)."""
-    if connection.execute("select count(*) from duckdb_tables() where schema_name = 'main' and table_name = ?",
-                          [name]).fetchone()[0]:
+    if has_table(connection, name):
         connection.execute(f"delete from {name}; insert into {name} {sql_object(name).body}")
     else:
         connection.execute(f"create table {name} as {sql_object(name).body}")
