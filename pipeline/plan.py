@@ -38,7 +38,8 @@ METHOD = (
 )
 NO_PLAN = {"no configuration within the limit": "no configuration within the limit",
            "below the measured range": "each replica's load is below the lowest concurrency measured for the "
-                                       "deployment; the curve gives no figure there"}
+                                       "deployment; the curve gives no figure there",
+           "no boundary factors": "no boundary factors for the GPU: gpu_ratings has no rated board power for it"}
 LEVELS = ("low", "central", "high")
 DOCUMENT_COLUMNS = {"task", "model_id", "slug", "unit_label", "units_per_day", "requests_per_second",
                     "mean_output_tokens", "latency_metric", "latency_limit_ms", "latency_limit_s", "carbon_intensity",
@@ -144,7 +145,8 @@ def _document(rows: list[dict[str, Any]], snapshot: dict[str, Any], demand: str,
         "plans": [_nested(row) for row in chosen if row["plan_status"] == "planned"],
         "without_plan": [{"gpu": gpu, "reason": NO_PLAN[row["plan_status"]],
                           "lowest_latency": row[f"lowest_latency_{latency_unit}"],
-                          **({} if row["replicas"] is None else {
+                          **({"boundary": row["boundary"]} if row["plan_status"] == "no boundary factors" else {}),
+                          **({} if row["plan_status"] != "below the measured range" else {
                               "replicas": row["replicas"], "gpus": row["gpus"], "row_id": row["row_id"],
                               "kwh_per_day_bounds": {"full_load": row["full_load_kwh_per_day"],
                                                      "measured_power": row["measured_power_kwh_per_day"],
@@ -209,7 +211,8 @@ def text_lines(result: dict[str, Any]) -> list[str]:
     for row in result["without_plan"]:
         bounds = row.get("kwh_per_day_bounds")
         lowest = f" (the lowest {limit['metric']} measured there: {row['lowest_latency']:.4g} {limit['unit']})"
-        lines.append(f"  no plan on {row['gpu']}: {row['reason']}" + (lowest if bounds is None else
+        at = f" at the {row['boundary']} boundary" if "boundary" in row else ""
+        lines.append(f"  no plan on {row['gpu']}{at}: {row['reason']}" + (("" if at else lowest) if bounds is None else
                      f"; {_count(row['replicas'], 'replica')}, {_count(row['gpus'], 'GPU')} of {row['row_id']} "
                      f"would use between {_figure(bounds['full_load'])} and {_figure(bounds['measured_power'])} kWh "
                      "a day at the "

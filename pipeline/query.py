@@ -87,10 +87,10 @@ def one_line(error: Exception) -> str:
 
 
 # energy_at_concurrency's rows in its order, every energy figure (the estimate, its repeat interval and the
-# measured points') at the boundary's central factor, the estimate at its low and high factor beside it. A
-# wider boundary multiplies the factors of those inside it: facility is the server factor × the facility factor.
-# One question's deployments at a boundary: the GPU's own boundary factors multiply every figure (the
-# central one, and its low and high ends beside the figure). {rows} is the method's table macro; {scaled}
+# measured points') at the boundary's central multiplier, the estimate at its low and high multiplier beside
+# it (boundary_multipliers: facility is the server factor × the facility factor). One question's
+# deployments at a boundary: the GPU's own multipliers scale every figure (the central one, and its low and
+# high ends beside the figure). {rows} is the method's table macro; {scaled}
 # lists its figures besides wh_per_unit.
 ESTIMATE = """
 with
@@ -99,14 +99,9 @@ deployments as (
     from {rows}($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)
 ),
 multipliers as (
-    select
-        coalesce(product(factor_low), 1) as low,
-        coalesce(product(factor_central), 1) as central,
-        coalesce(product(factor_high), 1) as high,
-        count(*) as factor_count
-    from boundary_factor_ranges
-    -- each GPU's own factors (boundary_factors_by_gpu): deployments come back only for a GPU the index names
-    where list_contains($boundaries, boundary) and gpu = $gpu
+    select multiplier_low as low, multiplier_central as central, multiplier_high as high, factor_count
+    from boundary_multipliers
+    where boundary = $boundary and gpu = $gpu
 )
 select
     d.* exclude (position) replace (wh_per_unit * central as wh_per_unit{scaled}),
@@ -152,7 +147,7 @@ def estimate(
         (snapshot,) = fetch_dicts(connection, "select s.snapshot_id, s.commit from snapshots as s"
                                   " join index_snapshot using (snapshot_id)", {})
         asked = {"task": task, "model": model, "gpu": gpu, "concurrency": concurrency}
-        narrowed = {"gpus": gpus, "precision": precision, "boundaries": BOUNDARIES[1:BOUNDARIES.index(boundary) + 1]}
+        narrowed = {"gpus": gpus, "precision": precision, "boundary": boundary}
         deployments: list[dict[str, Any]] = []
         # Names as the index snapshot spells them need no resolving (they give rows; another gives none, or
         # energy_from_fit refuses it): reading every measured name is left to loosely written ones.
@@ -172,7 +167,7 @@ def estimate(
                                 + "; ".join(deployment_label(row) for row in every))
     # The boundary's multipliers, the same on every row, belong to the document, not to a deployment.
     multipliers = [row.pop("boundary_multipliers") for row in deployments][0]
-    if [row.pop("factor_count") for row in deployments][0] < len(narrowed["boundaries"]):
+    if [row.pop("factor_count") for row in deployments][0] < BOUNDARIES.index(boundary):
         raise PipelineError(f"no {boundary} boundary factors for GPU {gpu}: "
                             "gpu_ratings has no rated board power for it")
     estimated = [row for row in deployments if row["wh_per_unit"] is not None]

@@ -64,8 +64,32 @@ def table_failures(tables: dict[str, pyarrow.Table]) -> tuple[list[str], list[st
                     schemas.pandera_schema(name).validate(frame, lazy=True)
                 except pa.errors.SchemaErrors as error:
                     failures.extend(_format_failures(name, frame, error))
-            notices.extend(f"{name}: {w.message}" for w in caught if issubclass(w.category, pa.errors.SchemaWarning))
+            if warned := [str(w.message) for w in caught if issubclass(w.category, pa.errors.SchemaWarning)]:
+                # (a warning of a column check, should one come, as pandera words it without its cases)
+                notices.extend(_warnings(name, frame) or [f"{name}: {message.split(' failure cases:')[0]}"
+                                                          for message in warned])
     return failures, notices
+
+
+def _warnings(table_name: str, frame: pd.DataFrame) -> list[str]:
+    """Each warning rule some rows of the table fail, in one line: how many rows, and the distinct values of
+    the columns its wording names (pandera's own warning lists every value of every failing row, thousands
+    for one new GPU)."""
+    from schemas.rules import ROW_CHECKS
+
+    lines = []
+    for rule_name in dictionary.table_entry(table_name).row_checks:
+        rule = ROW_CHECKS[rule_name]
+        if not rule.warning or (passed := rule.test(frame)).all():
+            continue
+        failing = frame[~passed]
+        named = [c for c in frame.columns if re.search(rf"\b{re.escape(c)}\b", rule.error)] or list(frame.columns[:1])
+        values = sorted({", ".join(f"{c}={_plain(v)!r}" for c, v in zip(named, row))
+                         for row in failing[named].itertuples(index=False)})
+        more = f" and {len(values) - 5} more" if len(values) > 5 else ""
+        lines.append(f"{table_name}: {len(failing)} row(s) fail {rule_name} ({rule.error}): "
+                     f"{'; '.join(values[:5])}{more}")
+    return lines
 
 
 def raise_failures(failures: list[str]) -> None:

@@ -7,6 +7,7 @@ import json
 import math
 import re
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -227,6 +228,50 @@ def test_a_limit_nothing_meets_says_why_per_gpu(newest_build: Paths, capsys) -> 
     assert document["plans"] == [] and {row["gpu"] for row in document["without_plan"]} == {"H100", "B200"}
 
 
+def test_a_gpu_without_a_rated_power_has_no_plan_beyond_its_own_energy(source_copy: Path, tmp_path: Path,
+                                                                       newest_build: Paths, capsys) -> None:
+    """The newest snapshot with its B200 renamed to a GPU gpu_ratings does not rate: ingest warns once per
+    table naming it; the plan on it at gpu_only is the B200's, and at server and facility it has none (not
+    GPU energy taken for the server's), which the command says; estimate refuses the server boundary."""
+    from pipeline.cli import main
+
+    for path in source_copy.rglob("*.json"):
+        text = path.read_text("utf-8")
+        if '"gpu_model": "B200"' in text:
+            path.write_text(text.replace('"gpu_model": "B200"', '"gpu_model": "GB300"'), "utf-8")
+    out = tmp_path / "out"
+    assert main(["refresh", "--source", str(source_copy), "--out", str(out), "--quiet"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 2 and all(line.endswith("(gpu_model has a known rated board power): gpu_model='GB300'")
+                                      for line in warnings), warnings
+    build = Paths(out)
+    question = ("lm-arena-chat", "Qwen/Qwen3-8B", 1e9, "p90_itl_ms", 100)
+    rated = {(row["gpu"], row["boundary"]): row for row in fleet_plan(newest_build, *question)}
+    renamed = {(row["gpu"], row["boundary"]): row for row in fleet_plan(build, *question)}
+    assert renamed["GB300", "gpu_only"]["plan_status"] == "planned"
+    assert renamed["GB300", "gpu_only"]["kwh_per_day_central"] == rated["B200", "gpu_only"]["kwh_per_day_central"]
+    for boundary in ("server", "facility"):
+        assert renamed["GB300", boundary]["plan_status"] == "no boundary factors"
+        assert renamed["GB300", boundary]["kwh_per_day_central"] is None
+        assert renamed["GB300", boundary]["boundary_factor_central"] is None
+        ranked = {"energy_rank", "is_fewest_gpus"}  # the H100 is now alone at the boundary
+        assert ({key: value for key, value in renamed["H100", boundary].items() if key not in ranked}
+                == {key: value for key, value in rated["H100", boundary].items() if key not in ranked})
+        assert (renamed["H100", boundary]["energy_rank"], renamed["H100", boundary]["is_fewest_gpus"]) == (1, True)
+    document = plan_json(capsys, build, "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--tokens-per-day",
+                         "1e9", "--p90-itl-ms", "100", "--boundary", "facility")
+    assert [plan["gpu"] for plan in document["plans"]] == ["H100"]
+    assert [(row["gpu"], row["boundary"]) for row in document["without_plan"]] == [("GB300", "facility")]
+    code, shown, err = run_plan(capsys, build, "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B",
+                                "--tokens-per-day", "1e9", "--p90-itl-ms", "100")
+    assert code == 0, err
+    assert ("no plan on GB300 at the server boundary: no boundary factors for the GPU: gpu_ratings has no rated "
+            "board power for it") in shown
+    assert main(["estimate", "--out", str(out), "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--gpu",
+                 "GB300", "--concurrency", "100", "--boundary", "server"]) == 1
+    assert "no server boundary factors for GPU GB300" in capsys.readouterr().err
+
+
 def test_a_load_below_the_measured_curve_gives_bounds_not_a_figure(newest_build: Paths, capsys) -> None:
     document = plan_json(capsys, newest_build, "--task", "gpqa", "--model", "Qwen/Qwen3-8B",
                          "--tokens-per-day", "1e7", "--median-itl-ms", "20", "--gpu", "H100")
@@ -360,16 +405,18 @@ def test_the_reports_fleet_table_is_the_least_energy_plan_of_each_tier_and_volum
 
 
 def test_the_macros_points_are_configuration_points(newest_build: Paths) -> None:
-    """fleet_plan reads its points from unified_configurations in one pass; each chosen one is the
-    configuration_points row of its row_id: the same latency, concurrency and energy."""
+    """Each configuration fleet_plan chooses is the configuration_points row of its row_id: the same latency,
+    concurrency, energy, throughput and power."""
     for task, model, per_day, metric, limit in CASES + DIFFUSION_CASES:
         rows = [row for row in fleet_plan(newest_build, task, model, per_day, metric, limit)
                 if row["boundary"] == "gpu_only" and row["row_id"] is not None]
         with duckdb.connect(str(newest_build.database), read_only=True) as connection:
             for row in rows:
                 expected = connection.execute(
-                    f"select {metric}, measured_concurrency, wh_per_unit, num_gpus from configuration_points "
-                    "where task = ? and row_id = ?", [task, row["row_id"]]).fetchone()
-                assert (row[f"latency_{'s' if metric == 'batch_latency_s' else 'ms'}"], row["measured_concurrency"], row["full_load_wh_per_unit"],
-                        row["num_gpus"]) == pytest.approx(expected, rel=1e-12)
+                    f"select {metric}, measured_concurrency, wh_per_unit, num_gpus, units_per_second, "
+                    "gpu_power_watts_total from configuration_points where task = ? and row_id = ?",
+                    [task, row["row_id"]]).fetchone()
+                assert (row[f"latency_{'s' if metric == 'batch_latency_s' else 'ms'}"], row["measured_concurrency"],
+                        row["full_load_wh_per_unit"], row["num_gpus"], row["units_per_second"],
+                        row["gpu_power_watts_total"]) == pytest.approx(expected, rel=1e-12)
         assert rows

@@ -7,7 +7,10 @@
 -- the index (best_configurations) keeps the upstream's rule, the lowest-energy row. Concurrency (the
 -- average running batch for token tasks, the batch size for diffusion) and latencies are the repeats'
 -- means too. Repeats that differ in parallelism or precision (none do in the upstream's files) would
--- stay apart, as different deployments.
+-- stay apart, as different deployments. Throughput, power and output length are the repeats' means, as
+-- fleet_plan sizes a fleet from them.
+-- stored: the build keeps its rows as a table, computed once per build; estimate and plan read it, and
+-- grouping the repeats again for each question cost as long as the rest of their work.
 create or replace view configuration_points as
 
 select
@@ -22,7 +25,10 @@ select
     avg(median_itl_ms) as median_itl_ms,
     avg(p90_itl_ms) as p90_itl_ms,
     avg(p99_itl_ms) as p99_itl_ms,
-    avg(batch_latency_s) as batch_latency_s
+    avg(batch_latency_s) as batch_latency_s,
+    avg(units_per_second) as units_per_second,
+    avg(gpu_power_watts_total) as gpu_power_watts_total,
+    avg(avg_output_tokens) as avg_output_tokens
 from unified_configurations
 where in_index_snapshot
 group by

@@ -19,9 +19,11 @@
 -- every replica drawing its measured power (method says where a bound holds it). The plan on a GPU is
 -- the candidate with the lowest such energy (then fewer GPUs, then the row_id); a candidate with a figure
 -- before one without. Energy a day is demand × that energy per output; average power is that over 24 h;
--- both times the GPU's boundary factors (low, central, high: boundary_factor_ranges; a wider boundary
+-- both times the GPU's boundary multipliers (low, central, high: boundary_multipliers; a wider boundary
 -- multiplies the factors of those inside it). A GPU with no configuration within the limit gives a row
--- that says so, with the lowest latency measured there. A null model plans every model of the task.
+-- that says so, with the lowest latency measured there; a GPU without boundary factors (no rated board
+-- power in gpu_ratings) gives no plan at server and facility, rather than GPU energy taken for the
+-- server's. A null model plans every model of the task.
 create or replace macro fleet_plan_unchecked(
     task_name, model, outputs_per_day, latency_metric_name, latency_limit,
     gpu_name := null, requests_per_second := null, carbon_intensity := null
@@ -38,26 +40,20 @@ asked as materialized (
         cast(carbon_intensity as double) as asked_carbon_intensity
 ),
 
--- The index snapshot's configurations of the model (every model: model null) on every GPU as
--- configuration_points has them, one point per configuration with its repeats' means, read in one pass
--- with the latency asked, the throughput, power and output length beside them (a test holds the points
--- equal to configuration_points').
+-- The index snapshot's configurations of the model (every model: model null) on every GPU: one point per
+-- configuration with its repeats' means (configuration_points), the latency asked beside them.
 points as (
     select
         family, task, model_id, slug, gpu, row_id, num_gpus, tensor_parallel, data_parallel, expert_parallel,
         ulysses_degree, ring_degree, precision, width, height, num_frames, fps, inference_steps, batch_limit,
-        unit_label,
-        avg(wh_per_unit) as wh_per_unit,
-        avg(coalesce(avg_batch_size, batch_size)) as measured_concurrency,
-        avg(case asked_metric
+        unit_label, wh_per_unit, measured_concurrency,
+        case asked_metric
             when 'median_itl_ms' then median_itl_ms
             when 'p90_itl_ms' then p90_itl_ms
             when 'p99_itl_ms' then p99_itl_ms
             when 'batch_latency_s' then batch_latency_s
-        end) as latency,
-        avg(units_per_second) as units_per_second,
-        avg(gpu_power_watts_total) as gpu_power_watts_total,
-        avg(avg_output_tokens) as avg_output_tokens,
+        end as latency,
+        units_per_second, gpu_power_watts_total, avg_output_tokens,
         -- outputs in one unit_label: a million output tokens, or one image or video
         case when family = 'token' then 1e6 else 1 end as unit_scale,
         -- what stays fixed along an efficiency curve, as energy_at_concurrency groups it
@@ -67,9 +63,8 @@ points as (
             precision: precision, width: width, height: height, num_frames: num_frames, fps: fps,
             inference_steps: inference_steps
         } as deployment
-    from unified_configurations, asked
-    where in_index_snapshot and task = asked_task and (asked_model is null or model_id = asked_model)
-    group by all
+    from configuration_points, asked
+    where task = asked_task and (asked_model is null or model_id = asked_model)
 ),
 
 -- Per model: the demand in outputs a day (the mean output length is over every GPU's configurations,
@@ -86,23 +81,18 @@ demand as (
     group by model_id
 ),
 
--- The GPU asked narrows the plans, not the demand.
+-- The GPU asked narrows the plans, not the demand. Each configuration with the fewest replicas whose
+-- measured throughput serves the demand (ceil() of a quotient may land one replica short by rounding; one
+-- more then).
 measured as (
-    select p.*, d.units_per_day, d.mean_output_tokens, a.asked_limit
+    select
+        p.*, d.units_per_day, d.mean_output_tokens,
+        p.latency <= a.asked_limit as within_limit,
+        cast(ceil(d.units_per_day / (86400 * p.units_per_second))
+            + case when ceil(d.units_per_day / (86400 * p.units_per_second)) * 86400 * p.units_per_second
+                < d.units_per_day then 1 else 0 end as bigint) as replicas
     from points as p join demand as d using (model_id) cross join asked as a
     where a.asked_gpu is null or p.gpu = a.asked_gpu
-),
-
--- Each configuration within the limit, with the fewest replicas that serve the demand (ceil() of a
--- quotient may land one replica short by rounding; one more then).
-sized as (
-    select
-        *,
-        cast(ceil(units_per_day / (86400 * units_per_second))
-            + case when ceil(units_per_day / (86400 * units_per_second)) * 86400 * units_per_second < units_per_day
-                then 1 else 0 end as bigint) as replicas
-    from measured
-    where latency <= asked_limit
 ),
 
 loaded as (
@@ -112,7 +102,7 @@ loaded as (
         measured_concurrency * units_per_day / (replicas * 86400 * units_per_second) as replica_concurrency,
         -- Every replica drawing the configuration's measured power all day, per output served.
         replicas * gpu_power_watts_total * 24 / (units_per_day / unit_scale) as at_measured_power_wh_per_unit
-    from sized
+    from measured
 ),
 
 -- The deployment's curve: each measured concurrency one point (configurations at the same concurrency
@@ -147,7 +137,8 @@ on_curve as (
 -- load uses no less per output than at the load it was measured at (the full-load figure), and draws no
 -- more than its measured power. The curve can leave them, since neighbouring points are separate
 -- measurements: in the newest snapshot power falls as concurrency rises in about a quarter of them.
--- The plan on each GPU: the lowest such figure.
+-- The plan on each GPU: the configuration within the limit with the lowest such figure; a GPU with none
+-- keeps one row, outside the limit, to say so.
 chosen as (
     select
         *,
@@ -159,34 +150,16 @@ chosen as (
         end as method,
         -- (greatest and least pass over a null: below the measured range there is no figure)
         case when curve_wh_per_unit is not null
-            then least(greatest(curve_wh_per_unit, wh_per_unit), at_measured_power_wh_per_unit) end as wh_at_load
+            then least(greatest(curve_wh_per_unit, wh_per_unit), at_measured_power_wh_per_unit) end as wh_at_load,
+        -- what a GPU without a plan reports (over the GPU's every configuration: one window with the choice)
+        min(latency) over (by_preference rows between unbounded preceding and unbounded following)
+            as lowest_latency
     from on_curve
-    qualify row_number() over (
-        partition by model_id, gpu order by wh_at_load is null, wh_at_load, replicas * num_gpus, row_id
-    ) = 1
-),
-
--- Every model and GPU measured, the lowest latency there: what a GPU without a plan reports.
-measured_gpus as (
-    select task, model_id, slug, gpu, unit_label, units_per_day, mean_output_tokens, min(latency) as lowest_latency
-    from measured
-    group by all
-),
-
-boundaries as (
-    select
-        g.gpu, b.boundary, b.boundary_position,
-        coalesce(product(r.factor_low), 1) as factor_low,
-        coalesce(product(r.factor_central), 1) as factor_central,
-        coalesce(product(r.factor_high), 1) as factor_high
-    from (select distinct gpu from measured_gpus) as g
-    cross join (values ('gpu_only', 1), ('server', 2), ('facility', 3)) as b(boundary, boundary_position)
-    left join boundary_factor_ranges as r
-        on r.gpu = g.gpu and (
-            (r.boundary = 'server' and b.boundary_position >= 2)
-            or (r.boundary = 'facility' and b.boundary_position = 3)
-        )
-    group by all
+    window by_preference as (
+        partition by model_id, gpu
+        order by not within_limit, wh_at_load is null, wh_at_load, replicas * num_gpus, row_id
+    )
+    qualify row_number() over by_preference = 1
 ),
 
 planned as (
@@ -203,6 +176,7 @@ planned as (
         case
             when c.row_id is null then 'no configuration within the limit'
             when c.wh_at_load is null then 'below the measured range'
+            when b.multiplier_central is null then 'no boundary factors'
             else 'planned'
         end as plan_status,
         c.row_id, c.num_gpus, c.tensor_parallel, c.data_parallel, c.expert_parallel, c.ulysses_degree,
@@ -212,21 +186,21 @@ planned as (
         c.measured_concurrency, c.units_per_second, c.gpu_power_watts_total,
         c.replicas, c.replicas * c.num_gpus as gpus, c.load_fraction, c.replica_concurrency, c.method,
         c.lowest_measured,
-        b.factor_low as boundary_factor_low, b.factor_central as boundary_factor_central,
-        b.factor_high as boundary_factor_high,
-        c.wh_at_load * b.factor_central as wh_per_unit,
-        c.wh_per_unit * b.factor_central as full_load_wh_per_unit,
+        b.multiplier_low as boundary_factor_low, b.multiplier_central as boundary_factor_central,
+        b.multiplier_high as boundary_factor_high,
+        c.wh_at_load * b.multiplier_central as wh_per_unit,
+        c.wh_per_unit * b.multiplier_central as full_load_wh_per_unit,
         -- Wh per million tokens (or per image, video) to kWh: units a day in the unit's count, / 1000.
-        c.units_per_day / c.unit_scale * c.wh_per_unit / 1000 * b.factor_central as full_load_kwh_per_day,
-        c.replicas * c.gpu_power_watts_total * 24 / 1000 * b.factor_central as measured_power_kwh_per_day,
-        c.units_per_day / c.unit_scale * c.wh_at_load / 1000 * b.factor_low as kwh_per_day_low,
-        c.units_per_day / c.unit_scale * c.wh_at_load / 1000 * b.factor_central as kwh_per_day_central,
-        c.units_per_day / c.unit_scale * c.wh_at_load / 1000 * b.factor_high as kwh_per_day_high,
+        c.units_per_day / c.unit_scale * c.wh_per_unit / 1000 * b.multiplier_central as full_load_kwh_per_day,
+        c.replicas * c.gpu_power_watts_total * 24 / 1000 * b.multiplier_central as measured_power_kwh_per_day,
+        c.units_per_day / c.unit_scale * c.wh_at_load / 1000 * b.multiplier_low as kwh_per_day_low,
+        c.units_per_day / c.unit_scale * c.wh_at_load / 1000 * b.multiplier_central as kwh_per_day_central,
+        c.units_per_day / c.unit_scale * c.wh_at_load / 1000 * b.multiplier_high as kwh_per_day_high,
         a.asked_carbon_intensity
-    from measured_gpus as g
-    join boundaries as b using (gpu)
+    from chosen as g
+    join boundary_multipliers as b using (gpu)
     cross join asked as a
-    left join chosen as c using (model_id, gpu)
+    left join (select * from chosen where within_limit) as c using (model_id, gpu)
 ),
 
 ranked as (
@@ -239,13 +213,16 @@ ranked as (
         kwh_per_day_central * asked_carbon_intensity as gco2e_per_day_central,
         kwh_per_day_high * asked_carbon_intensity as gco2e_per_day_high,
         asked_carbon_intensity as carbon_intensity,
-        case when plan_status = 'planned' then row_number() over (
-            partition by model_id, boundary order by plan_status <> 'planned', kwh_per_day_central, gpus, gpu
-        ) end as energy_rank,
-        case when plan_status = 'planned' then row_number() over (
-            partition by model_id, boundary order by plan_status <> 'planned', gpus, kwh_per_day_central, gpu
-        ) = 1 end as is_fewest_gpus
+        case when plan_status = 'planned' then row_number() over by_energy end as energy_rank,
+        -- the plan first by fewest GPUs, then energy (the GPU, unique, breaks ties), in the same window
+        case when plan_status = 'planned' then {gpus: gpus, kwh: kwh_per_day_central, gpu: gpu}
+            = min({gpus: gpus, kwh: kwh_per_day_central, gpu: gpu}) filter (where plan_status = 'planned')
+                over (by_energy rows between unbounded preceding and unbounded following)
+        end as is_fewest_gpus
     from planned
+    window by_energy as (
+        partition by model_id, boundary order by plan_status <> 'planned', kwh_per_day_central, gpus, gpu
+    )
 )
 
 select * from ranked
