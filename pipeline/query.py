@@ -388,8 +388,11 @@ def comparison_lines(result: dict[str, Any]) -> list[str]:
     for gpu, rows in itertools.groupby(result["comparisons"], key=lambda row: row["gpu"]):
         rows = list(rows)
         for row in rows:
-            figures = f"A {row['wh_per_unit_a']:.4g}, B {row['wh_per_unit_b']:.4g} {result['unit']}"
-            if tokens:
+            if row["wh_per_unit_a"] is None:  # a GPU without a rated board power has no boundary factors
+                figures = f"no {row['boundary']} figures: gpu_ratings has no rated board power for {gpu}"
+            else:
+                figures = f"A {row['wh_per_unit_a']:.4g}, B {row['wh_per_unit_b']:.4g} {result['unit']}"
+            if tokens and row["wh_per_unit_a"] is not None:
                 figures += f"; A {row['per_response_wh_a']:.4g}, B {row['per_response_wh_b']:.4g} Wh per response"
             lines.append(f"  {gpu}, {row['boundary']}: {ratios_text(row, per, tokens)}; {figures}")
         if rows[0]["is_per_response_reversed"]:

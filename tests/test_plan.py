@@ -232,7 +232,8 @@ def test_a_gpu_without_a_rated_power_has_no_plan_beyond_its_own_energy(source_co
                                                                        newest_build: Paths, capsys) -> None:
     """The newest snapshot with its B200 renamed to a GPU gpu_ratings does not rate: ingest warns once per
     table naming it; the plan on it at gpu_only is the B200's, and at server and facility it has none (not
-    GPU energy taken for the server's), which the command says; estimate refuses the server boundary."""
+    GPU energy taken for the server's), which the command says; estimate refuses the server boundary, and
+    compare says it has no figures there."""
     from pipeline.cli import main
 
     for path in source_copy.rglob("*.json"):
@@ -270,6 +271,9 @@ def test_a_gpu_without_a_rated_power_has_no_plan_beyond_its_own_energy(source_co
     assert main(["estimate", "--out", str(out), "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--gpu",
                  "GB300", "--concurrency", "100", "--boundary", "server"]) == 1
     assert "no server boundary factors for GPU GB300" in capsys.readouterr().err
+    assert main(["compare", "--out", str(out), "--task", "lm-arena-chat", "qwen3-8b", "qwen3-14b"]) == 0
+    assert ("; no facility figures: gpu_ratings has no rated board power for GB300"
+            in capsys.readouterr().out)
 
 
 def test_a_load_below_the_measured_curve_gives_bounds_not_a_figure(newest_build: Paths, capsys) -> None:
