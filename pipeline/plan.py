@@ -29,7 +29,7 @@ METHOD = (
     "limit: replicas = ceil(demand ÷ (86,400 s × the configuration's measured throughput)), GPUs = replicas × the "
     "configuration's GPUs; each replica carries load fraction u = demand ÷ (replicas × 86,400 × throughput) at "
     "concurrency u × its measured concurrency (Little's law at the measured time per request: requests finish "
-    "sooner at a lower load, so the concurrency is if anything lower and the energy higher). Energy per output "
+    "sooner at a lower load, so the concurrency is if anything lower). Energy per output "
     "there: the deployment's measured curve, interpolated as energy_at_concurrency does (linear in log "
     "concurrency, never extrapolated), held between the configuration's own full-load figure and every replica "
     "drawing its measured power. The plan is the configuration with the lowest such energy (then fewer GPUs). "
@@ -166,6 +166,19 @@ def _range(figures: dict[str, float]) -> str:
     return "" if low == high else f" (range {low} to {high})"
 
 
+def _factors(plans: list[dict[str, Any]]) -> str:
+    """The boundary's factors the plans were multiplied by: one figure and range where every GPU has the same,
+    else each GPU's (a factor derived from a GPU's rated power differs from GPU to GPU)."""
+    def factor(plan: dict[str, Any]) -> str:
+        factors = plan["boundary_factor"]
+        return f"{factors['central']:.3g}, range {factors['low']:.3g} to {factors['high']:.3g}"
+
+    each = {plan["gpu"]: factor(plan) for plan in plans}
+    if len(set(each.values())) == 1:
+        return next(iter(each.values()))
+    return "each GPU's factor: " + "; ".join(f"{gpu} {text}" for gpu, text in sorted(each.items()))
+
+
 def _count(value: float, word: str) -> str:
     """'1 GPU', '12 GPUs': a whole count and its noun."""
     return f"{value:,.0f} {word}{'' if value == 1 else 's'}"
@@ -185,10 +198,9 @@ def text_lines(result: dict[str, Any]) -> list[str]:
         plans = [plan for plan in result["plans"] if plan["boundary"] == boundary]
         if not plans:
             continue
-        factors = plans[0]["boundary_factor"]
         lines.append(f"  {boundary} boundary" + (" (as measured):" if boundary == "gpu_only" else
-                     f" (GPU energy × {factors['central']:.3g}, range {factors['low']:.3g} to {factors['high']:.3g}; "
-                     "assumed factors from the cited sources in boundary_factors, not measured):"))
+                     f" (GPU energy × {_factors(plans)}; assumed factors from the cited sources in boundary_factors, "
+                     "not measured):"))
         for plan in plans:
             kwh, kw = plan["kwh_per_day"], plan["power_kw"]
             carbon = plan.get("gco2e_per_day")

@@ -200,6 +200,24 @@ def test_the_command_formats_the_macros_rows(newest_build: Paths, capsys) -> Non
     assert f"{planned[2]['kwh_per_day_central']:.4g} kWh a day" in shown
 
 
+def test_each_boundary_line_names_the_factors_of_each_gpu(newest_build: Paths, capsys) -> None:
+    """A boundary's factors differ from GPU to GPU (a server factor derived from each GPU's rated power): its
+    line names each GPU's, as boundary_multipliers has them, not the first plan's for all."""
+    code, shown, err = run_plan(capsys, newest_build, "--task", "gpqa", "--model", "openai/gpt-oss-120b",
+                                "--tokens-per-day", "1e10", "--p90-itl-ms", "100")
+    assert code == 0, err
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        multipliers = connection.execute("select boundary, gpu, multiplier_low, multiplier_central, multiplier_high "
+                                         "from boundary_multipliers where gpu in ('B200', 'H100') "
+                                         "and boundary <> 'gpu_only' order by boundary, gpu").fetchall()
+    assert len({(row[0], row[2]) for row in multipliers}) == 4  # the two GPUs' low ends differ
+    for boundary in ("server", "facility"):
+        (line,) = [line for line in shown.splitlines() if line.startswith(f"  {boundary} boundary")]
+        each = "; ".join(f"{gpu} {central:.3g}, range {low:.3g} to {high:.3g}"
+                         for name, gpu, low, central, high in multipliers if name == boundary)
+        assert f"(GPU energy × each GPU's factor: {each}; assumed factors" in line
+
+
 def test_requests_a_second_count_the_models_mean_output_length(newest_build: Paths, capsys) -> None:
     document = plan_json(capsys, newest_build, "--task", "gpqa", "--model", "openai/gpt-oss-20b",
                          "--requests-per-second", "5", "--median-itl-ms", "100")

@@ -12,7 +12,7 @@
 -- units_per_second)); each replica then carries load_fraction = demand / (replicas × 86,400 ×
 -- units_per_second) of its measured throughput, at replica_concurrency = load_fraction × its measured
 -- concurrency (Little's law at the configuration's measured time per request; requests finish sooner at
--- a lower load, so the concurrency is if anything lower and the energy per output higher). The energy
+-- a lower load, so the concurrency is if anything lower). The energy
 -- per output there is the deployment's measured curve at that concurrency, read as energy_at_concurrency
 -- reads it (curve_neighbours, curve_position: linear in log concurrency, never extrapolated: below the
 -- curve's lowest point there is no figure), held between the configuration's own full-load figure and
