@@ -7,7 +7,7 @@ from typing import Any
 from pipeline.database import fetch_dicts
 from pipeline.errors import PipelineError
 from pipeline.paths import Paths
-from pipeline.query import TOKEN_UNIT_LABEL, resolve_question, session, snapshot_label
+from pipeline.query import NO_BOUNDARY_FACTORS, TOKEN_UNIT_LABEL, resolve_question, session, snapshot_label
 from pipeline.settings import BOUNDARIES
 
 # A demand option -> the unit_label of the tasks it applies to, and what one output is called.
@@ -39,7 +39,7 @@ METHOD = (
 NO_PLAN = {"no configuration within the limit": "no configuration within the limit",
            "below the measured range": "each replica's load is below the lowest concurrency measured for the "
                                        "deployment; the curve gives no figure there",
-           "no boundary factors": "no boundary factors for the GPU: gpu_ratings has no rated board power for it"}
+           "no boundary factors": f"no boundary factors for the GPU: {NO_BOUNDARY_FACTORS}"}
 LEVELS = ("low", "central", "high")
 DOCUMENT_COLUMNS = {"task", "model_id", "slug", "unit_label", "units_per_day", "requests_per_second",
                     "mean_output_tokens", "latency_metric", "latency_limit_ms", "latency_limit_s", "carbon_intensity",
@@ -143,9 +143,8 @@ def _document(rows: list[dict[str, Any]], snapshot: dict[str, Any], demand: str,
         "boundaries": list(boundaries),
         "method": METHOD,
         "plans": [_nested(row) for row in chosen if row["plan_status"] == "planned"],
-        "without_plan": [{"gpu": gpu, "reason": NO_PLAN[row["plan_status"]],
+        "without_plan": [{"gpu": gpu, "boundary": row["boundary"], "reason": NO_PLAN[row["plan_status"]],
                           "lowest_latency": row[f"lowest_latency_{latency_unit}"],
-                          **({"boundary": row["boundary"]} if row["plan_status"] == "no boundary factors" else {}),
                           **({} if row["plan_status"] != "below the measured range" else {
                               "replicas": row["replicas"], "gpus": row["gpus"], "row_id": row["row_id"],
                               "kwh_per_day_bounds": {"full_load": row["full_load_kwh_per_day"],
@@ -221,14 +220,17 @@ def text_lines(result: dict[str, Any]) -> list[str]:
                      f"{fewest['gpu']}, {_count(fewest['gpus'], 'GPU')}, {_figure(fewest['kwh_per_day']['central'])} "
                      "kWh a day"))
     for row in result["without_plan"]:
-        bounds = row.get("kwh_per_day_bounds")
-        lowest = f" (the lowest {limit['metric']} measured there: {row['lowest_latency']:.4g} {limit['unit']})"
-        at = f" at the {row['boundary']} boundary" if "boundary" in row else ""
-        lines.append(f"  no plan on {row['gpu']}{at}: {row['reason']}" + (("" if at else lowest) if bounds is None else
-                     f"; {_count(row['replicas'], 'replica')}, {_count(row['gpus'], 'GPU')} of {row['row_id']} "
-                     f"would use between {_figure(bounds['full_load'])} and {_figure(bounds['measured_power'])} kWh "
-                     "a day at the "
-                     f"{bounds['boundary']} boundary"))
+        where, detail = "", ""
+        if row["reason"] == NO_PLAN["no configuration within the limit"]:
+            detail = f" (the lowest {limit['metric']} measured there: {row['lowest_latency']:.4g} {limit['unit']})"
+        elif row["reason"] == NO_PLAN["no boundary factors"]:
+            where = f" at the {row['boundary']} boundary"
+        else:  # below the measured range: the replicas and what bounds their energy
+            bounds = row["kwh_per_day_bounds"]
+            detail = (f"; {_count(row['replicas'], 'replica')}, {_count(row['gpus'], 'GPU')} of {row['row_id']} would "
+                      f"use between {_figure(bounds['full_load'])} and {_figure(bounds['measured_power'])} kWh a day "
+                      f"at the {row['boundary']} boundary")
+        lines.append(f"  no plan on {row['gpu']}{where}: {row['reason']}{detail}")
     if not result["plans"]:
         lines.append("  no GPU has a plan within the limit")
     if result["carbon_intensity_g_per_kwh"] is not None:

@@ -19,8 +19,10 @@ from pipeline.database import connect, fetch_dicts
 from pipeline.errors import NEXT_STEP, PipelineError, nearest, shown
 from pipeline.paths import Paths
 from pipeline.private_folders import private_folder
-from pipeline.settings import BOUNDARIES, size_bytes
+from pipeline.settings import size_bytes
 
+# Why a GPU has no server or facility figures (boundary_multipliers: its multipliers null).
+NO_BOUNDARY_FACTORS = "gpu_ratings has no rated board power for it"
 LOCKED_DOWN = ("enable_external_access", "autoload_known_extensions", "autoinstall_known_extensions")
 # An unknown identifier as the table macros report it (sql/macros/checked_name.sql): the name given between
 # "unknown KIND '" and "'; the nearest: ".
@@ -99,14 +101,14 @@ deployments as (
     from {rows}($task, $model, $gpu, $concurrency, gpus := $gpus, precision_name := $precision)
 ),
 multipliers as (
-    select multiplier_low as low, multiplier_central as central, multiplier_high as high, factor_count
+    select multiplier_low as low, multiplier_central as central, multiplier_high as high
     from boundary_multipliers
     where boundary = $boundary and gpu = $gpu
 )
 select
     d.* exclude (position) replace (wh_per_unit * central as wh_per_unit{scaled}),
     wh_per_unit * low as boundary_wh_per_unit_low, wh_per_unit * high as boundary_wh_per_unit_high,
-    {{'low': low, 'central': central, 'high': high}} as boundary_multipliers, factor_count
+    {{'low': low, 'central': central, 'high': high}} as boundary_multipliers
 from deployments as d, multipliers
 order by position
 """
@@ -167,9 +169,8 @@ def estimate(
                                 + "; ".join(deployment_label(row) for row in every))
     # The boundary's multipliers, the same on every row, belong to the document, not to a deployment.
     multipliers = [row.pop("boundary_multipliers") for row in deployments][0]
-    if [row.pop("factor_count") for row in deployments][0] < BOUNDARIES.index(boundary):
-        raise PipelineError(f"no {boundary} boundary factors for GPU {gpu}: "
-                            "gpu_ratings has no rated board power for it")
+    if multipliers["central"] is None:
+        raise PipelineError(f"no {boundary} boundary factors for GPU {gpu}: {NO_BOUNDARY_FACTORS}")
     estimated = [row for row in deployments if row["wh_per_unit"] is not None]
     unit_label = deployments[0]["unit_label"]
     if output_tokens is not None and unit_label != TOKEN_UNIT_LABEL:
@@ -388,8 +389,8 @@ def comparison_lines(result: dict[str, Any]) -> list[str]:
     for gpu, rows in itertools.groupby(result["comparisons"], key=lambda row: row["gpu"]):
         rows = list(rows)
         for row in rows:
-            if row["wh_per_unit_a"] is None:  # a GPU without a rated board power has no boundary factors
-                figures = f"no {row['boundary']} figures: gpu_ratings has no rated board power for {gpu}"
+            if row["wh_per_unit_a"] is None:  # the GPU's boundary factors are missing, not its measurements
+                figures = f"no {row['boundary']} figures for {gpu}: {NO_BOUNDARY_FACTORS}"
             else:
                 figures = f"A {row['wh_per_unit_a']:.4g}, B {row['wh_per_unit_b']:.4g} {result['unit']}"
             if tokens and row["wh_per_unit_a"] is not None:

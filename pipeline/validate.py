@@ -51,10 +51,12 @@ def _format_failures(table_name: str, frame: pd.DataFrame, error: pa.errors.Sche
 
 
 def table_failures(tables: dict[str, pyarrow.Table]) -> tuple[list[str], list[str]]:
-    """Validate every table lazily. Returns (failures, warnings), each a list of one-line messages."""
+    """Validate every table lazily. Returns (failures, warnings), each a list of one-line messages: a
+    warning rule some rows fail is one line per table, over every slice (_warning_lines)."""
     failures: list[str] = []
     notices: list[str] = []
     for name, table in tables.items():
+        warned: dict[str, tuple[int, set[str]]] = {}  # warning rule -> failing rows, their distinct values
         for start in range(0, max(table.num_rows, 1), VALIDATION_SLICE_ROWS):
             frame = table.slice(start, VALIDATION_SLICE_ROWS).to_pandas(
                 types_mapper={pyarrow.int64(): pd.Int64Dtype()}.get)
@@ -64,32 +66,39 @@ def table_failures(tables: dict[str, pyarrow.Table]) -> tuple[list[str], list[st
                     schemas.pandera_schema(name).validate(frame, lazy=True)
                 except pa.errors.SchemaErrors as error:
                     failures.extend(_format_failures(name, frame, error))
-            if warned := [str(w.message) for w in caught if issubclass(w.category, pa.errors.SchemaWarning)]:
-                # (a warning of a column check, should one come, as pandera words it without its cases)
-                notices.extend(_warnings(name, frame) or [f"{name}: {message.split(' failure cases:')[0]}"
-                                                          for message in warned])
+            if any(issubclass(w.category, pa.errors.SchemaWarning) for w in caught):
+                for rule_name, (rows, values) in _warned_rows(name, frame).items():
+                    counted, seen = warned.get(rule_name, (0, set()))
+                    warned[rule_name] = (counted + rows, seen | values)
+        notices.extend(_warning_line(name, rule_name, rows, values) for rule_name, (rows, values) in warned.items())
     return failures, notices
 
 
-def _warnings(table_name: str, frame: pd.DataFrame) -> list[str]:
-    """Each warning rule some rows of the table fail, in one line: how many rows, and the distinct values of
-    the columns its wording names (pandera's own warning lists every value of every failing row, thousands
-    for one new GPU)."""
+def _warned_rows(table_name: str, frame: pd.DataFrame) -> dict[str, tuple[int, set[str]]]:
+    """Per warning rule of the table (only row checks warn: schemas.pandera_schema), how many rows of `frame`
+    fail it and the distinct values of the columns its wording names. Pandera's own warning lists every
+    value of every failing row: thousands for one new GPU."""
     from schemas.rules import ROW_CHECKS
 
-    lines = []
+    found = {}
     for rule_name in dictionary.table_entry(table_name).row_checks:
         rule = ROW_CHECKS[rule_name]
         if not rule.warning or (passed := rule.test(frame)).all():
             continue
         failing = frame[~passed]
         named = [c for c in frame.columns if re.search(rf"\b{re.escape(c)}\b", rule.error)] or list(frame.columns[:1])
-        values = sorted({", ".join(f"{c}={_plain(v)!r}" for c, v in zip(named, row))
-                         for row in failing[named].itertuples(index=False)})
-        more = f" and {len(values) - 5} more" if len(values) > 5 else ""
-        lines.append(f"{table_name}: {len(failing)} row(s) fail {rule_name} ({rule.error}): "
-                     f"{'; '.join(values[:5])}{more}")
-    return lines
+        found[rule_name] = (len(failing), {", ".join(f"{c}={_plain(v)!r}" for c, v in zip(named, row))
+                                           for row in failing[named].itertuples(index=False)})
+    return found
+
+
+def _warning_line(table_name: str, rule_name: str, rows: int, values: set[str]) -> str:
+    from schemas.rules import ROW_CHECKS
+
+    shown = sorted(values)
+    more = f" and {len(shown) - 5} more" if len(shown) > 5 else ""
+    return (f"{table_name}: {rows} row(s) fail {rule_name} ({ROW_CHECKS[rule_name].error}): "
+            f"{'; '.join(shown[:5])}{more}")
 
 
 def raise_failures(failures: list[str]) -> None:

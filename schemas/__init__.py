@@ -26,6 +26,8 @@ def pandera_schema(table: str) -> Any:
 
     def check(rule_name: str, rules: dict) -> "pa.Check":
         rule = rules[rule_name]
+        if rule.warning and rules is COLUMN_CHECKS:  # validate reports the rows a row check warns of, only
+            raise ValueError(f"{rule_name}: a warning must be a row check (schemas/rules.py ROW_CHECKS)")
         return pa.Check(rule.test, name=rule_name, error=rule.error, raise_warning=rule.warning)
 
     entry, columns = dictionary.table_entry(table), {}

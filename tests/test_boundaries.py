@@ -15,7 +15,7 @@ from pipeline.reference_tables import load_boundary_factors
 from pipeline.cli import cli
 from pipeline.errors import PipelineError
 from pipeline.paths import BOUNDARY_FACTORS, Paths
-from pipeline.query import BOUNDARIES
+from pipeline.settings import BOUNDARIES
 from schemas import dictionary
 
 CLI = str(Path(sys.executable).with_name("energy-index"))

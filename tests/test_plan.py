@@ -286,11 +286,16 @@ def test_a_gpu_without_a_rated_power_has_no_plan_beyond_its_own_energy(source_co
     assert code == 0, err
     assert ("no plan on GB300 at the server boundary: no boundary factors for the GPU: gpu_ratings has no rated "
             "board power for it") in shown
+    # A load below the measured curve on it too: the missing factors are what it is said to lack at server.
+    code, shown, err = run_plan(capsys, build, "--task", "gpqa", "--model", "Qwen/Qwen3-8B", "--tokens-per-day", "1e3",
+                                "--p90-itl-ms", "500", "--boundary", "server")
+    assert code == 0, err
+    assert "no plan on GB300 at the server boundary: no boundary factors for the GPU" in shown
     assert main(["estimate", "--out", str(out), "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--gpu",
                  "GB300", "--concurrency", "100", "--boundary", "server"]) == 1
     assert "no server boundary factors for GPU GB300" in capsys.readouterr().err
     assert main(["compare", "--out", str(out), "--task", "lm-arena-chat", "qwen3-8b", "qwen3-14b"]) == 0
-    assert ("; no facility figures: gpu_ratings has no rated board power for GB300"
+    assert ("; no facility figures for GB300: gpu_ratings has no rated board power for it"
             in capsys.readouterr().out)
 
 
@@ -426,19 +431,29 @@ def test_the_reports_fleet_table_is_the_least_energy_plan_of_each_tier_and_volum
     assert "10⁹ tokens a day" in table and f"{rows[0]['kwh_per_day_central']:.4g}" in table
 
 
-def test_the_macros_points_are_configuration_points(newest_build: Paths) -> None:
-    """Each configuration fleet_plan chooses is the configuration_points row of its row_id: the same latency,
-    concurrency, energy, throughput and power."""
-    for task, model, per_day, metric, limit in CASES + DIFFUSION_CASES:
-        rows = [row for row in fleet_plan(newest_build, task, model, per_day, metric, limit)
-                if row["boundary"] == "gpu_only" and row["row_id"] is not None]
-        with duckdb.connect(str(newest_build.database), read_only=True) as connection:
-            for row in rows:
-                expected = connection.execute(
-                    f"select {metric}, measured_concurrency, wh_per_unit, num_gpus, units_per_second, "
-                    "gpu_power_watts_total from configuration_points where task = ? and row_id = ?",
-                    [task, row["row_id"]]).fetchone()
-                assert (row[f"latency_{'s' if metric == 'batch_latency_s' else 'ms'}"], row["measured_concurrency"],
-                        row["full_load_wh_per_unit"], row["num_gpus"], row["units_per_second"],
-                        row["gpu_power_watts_total"]) == pytest.approx(expected, rel=1e-12)
-        assert rows
+def test_the_points_a_plan_reads_are_the_raw_repeats_means(newest_build: Paths) -> None:
+    """configuration_points, whose rows fleet_plan plans from, holds each configuration's repeats' means as
+    the raw task file gives them (concurrency, energy, latencies, throughput, power, output length), and each
+    chosen plan carries its configuration's."""
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        for task, model, per_day, metric, limit in CASES:
+            raw = {f"{model.rpartition('/')[2].lower()}/{gpu}/{num_gpus}/{max_num_seqs}": point
+                   for (gpu, num_gpus, max_num_seqs), point in measured_points(task, model).items()}
+            cursor = connection.execute(
+                "select row_id, measured_concurrency, wh_per_unit, median_itl_ms, p90_itl_ms, p99_itl_ms, "
+                "units_per_second, gpu_power_watts_total, avg_output_tokens from configuration_points "
+                "where task = ? and model_id = ?", [task, model])
+            stored = {row[0]: row[1:] for row in cursor.fetchall()}
+            assert stored.keys() == raw.keys()
+            for row_id, point in raw.items():
+                assert stored[row_id] == pytest.approx(
+                    (point["concurrency"], point["wh_per_mtok"], *(point[name] for name in METRIC_KEYS),
+                     point["tokens_per_second"], point["power_w"], point["output_tokens"]), rel=1e-12)
+            planned = [row for row in fleet_plan(newest_build, task, model, per_day, metric, limit)
+                       if row["boundary"] == "gpu_only" and row["row_id"] is not None]
+            assert planned
+            for row in planned:
+                point = raw[row["row_id"]]
+                assert (row["latency_ms"], row["measured_concurrency"], row["units_per_second"],
+                        row["gpu_power_watts_total"]) == pytest.approx(
+                    (point[metric], point["concurrency"], point["tokens_per_second"], point["power_w"]), rel=1e-12)

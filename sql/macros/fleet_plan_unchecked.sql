@@ -22,8 +22,7 @@
 -- both times the GPU's boundary multipliers (low, central, high: boundary_multipliers; a wider boundary
 -- multiplies the factors of those inside it). A GPU with no configuration within the limit gives a row
 -- that says so, with the lowest latency measured there; a GPU without boundary factors (no rated board
--- power in gpu_ratings) gives no plan at server and facility, rather than GPU energy taken for the
--- server's. A null model plans every model of the task.
+-- power in gpu_ratings) has no plan at server and facility. A null model plans every model of the task.
 create or replace macro fleet_plan_unchecked(
     task_name, model, outputs_per_day, latency_metric_name, latency_limit,
     gpu_name := null, requests_per_second := null, carbon_intensity := null
@@ -87,7 +86,8 @@ demand as (
 measured as (
     select
         p.*, d.units_per_day, d.mean_output_tokens,
-        p.latency <= a.asked_limit as within_limit,
+        -- (false, never null, where a snapshot lacks the metric: a null would sort by the session's null order)
+        coalesce(p.latency <= a.asked_limit, false) as within_limit,
         cast(ceil(d.units_per_day / (86400 * p.units_per_second))
             + case when ceil(d.units_per_day / (86400 * p.units_per_second)) * 86400 * p.units_per_second
                 < d.units_per_day then 1 else 0 end as bigint) as replicas
@@ -95,7 +95,9 @@ measured as (
     where a.asked_gpu is null or p.gpu = a.asked_gpu
 ),
 
-loaded as (
+-- Materialized here and at chosen: each is read twice, and DuckDB before 1.3 computes a CTE again wherever
+-- it is named.
+loaded as materialized (
     select
         *,
         units_per_day / (replicas * 86400 * units_per_second) as load_fraction,
@@ -139,7 +141,7 @@ on_curve as (
 -- measurements: in the newest snapshot power falls as concurrency rises in about a quarter of them.
 -- The plan on each GPU: the configuration within the limit with the lowest such figure; a GPU with none
 -- keeps one row, outside the limit, to say so.
-chosen as (
+chosen as materialized (
     select
         *,
         case
@@ -175,8 +177,8 @@ planned as (
         case when a.asked_metric = 'batch_latency_s' then g.lowest_latency end as lowest_latency_s,
         case
             when c.row_id is null then 'no configuration within the limit'
-            when c.wh_at_load is null then 'below the measured range'
             when b.multiplier_central is null then 'no boundary factors'
+            when c.wh_at_load is null then 'below the measured range'
             else 'planned'
         end as plan_status,
         c.row_id, c.num_gpus, c.tensor_parallel, c.data_parallel, c.expert_parallel, c.ulysses_degree,

@@ -3,7 +3,7 @@
 -- facility factor at facility (a wider boundary multiplies the factors of those inside it), low with low
 -- and high with high, each factor as derived for the GPU (boundary_factor_ranges). A GPU measured in some
 -- snapshot but without a rated board power in gpu_ratings has no factors: its server and facility
--- multipliers are null, not 1, and factor_count says how many it has.
+-- multipliers are null, and factor_count says how many it has.
 -- grain: one row per GPU (of gpu_ratings or measured in any snapshot) × boundary (gpu_only, server, facility)
 -- key: gpu, boundary
 -- stored: a few rows, computed once per build; estimate and plan read them for every question.

@@ -5,8 +5,8 @@
 -- ways when A writes much longer or shorter responses than B (is_per_response_reversed). A diffusion
 -- pair of different workloads (steps, resolution, frames, fps) gets no k: workload_difference names
 -- what differs, since energy per image at 50 steps and at 28 is not one quantity. At the server and
--- facility boundaries both figures take the same GPU's factors (boundary_factor_ranges' central
--- figures), which cancel in k: the boundary changes the Wh, not the ratio.
+-- facility boundaries both figures take the same GPU's multiplier (boundary_multipliers' central
+-- figure; null for a GPU without factors), which cancels in k: the boundary changes the Wh, not the ratio.
 -- grain: one row per task × GPU × boundary × ordered pair of distinct models with an index row on the GPU
 -- key: task, gpu, boundary, model_a, model_b
 create or replace view model_comparisons as
@@ -20,7 +20,6 @@ figures as (
         r.avg_output_tokens, r.per_response_wh,
         coalesce(r.per_response_low, r.per_response_wh) as per_response_repeat_low,
         coalesce(r.per_response_high, r.per_response_wh) as per_response_repeat_high,
-        r.server_factor_central, r.facility_factor_central,
         -- what a diffusion output is (null for token tasks, whose responses are alike in kind)
         c.width, c.height, c.num_frames, c.fps, c.inference_steps
     from index_rows_v2 as r
@@ -30,15 +29,9 @@ figures as (
 -- figures is named once on each side of the join: DuckDB before 1.3 computes a CTE (here index_rows_v2)
 -- again wherever it is named, and a union of three took 1.1 seven seconds on the eleven snapshots.
 at_boundaries as (
-    select
-        f.*, b.boundary, b.boundary_position,
-        case b.boundary
-            when 'gpu_only' then 1.0
-            when 'server' then f.server_factor_central
-            else f.server_factor_central * f.facility_factor_central
-        end as multiplier
+    select f.*, m.boundary, m.boundary_position, m.multiplier_central as multiplier
     from figures as f
-    cross join (values ('gpu_only', 1), ('server', 2), ('facility', 3)) as b(boundary, boundary_position)
+    join boundary_multipliers as m on m.gpu = f.gpu
 ),
 
 pairs as (
