@@ -52,7 +52,7 @@ def _format_failures(table_name: str, frame: pd.DataFrame, error: pa.errors.Sche
 
 def table_failures(tables: dict[str, pyarrow.Table]) -> tuple[list[str], list[str]]:
     """Validate every table lazily. Returns (failures, warnings), each a list of one-line messages: a
-    warning rule some rows fail is one line per table, over every slice (_warning_lines)."""
+    warning rule some rows fail is one line per table, over every slice (_warning_line)."""
     failures: list[str] = []
     notices: list[str] = []
     for name, table in tables.items():
