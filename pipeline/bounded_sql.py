@@ -201,7 +201,7 @@ def _answer(paths: Paths, sql: str, parameters: dict[str, Any], output_format: s
 
     from pipeline.query import session, sql_quoted
 
-    with session(paths, memory_limit=memory_limit, private=private) as (connection, _):
+    with session(paths, memory_limit=memory_limit, private=private, users_statement=True) as (connection, _):
         _hold_to(int((size_bytes(memory_limit) or 0) * OS_CAP_SHARE))
         statement = _statement(connection, sql)
         explain = statement.type == duckdb.StatementType.EXPLAIN

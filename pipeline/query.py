@@ -24,6 +24,10 @@ from pipeline.settings import size_bytes
 # Why a GPU has no server or facility figures (boundary_multipliers: its multipliers null).
 NO_BOUNDARY_FACTORS = "gpu_ratings has no rated board power for it"
 LOCKED_DOWN = ("enable_external_access", "autoload_known_extensions", "autoinstall_known_extensions")
+# The commands' own questions (estimate, plan, compare, snapshots) read a few thousand rows at most: DuckDB's
+# cost-based join ordering and statistics propagation cost more there than running the query (a sixth of
+# plan's), and neither changes a result. A statement of the user's (sql) keeps them: it may join anything.
+SKIPPED_FOR_OWN_QUESTIONS = "join_order,statistics_propagation"
 # An unknown identifier as the table macros report it (sql/macros/checked_name.sql): the name given between
 # "unknown KIND '" and "'; the nearest: ".
 IDENTIFIER_ERROR = re.compile(r"^Invalid Input Error: (unknown (?:snapshot|task|model|GPU) )'(.*)'(; the nearest: .*)$")
@@ -34,21 +38,25 @@ def _memory_message(memory_limit: str) -> str:
 
 
 @contextmanager
-def session(paths: Paths, *, memory_limit: str | None = None, private: Path | None = None) -> Iterator[Any]:
+def session(paths: Paths, *, memory_limit: str | None = None, private: Path | None = None,
+            users_statement: bool = False) -> Iterator[Any]:
     """A locked-down read-only connection to the published database, its private folder (`private`, or a
     new one removed afterwards), and a guard that turns DuckDB's refusals and the memory limit into
-    one-line PipelineErrors."""
+    one-line PipelineErrors. The optimizers are the query's size's (SKIPPED_FOR_OWN_QUESTIONS): all of
+    them for a `users_statement`."""
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with ExitStack() as stack:
         if private is None:
             private = stack.enter_context(private_folder())
-        limits = {}
+        # temp_directory: a read-only database would spill beside itself, into the published build
+        config = {"temp_directory": str(private)}
         if memory_limit is not None and (size := size_bytes(memory_limit)) is not None:
-            limits = {"memory_limit": f"{size}B", "max_temp_directory_size": f"{size}B"}
-        try:  # temp_directory: a read-only database would spill beside itself, into the published build
-            connection = connect(str(paths.database), read_only=True, config={"temp_directory": str(private),
-                                                                               **limits})
+            config |= {"memory_limit": f"{size}B", "max_temp_directory_size": f"{size}B"}
+        if not users_statement:
+            config["disabled_optimizers"] = SKIPPED_FOR_OWN_QUESTIONS
+        try:
+            connection = connect(str(paths.database), read_only=True, config=config)
         except (duckdb.InvalidInputException, duckdb.ParserException) as error:
             raise PipelineError(f"--memory-limit {memory_limit}: {one_line(error)}") from None
         stack.callback(connection.close)

@@ -117,22 +117,27 @@ curve as (
 
 bracketed as (
     select
-        l.row_id,
+        l.row_id, l.replica_concurrency,
         min(u.x) as lowest_measured,
         curve_neighbours(u.x, u.energy, l.replica_concurrency) as neighbours
     from loaded as l
     join curve as u
         on u.model_id = l.model_id and u.gpu = l.gpu and u.deployment is not distinct from l.deployment
-    group by l.row_id
+    group by l.row_id, l.replica_concurrency
+),
+
+-- Where the replica's concurrency falls on the curve (once: read for the figure and for the method).
+positioned as (
+    select row_id, lowest_measured, neighbours, curve_position(neighbours, replica_concurrency) as position
+    from bracketed
 ),
 
 on_curve as (
     select
         l.*, b.lowest_measured,
-        b.neighbours.lower + (b.neighbours.upper - b.neighbours.lower)
-            * curve_position(b.neighbours, l.replica_concurrency).weight as curve_wh_per_unit,
-        curve_position(b.neighbours, l.replica_concurrency).method as curve_method
-    from loaded as l join bracketed as b using (row_id)
+        b.neighbours.lower + (b.neighbours.upper - b.neighbours.lower) * b.position.weight as curve_wh_per_unit,
+        b.position.method as curve_method
+    from loaded as l join positioned as b using (row_id)
 ),
 
 -- The curve's figure held between two bounds the configuration's own measurement sets: a replica at part
