@@ -158,6 +158,32 @@ def test_the_energy_is_the_curve_that_estimate_reads(newest_build: Paths) -> Non
     assert row["wh_per_unit"] == pytest.approx(estimated, rel=1e-12)
 
 
+def test_the_commands_skip_two_optimizers_for_the_same_rows_and_a_users_statement_keeps_them(
+        newest_build: Paths) -> None:
+    """plan's and estimate's session leaves out the optimizers SKIPPED_FOR_OWN_QUESTIONS names, and their
+    queries give the rows a connection with every optimizer gives; `sql` keeps every optimizer."""
+    from pipeline.plan import QUERY
+    from pipeline.query import SKIPPED_FOR_OWN_QUESTIONS, session
+
+    questions = [{"task": task, "model": model, "outputs_per_day": per_day, "metric": metric, "limit": limit,
+                  "gpu": None, "requests_per_second": None, "carbon_intensity": 420.0}
+                 for task, model, per_day, metric, limit in CASES + DIFFUSION_CASES]
+    estimate = "select * from energy_at_concurrency_unchecked($task, $model, 'H100', 50)"
+    with session(newest_build) as (connection, _):
+        assert connection.execute("select current_setting('disabled_optimizers')").fetchone() == (
+            SKIPPED_FOR_OWN_QUESTIONS,)
+        skipped = [connection.execute(QUERY, question).fetchall() for question in questions]
+        skipped_estimates = [connection.execute(estimate, {"task": q["task"], "model": q["model"]}).fetchall()
+                             for q in questions]
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        assert [connection.execute(QUERY, question).fetchall() for question in questions] == skipped
+        assert [connection.execute(estimate, {"task": q["task"], "model": q["model"]}).fetchall()
+                for q in questions] == skipped_estimates
+    assert all(skipped) and any(skipped_estimates)
+    result = cli("sql", "--out", newest_build.out, "select current_setting('disabled_optimizers') as skipped")
+    assert (result.returncode, result.stdout) == (0, '"skipped"\n""\n'), result.stderr
+
+
 def run_plan(capsys: pytest.CaptureFixture[str], build: Paths, *arguments: str) -> tuple[int, str, str]:
     """energy-index plan --out BUILD ARGUMENTS in this process: its exit status, standard output and error."""
     from pipeline.cli import main
