@@ -42,8 +42,8 @@ def session(paths: Paths, *, memory_limit: str | None = None, private: Path | No
             users_statement: bool = False) -> Iterator[Any]:
     """A locked-down read-only connection to the published database, its private folder (`private`, or a
     new one removed afterwards), and a guard that turns DuckDB's refusals and the memory limit into
-    one-line PipelineErrors. The optimizers are the query's size's (SKIPPED_FOR_OWN_QUESTIONS): all of
-    them for a `users_statement`."""
+    one-line PipelineErrors. The commands' own questions run without the optimizers
+    SKIPPED_FOR_OWN_QUESTIONS names; a `users_statement` (sql) runs with every one."""
     if not paths.database.is_file():
         raise PipelineError(f"{paths.out}: no database has been built there yet; {NEXT_STEP}")
     with ExitStack() as stack:
