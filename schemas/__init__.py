@@ -1,7 +1,7 @@
 """The tables' schemas, generated from the field dictionary (dictionary.py) and the type table (types.py):
 pandera's (each column's dtype, nullability, checks and the table's key and row checks), Arrow's (as
 validated, and as stored with each field's description and unit) and DuckDB's (the DDL of the tables the
-build creates). Pandera and pyarrow are imported only when a step asks for them (TABLES, pandera_schema,
+build creates). Pandera and pyarrow are imported only when a step asks for them (pandera_schema,
 arrow_schema), not when fetch reads the dictionary."""
 
 import functools
@@ -44,12 +44,6 @@ def pandera_schema(table: str) -> Any:
         columns, checks=[check(rule, ROW_CHECKS) for rule in entry.row_checks],
         strict=True, coerce=True, unique=entry.key or None, report_duplicates="all", name=table,
     )
-
-
-def __getattr__(name: str) -> Any:
-    if name == "TABLES":  # the ingested tables' pandera schemas
-        return {table: pandera_schema(table) for table in TABLE_NAMES}
-    raise AttributeError(name)
 
 
 def ddl(table: str) -> str:

@@ -47,6 +47,21 @@ def _imported_names(module: str) -> dict[str, set[str]]:
     return {name: names for name, names in found.items() if name in modules}
 
 
+def test_no_name_is_made_where_grep_cannot_find_it() -> None:
+    """No module of pipeline/ or schemas/ defines names through a module __getattr__ or replaces what an
+    import finds (sys.modules[...] = ...): each name is assigned or imported where it is written."""
+    found = []
+    for path in sorted([*PACKAGE.glob("*.py"), *(PACKAGE.parent / "schemas").glob("*.py")]):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [f"{path.name}: module __getattr__" for node in tree.body
+                  if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"]
+        found += [f"{path.name}:{node.lineno}: sys.modules assigned" for node in ast.walk(tree)
+                  if isinstance(node, ast.Assign) and any(isinstance(target, ast.Subscript)
+                                                          and ast.unparse(target.value) == "sys.modules"
+                                                          for target in node.targets)]
+    assert not found, found
+
+
 def _top_level_functions(module: str) -> set[str]:
     return {node.name for node in _tree(module).body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
 

@@ -86,7 +86,7 @@ def test_every_upstream_value_is_in_the_parquet_tables(snapshot_build: tuple[Pat
     for family, tasks in index["architectures"].items():
         assert {tables.one("tasks", task=task)["family"] for task in tasks} == {family}
     for model_id, fields in index["models"].items():
-        checked += check_object(fields, tables.one("models", model_id=model_id), schemas.TABLES["models"], f"index.json {model_id}")
+        checked += check_object(fields, tables.one("models", model_id=model_id), schemas.pandera_schema("models"), f"index.json {model_id}")
 
     for path in sorted((snapshot / "tasks").glob("*.json")):
         document = json.loads(path.read_text())
@@ -94,7 +94,7 @@ def test_every_upstream_value_is_in_the_parquet_tables(snapshot_build: tuple[Pat
         row = tables.one("tasks", task=task)
         assert (row["display_name"], row["file_architecture"]) == (document["task_display_name"], document.get("architecture"))
         family = "diffusion_configurations" if row["family"] == "diffusion" else "token_configurations"
-        model = schemas.TABLES[family]
+        model = schemas.pandera_schema(family)
         assert len(tables.all(family, task=task)) == len(document["configurations"])
         for ordinal, entry in enumerate(document["configurations"]):
             stored = tables.one(family, task=task, source_ordinal=ordinal)
@@ -105,7 +105,7 @@ def test_every_upstream_value_is_in_the_parquet_tables(snapshot_build: tuple[Pat
         key = {"task": document["task"], "model_id": document["model_id"]}
         details = tables.one("model_details", **key)
         checked += check_object(
-            document, details, schemas.TABLES["model_details"], path.name, skip={"configurations", "output_length_distribution"}
+            document, details, schemas.pandera_schema("model_details"), path.name, skip={"configurations", "output_length_distribution"}
         )
         if "output_length_distribution" in document:
             check_histogram(
@@ -115,7 +115,7 @@ def test_every_upstream_value_is_in_the_parquet_tables(snapshot_build: tuple[Pat
             stored = tables.one("model_detail_configurations", detail_ordinal=ordinal, **key)
             where = f"{path.name}[{ordinal}]"
             checked += check_object(
-                entry, stored, schemas.TABLES["model_detail_configurations"], where, skip={"output_length_distribution"}
+                entry, stored, schemas.pandera_schema("model_detail_configurations"), where, skip={"output_length_distribution"}
             )
             if "output_length_distribution" in entry:
                 check_histogram(

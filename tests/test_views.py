@@ -71,7 +71,7 @@ def connect(
         "diffusion_configurations": list(diffusion),
         "snapshots": [snapshot_row(snapshot, day) for day, snapshot in enumerate(snapshots, start=1)],
     }
-    for table in schemas.TABLES:
+    for table in schemas.TABLE_NAMES:
         data = pyarrow.Table.from_pylist(given.get(table, []), schema=schemas.arrow_schema(table))
         connection.register(f"{table}_input", data)
         connection.execute(f"create table {table} as select * from {table}_input")
