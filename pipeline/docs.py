@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from pipeline import settings
-from pipeline.cli import cli
+from pipeline.cli import all_commands, cli
 from pipeline.database import connect
 from pipeline.errors import PROG, PipelineError
 from pipeline.paths import PROJECT_ROOT, Paths
@@ -120,7 +120,7 @@ def render_cli() -> str:
     group = cli.make_context(PROG, [], resilient_parsing=True, terminal_width=CLI_HELP_COLUMNS,
                              max_content_width=CLI_HELP_COLUMNS)
     lines += [cli.get_help(group), "```"]
-    for name, command in cli.commands.items():
+    for name, command in all_commands().items():
         context = command.make_context(name, [], parent=group, resilient_parsing=True)
         lines += ["", f"## `{PROG} {name}`", "", "```", command.get_help(context), "```"]
     return "\n".join([*lines, ""]) + "\n"

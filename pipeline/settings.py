@@ -3,10 +3,11 @@ the CLI's options, `make help` (python -m pipeline.settings) and docs/cli.md rea
 Imports nothing heavy, so that building the command line costs little more than Python's start."""
 
 import datetime
+import functools
 import os
 import re
 import sys
-import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,12 +19,19 @@ from pipeline.paths import SOURCE_CARD
 @dataclass(frozen=True)
 class Setting:
     """An option (--name) or an environment variable (NAME), its default, what it is for, and the make
-    variable that passes it."""
+    variable that passes it. A default another file declares (the ITL deadline: the source card) is given as
+    `read_default`, the function that reads it there, and read when first asked for: only the commands that
+    use it read that file."""
 
     name: str
-    default: Any
+    given_default: Any
     help: str
     make: str = ""
+    read_default: Callable[[], Any] | None = None
+
+    @functools.cached_property
+    def default(self) -> Any:
+        return self.given_default if self.read_default is None else self.read_default()
 
     def value(self) -> str:  # an environment variable's value, or its default
         return (os.environ.get(self.name) or self.default).rstrip("/")
@@ -81,11 +89,19 @@ COMMIT_TIME = Setting(
     "--commit-time", None, "the upstream commit time of a source that has no snapshot.json (ISO 8601, e.g. "
     "2026-02-16T09:48:29Z): it places the snapshot in the history; without it, a folder without snapshot.json is "
     "ordered by the day it was first fetched", "COMMIT_TIME")
-# The leaderboard web app's own default, stated in the source card (the export's wording reads it there); read
-# with tomllib, not the typed pipeline.source_card, whose msgspec would cost every command (sql too) ~20 ms.
+
+
+def source_card_itl_deadline_ms() -> float:
+    """The leaderboard web app's own default ITL deadline, as the source card states it (the export's wording
+    reads it there too); read with tomllib, not the typed pipeline.source_card, whose msgspec would cost ~20 ms."""
+    import tomllib
+
+    return float(tomllib.loads(SOURCE_CARD.read_text("utf-8"))["token"]["default_itl_deadline_ms"])
+
+
 ITL_DEADLINE_MS = Setting(
-    "--itl-deadline-ms", float(tomllib.loads(SOURCE_CARD.read_text("utf-8"))["token"]["default_itl_deadline_ms"]),
-    "median inter-token latency ceiling for the best configurations (the leaderboard's own)", "ITL_DEADLINE_MS")
+    "--itl-deadline-ms", None, "median inter-token latency ceiling for the best configurations (the leaderboard's "
+    "own)", "ITL_DEADLINE_MS", read_default=source_card_itl_deadline_ms)
 LATENCY_TIERS = Setting("--latency-tiers", TIERS_FILE, "the latency tiers of tiered_best_configurations and "
                         "tiers.json, in the layout of pipeline/latency_tiers.toml")
 AS_OF = Setting("--as-of", None, "the index's 'updated' and 'data_version' date (default: the date the fetch first "

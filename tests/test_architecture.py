@@ -13,6 +13,8 @@ from conftest import NEWEST, snapshot_id
 PACKAGE = Path(__file__).resolve().parent.parent / "pipeline"
 # What the refresh is made of: the command line reaches these through pipeline/refresh.py only.
 WORKFLOW_MODULES = {"archive", "fetch", "upstream", "ingest", "build", "export", "audit"}
+# The command line: its entry point, what its commands share, and the three modules of commands.
+CLI_MODULES = {"cli", "cli_common", "cli_steps", "cli_readers", "cli_outputs"}
 
 
 def _tree(module: str) -> ast.Module:
@@ -77,25 +79,49 @@ def test_the_import_graph_of_pipeline_has_no_cycle() -> None:
 
 
 def test_the_command_line_reaches_the_workflow_only_through_refresh() -> None:
-    imported = _imported_names("cli")
+    assert CLI_MODULES <= set(_modules())
+    imported: dict[str, set[str]] = {}
+    for module in CLI_MODULES:
+        for name, names in _imported_names(module).items():
+            imported.setdefault(name, set()).update(names)
     assert "refresh" in imported
-    assert not WORKFLOW_MODULES & imported.keys(), f"cli.py imports {sorted(WORKFLOW_MODULES & imported.keys())}"
-    # What cli.py takes of the publisher: OUT's lock, and the generation a single step (ingest, build, export) runs in.
+    assert not WORKFLOW_MODULES & imported.keys(), f"the CLI imports {sorted(WORKFLOW_MODULES & imported.keys())}"
+    # What the CLI takes of the publisher: OUT's lock, and the generation a single step (ingest, build, export) runs in.
     assert imported.get("publish", set()) <= {"exclusive_lock", "new_generation"}
 
 
 def test_the_command_line_defines_no_function_another_module_defines() -> None:
-    """Each step's function exists once: cli.py's command handlers are named <command>_command, and it
+    """Each step's function exists once: the CLI's command handlers are named <command>_command, and it
     defines nothing the refresh (or any other module) defines."""
     # main: the entry point of each module run with python -m (pipeline, pipeline.cli, pipeline.docs)
-    cli_functions = {node.name for node in ast.walk(_tree("cli")) if isinstance(node, ast.FunctionDef)} - {"main"}
+    cli_functions = {node.name for module in CLI_MODULES for node in ast.walk(_tree(module))
+                     if isinstance(node, ast.FunctionDef)} - {"main"}
     refresh_functions = _top_level_functions("refresh")
     assert {"refresh", "history", "update_published", "run_fetch", "run_ingest"} <= refresh_functions
     assert not cli_functions & refresh_functions
-    for module in _modules():
-        if module != "cli":
-            public = {name for name in _top_level_functions(module) if not name.startswith("_")}
-            assert not cli_functions & public, f"cli.py defines {sorted(cli_functions & public)}, as {module}.py does"
+    for module in sorted(set(_modules()) - CLI_MODULES):
+        public = {name for name in _top_level_functions(module) if not name.startswith("_")}
+        assert not cli_functions & public, f"the CLI defines {sorted(cli_functions & public)}, as {module}.py does"
+
+
+def test_a_command_loads_only_its_own_module_of_commands() -> None:
+    """plan makes only the readers' commands: not the steps' options, nor the build's default ITL deadline,
+    which the source card states (tomllib never imported); refresh makes the steps' and reads it."""
+    script = (
+        "import sys\n"
+        "from pipeline.cli import main\n"
+        "try:\n"
+        "    main([*sys.argv[1:], '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(name for name in sys.modules if name.startswith('pipeline.cli_') or name == 'tomllib'))\n"
+    )
+    loaded = {command: subprocess.run([sys.executable, "-c", script, command], capture_output=True, text=True,
+                                      timeout=120, check=True).stdout.splitlines()[-1]
+              for command in ("plan", "refresh", "report")}
+    assert loaded == {"plan": "['pipeline.cli_common', 'pipeline.cli_readers']",
+                      "refresh": "['pipeline.cli_common', 'pipeline.cli_steps', 'tomllib']",
+                      "report": "['pipeline.cli_common', 'pipeline.cli_outputs']"}
 
 
 def _imports_click(module: str) -> bool:
@@ -111,7 +137,8 @@ def test_nothing_the_refresh_imports_imports_click() -> None:
             reached.add(module)
             waiting.extend(_imported_names(module))
     assert WORKFLOW_MODULES <= reached
-    assert _imports_click("cli") and not [module for module in sorted(reached) if _imports_click(module)]
+    assert all(_imports_click(module) for module in CLI_MODULES)
+    assert not [module for module in sorted(reached) if _imports_click(module)]
 
 
 def test_a_refresh_runs_without_click(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from conftest import cli as energy_index
 from test_views import connect, diffusion_measured, fetch, measured
 
 from pipeline.reference_tables import load_boundary_factors
-from pipeline.cli import cli
+from pipeline.cli import all_commands
 from pipeline.errors import PipelineError
 from pipeline.paths import BOUNDARY_FACTORS, Paths
 from pipeline.settings import BOUNDARIES
@@ -212,5 +212,5 @@ def test_estimate_scales_to_the_boundary_and_labels_it(newest_build: Paths) -> N
 
 
 def test_the_cli_offers_the_boundaries_the_query_knows() -> None:
-    option = next(parameter for parameter in cli.commands["estimate"].params if parameter.name == "boundary")
+    option = next(parameter for parameter in all_commands()["estimate"].params if parameter.name == "boundary")
     assert tuple(option.type.choices) == BOUNDARIES and option.default == "gpu_only"

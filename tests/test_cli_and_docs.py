@@ -7,10 +7,10 @@ import duckdb
 import pytest
 from conftest import NEWEST, PROJECT, SEED_AS_OF, SEED_RETRIEVED, not_while_written
 
-from pipeline.cli import cli, main
+from pipeline.cli import all_commands, main
 from pipeline.paths import Paths
 
-COMMANDS = sorted(cli.commands)
+COMMANDS = all_commands()
 CLI_REFERENCE = (PROJECT / "docs" / "cli.md").read_text(encoding="utf-8")
 DATABASE_REFERENCE = (PROJECT / "docs" / "querying.md").read_text(encoding="utf-8")
 
@@ -20,14 +20,14 @@ def test_the_cli_lists_the_commands_it_has() -> None:
             "plan"} <= set(COMMANDS)
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_command_has_help_for_every_option_and_is_documented(command: str, capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
-    assert cli.commands[command].short_help and "examples:" in text
-    for parameter in cli.commands[command].params:
+    assert COMMANDS[command].short_help and "examples:" in text
+    for parameter in COMMANDS[command].params:
         if isinstance(parameter, click.Option):
             assert parameter.help, f"{command} {parameter.opts} has no help"
         assert (parameter.opts[-1] if isinstance(parameter, click.Option) else parameter.metavar) in text

@@ -63,10 +63,10 @@ def test_help_version_did_you_mean_and_snapshots(history_build: Paths) -> None:
     assert version.returncode == 0 and version.stdout.startswith("energy-index 0.")
     typo = cli("refersh")
     assert typo.returncode == 2 and "Did you mean 'refresh'?" in typo.stderr
-    from pipeline.cli import cli as commands
+    from pipeline.cli import COMMANDS
     from schemas import TABLE_NAMES
 
-    for name in commands.commands:
+    for name in COMMANDS:
         text = cli(name, "--help").stdout
         assert "examples:\n    energy-index " + name in text, name
         assert max(len(line) for line in text.splitlines()) <= 100, name
