@@ -1,9 +1,11 @@
-"""The energy-index command (click): one subcommand per step, and refresh for all of them in order. It
-parses the options, calls the library (the steps' workflow is pipeline/refresh.py) and prints. The
-commands live in three modules (cli_steps.py, cli_readers.py, cli_outputs.py) beside what they share
-(cli_common.py); this one names every command and loads only the module of the one that runs, so that
-`plan` does not make the other commands' hundred options, nor read the source card for the build's
-default ITL deadline (docs/performance.md). Each command imports what it uses when it runs."""
+"""The energy-index command's entry point (click): it names every command and loads only the module of the one
+that runs, so that a reading command (plan, estimate, sql) does not make the steps' and the other outputs'
+options, nor read the source card for the build's default ITL deadline (docs/performance.md). The commands
+live in cli_steps.py (one per step, refresh and history for all of them in order, verify), cli_readers.py
+(the commands that read the published build) and cli_outputs.py (report, release, spark-sql, synth); what
+they share (parameter types, options, how a handler runs and fails) in cli_common.py. Each command parses
+its options, calls the library (the steps' workflow is pipeline/refresh.py) and prints, importing what it
+uses when it runs."""
 
 import signal
 import sys
@@ -17,6 +19,8 @@ from pipeline.errors import PROG, PipelineError
 from pipeline.progress import say
 
 
+# One function per module, each a plain import: the edge stays where grep and tests/test_architecture.py's
+# import graph see it (importlib and a module name in a string would hide it).
 def _step_commands() -> dict[str, click.Command]:
     from pipeline import cli_steps
 
@@ -36,8 +40,9 @@ def _output_commands() -> dict[str, click.Command]:
 
 
 # Every command in the order --help lists them (the steps in the order they run, then the commands that read
-# the published build, then those that write other outputs), each with the function that loads its module.
-COMMANDS: dict[str, Callable[[], dict[str, click.Command]]] = {
+# the published build, then those that write other outputs), each with the function that imports its module
+# and returns that module's commands (its COMMANDS; tests/test_architecture.py checks that the two agree).
+COMMAND_MODULES: dict[str, Callable[[], dict[str, click.Command]]] = {
     **dict.fromkeys(("fetch", "ingest", "build", "export", "refresh", "history", "verify"), _step_commands),
     **dict.fromkeys(("snapshots", "diff", "sql", "estimate", "plan", "compare"), _reader_commands),
     **dict.fromkeys(("report", "release", "spark-sql", "synth"), _output_commands),
@@ -45,19 +50,19 @@ COMMANDS: dict[str, Callable[[], dict[str, click.Command]]] = {
 
 
 class Commands(click.Group):
-    """The commands of COMMANDS, each loaded when it is asked for (click's lazily loaded subcommands)."""
+    """The commands of COMMAND_MODULES, each loaded when it is asked for (click's lazily loaded subcommands)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
+        return list(COMMAND_MODULES)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        return COMMANDS[cmd_name]()[cmd_name] if cmd_name in COMMANDS else None
+        return COMMAND_MODULES[cmd_name]()[cmd_name] if cmd_name in COMMAND_MODULES else None
 
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
         try:
             return super().resolve_command(ctx, args)
         except click.NoSuchCommand as error:  # click's "did you mean" reads the commands loaded so far: none
-            raise click.NoSuchCommand(error.command_name, possibilities=COMMANDS, ctx=ctx) from None
+            raise click.NoSuchCommand(error.command_name, possibilities=COMMAND_MODULES, ctx=ctx) from None
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -72,7 +77,7 @@ def cli() -> None:
 
 def all_commands() -> dict[str, click.Command]:
     """Every command, each module loaded: for the generated docs (pipeline/docs.py) and the tests."""
-    return {name: load()[name] for name, load in COMMANDS.items()}
+    return {name: load()[name] for name, load in COMMAND_MODULES.items()}
 
 
 def _stop(number: int, frame: object) -> None:
@@ -101,8 +106,11 @@ def main(argv: list[str] | None = None) -> int:
         except click.exceptions.Exit as done:
             raise SystemExit(done.exit_code) from None
         except click.UsageError as error:
-            where = f" Try '{error.ctx.command_path} --help' for help." if error.ctx is not None else ""
-            say(f"{PROG}: error: {error.format_message()}{where}")
+            message = error.format_message()
+            if error.ctx is not None:  # the reason, then where to read on: two sentences
+                ended = message.endswith((".", "?", "!", ")"))
+                message += f"{'' if ended else '.'} Try '{error.ctx.command_path} --help' for help."
+            say(f"{PROG}: error: {message}")
             raise SystemExit(error.exit_code) from None
         except PipelineError as error:  # an argument naming what does not exist (existing_file, source)
             say(f"{PROG}: error: {error}")

@@ -166,6 +166,7 @@ def option(setting: settings.Setting, **kwargs: Any) -> Callable:
 
 
 def options(*decorators: Callable) -> Callable:
+    """Several option decorators as one, applied in the order written (a set several commands take)."""
     return lambda function: functools.reduce(lambda f, decorate: decorate(f), reversed(decorators), function)
 
 
@@ -179,16 +180,15 @@ ALERT = click.option("--alert-new-findings", is_flag=True, help="exit with statu
 
 
 def examples(*lines: str) -> str:
+    """A command's epilog: its example command lines, kept as written (click's \\b: no rewrapping)."""
     return "\b\nexamples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
-
 def one_of(args: SimpleNamespace, first: str, second: str, required: bool = False) -> None:
+    """A usage error when both options are given, or (`required`) neither."""
     given = [name for name in (first, second) if getattr(args, name)]
     if len(given) == 2 or (required and not given):
         raise click.UsageError(f"give --{first} or --{second}{'' if required else ', not both'}")
-
-
 
 
 def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> Callable:
@@ -228,6 +228,11 @@ def step(mode: str, check: Callable[[SimpleNamespace], None] | None = None) -> C
         return run
 
     return decorate
+
+
+# The stop signals this process received (their names), first first: pipeline/cli.py's handler appends each and
+# its main() clears them for each run; _failure reads them (an error after a stop is the stop).
+STOPPED_BY: list[str] = []
 
 
 def _published(paths: Paths) -> str | None:
@@ -284,7 +289,3 @@ def checked(paths: Paths, full: bool = False) -> Paths:
 
     check_published(paths, full=full)
     return paths
-
-
-# The stop signals this process received (their names), first first: pipeline/cli.py notes them.
-STOPPED_BY: list[str] = []

@@ -12,8 +12,9 @@ from pipeline.cli_common import OUT, POSITIVE_INTEGER, QUIET, checked, examples,
 from pipeline.paths import Paths
 from pipeline.progress import say, seconds_since
 
+
 @click.command("report", short_help="write OUT/report/index.html: tables and charts of the published database",
-             epilog=examples("energy-index report", "energy-index report --out /srv/energy-index/build"))
+               epilog=examples("energy-index report", "energy-index report --out /srv/energy-index/build"))
 @OUT
 @QUIET
 @step("lock")
@@ -31,7 +32,7 @@ def report_command(args: SimpleNamespace, paths: Paths) -> None:
 
 
 @click.command("release", short_help="write OUT/release/<snapshot-id>/: a citable data release",
-             epilog=examples("energy-index release", "energy-index release --out /srv/energy-index/build"))
+               epilog=examples("energy-index release", "energy-index release --out /srv/energy-index/build"))
 @OUT
 @QUIET
 @step("lock")
@@ -47,8 +48,8 @@ def release_command(args: SimpleNamespace, paths: Paths) -> None:
 
 
 @click.command("spark-sql", short_help="write the Spark SQL of every view over the published Parquet",
-             epilog=examples("energy-index spark-sql --output energy_index_views.sql",
-                              "spark-sql -i energy_index_views.sql -e 'select * from best_configurations limit 5'"))
+               epilog=examples("energy-index spark-sql --output energy_index_views.sql",
+                               "spark-sql -i energy_index_views.sql -e 'select * from best_configurations limit 5'"))
 @OUT
 @click.option("--parquet-root", metavar="URI", help="where Spark finds the published Parquet folder (OUT/parquet), "
               "e.g. s3a://bucket/energy-index/parquet after copying it there (default: OUT/parquet's absolute path "
@@ -94,7 +95,7 @@ def synth_command(args: SimpleNamespace, paths: Paths) -> None:
         f"{counts['bytes'] / 1e6:.1f} MB -> {args.target} ({seconds_since(started)})")
 
 
-# This module's commands, which pipeline/cli.py's COMMANDS names.
-COMMANDS = {command.name: command for command in (
+# This module's commands, by name, as pipeline/cli.py's COMMAND_MODULES names them.
+COMMANDS: dict[str, click.Command] = {command.name: command for command in (
     report_command, release_command, spark_sql_command, synth_command,
 )}

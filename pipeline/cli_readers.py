@@ -14,6 +14,7 @@ from pipeline.errors import PipelineError, command_name, out_option
 from pipeline.paths import Paths
 from pipeline.progress import say
 
+
 def _one_demand_and_limit(args: SimpleNamespace) -> None:
     """plan: exactly one demand and one latency limit, else a usage error naming the choices."""
     from pipeline.plan import DEMANDS, LATENCIES
@@ -26,10 +27,8 @@ def _one_demand_and_limit(args: SimpleNamespace) -> None:
             raise click.UsageError(f"give one {kind}: one of {choices}{got}")
 
 
-
-
 @click.command("snapshots", short_help="list the snapshots in the published database",
-             epilog=examples("energy-index snapshots"))
+               epilog=examples("energy-index snapshots"))
 @OUT
 @step("read")
 def snapshots_command(args: SimpleNamespace, paths: Paths) -> None:
@@ -263,7 +262,7 @@ def _print_fit_estimate(result: dict, batch_limit: float, boundary: str) -> None
 
 
 @click.command("plan", short_help="GPUs, kW and kWh a day to serve a daily volume of a model within a latency limit",
-             epilog=examples(
+               epilog=examples(
     "energy-index plan --task lm-arena-chat --model qwen3-8b --tokens-per-day 1e9 --p90-itl-ms 100",
     "energy-index plan --task gpqa --model qwen3-8b --requests-per-second 20 --median-itl-ms 50",
     "energy-index plan --task gpqa --model qwen3-8b --tokens-per-day 1e8 --p99-itl-ms 50 --gpu H100",
@@ -326,7 +325,7 @@ def plan_command(args: SimpleNamespace, paths: Paths) -> None:
 
 
 @click.command("compare", short_help="how many times the energy of one model another uses, per GPU and boundary",
-             epilog=examples(
+               epilog=examples(
     "energy-index compare --task lm-arena-chat qwen3-8b qwen3-14b"))
 @OUT
 @click.option("--task", required=True, help="task, e.g. lm-arena-chat (any case)")
@@ -345,7 +344,7 @@ def compare_command(args: SimpleNamespace, paths: Paths) -> None:
     28"). Models by model_id or slug."""
     from pipeline import query
 
-    result = query.compare(paths, args.task, args.model_a, args.model_b, args.gpu, args.boundary)
+    result = query.compare(checked(paths), args.task, args.model_a, args.model_b, args.gpu, args.boundary)
     if args.format == "json":
         import msgspec
 
@@ -364,7 +363,7 @@ def _point(wh_per_unit: float, repeats: int) -> str:
     return f"{wh_per_unit:.4g}" + (f" (mean of {repeats} repeats)" if repeats > 1 else "")
 
 
-# This module's commands, which pipeline/cli.py's COMMANDS names.
-COMMANDS = {command.name: command for command in (
+# This module's commands, by name, as pipeline/cli.py's COMMAND_MODULES names them.
+COMMANDS: dict[str, click.Command] = {command.name: command for command in (
     snapshots_command, diff_command, sql_command, estimate_command, plan_command, compare_command,
 )}

@@ -13,6 +13,7 @@ from pipeline.errors import PipelineError
 from pipeline.paths import Paths
 from pipeline.progress import say, seconds_since
 
+
 # ---- options the steps share, each written once ----
 
 TRANSFER = options(
@@ -36,8 +37,6 @@ EXPORT = options(
 )
 
 
-
-
 class ListsTables(click.Command):
     """A command whose help names the validated tables, read from the field dictionary when shown."""
 
@@ -46,7 +45,6 @@ class ListsTables(click.Command):
 
         self.help = (self.help or "").replace("{tables}", ", ".join(TABLE_NAMES))
         super().format_help_text(ctx, formatter)
-
 
 
 @click.command("fetch", short_help="copy an upstream snapshot into OUT/raw/<snapshot-id>/", epilog=examples(
@@ -67,7 +65,7 @@ def fetch_command(args: SimpleNamespace, paths: Paths) -> None:
 
 
 @click.command("ingest", cls=ListsTables, short_help="flatten the fetched snapshot into validated Parquet tables",
-             epilog=examples("energy-index ingest", "energy-index ingest --snapshot 2026-02-16-7885788"))
+               epilog=examples("energy-index ingest", "energy-index ingest --snapshot 2026-02-16-7885788"))
 @OUT
 @click.option("--snapshot", metavar="ID", help="snapshot id under OUT/raw/ to ingest, or its bare commit hash "
               "(default: the one the last fetch delivered)")
@@ -83,8 +81,8 @@ def ingest_command(args: SimpleNamespace, paths: Paths) -> None:
 
 
 @click.command("build", short_help="build OUT/energy_index.duckdb from the Parquet tables and sql/ views",
-             epilog=examples("energy-index build",
-                              "energy-index build --itl-deadline-ms 250 --snapshot 2026-01-01-6e70d23"))
+               epilog=examples("energy-index build",
+                               "energy-index build --itl-deadline-ms 250 --snapshot 2026-01-01-6e70d23"))
 @OUT
 @BUILD
 @click.option("--snapshot", "index_snapshot", metavar="ID", help="snapshot (id or bare commit hash) the index and "
@@ -104,7 +102,7 @@ def build_command(args: SimpleNamespace, paths: Paths) -> None:
 
 
 @click.command("export", short_help="write the energy index JSON under OUT/index/",
-             epilog=examples("energy-index export --as-of 2026-09-27"))
+               epilog=examples("energy-index export --as-of 2026-09-27"))
 @OUT
 @EXPORT
 @QUIET
@@ -182,7 +180,7 @@ def history_command(args: SimpleNamespace, paths: Paths) -> int:
 
 
 @click.command("verify", short_help="check every published file and the raw archive, reading every byte",
-             epilog=examples("energy-index verify", "energy-index verify --quiet --out /srv/energy-index/build"))
+               epilog=examples("energy-index verify", "energy-index verify --quiet --out /srv/energy-index/build"))
 @OUT
 @QUIET
 @step("lock")
@@ -203,7 +201,7 @@ def verify_command(args: SimpleNamespace, paths: Paths) -> None:
     say(f"verify: {verified.summary()}; every byte read ({seconds_since(started)})")
 
 
-# This module's commands, which pipeline/cli.py's COMMANDS names.
-COMMANDS = {command.name: command for command in (
+# This module's commands, by name, as pipeline/cli.py's COMMAND_MODULES names them.
+COMMANDS: dict[str, click.Command] = {command.name: command for command in (
     fetch_command, ingest_command, build_command, export_command, refresh_command, history_command, verify_command,
 )}

@@ -1,7 +1,7 @@
 """The refresh and the history: fetch -> ingest -> build -> export in order, each step's lines on stderr,
 published all at once (pipeline/publish.py) or not at all. Here is why a refresh does nothing (the
 published build already is this one, its files intact), rebuilds (anything else changed or a published
-file is damaged) and what it repairs. The command line (pipeline/cli.py) parses options into `Options`
+file is damaged) and what it repairs. The command line (pipeline/cli_steps.py) parses options into `Options`
 and calls these functions; they hold OUT's lock already."""
 
 import time

@@ -29,8 +29,15 @@ class Setting:
     make: str = ""
     read_default: Callable[[], Any] | None = None
 
+    def __post_init__(self) -> None:
+        if self.read_default is not None and self.given_default is not None:
+            raise ValueError(f"{self.name}: a default is given or read where it is declared, not both")
+
+    # (cached_property stores into the instance's __dict__, past the frozen dataclass's __setattr__: the
+    # class must keep its __dict__, no slots=True.)
     @functools.cached_property
     def default(self) -> Any:
+        """The default: as given, or as read_default reads it (once)."""
         return self.given_default if self.read_default is None else self.read_default()
 
     def value(self) -> str:  # an environment variable's value, or its default

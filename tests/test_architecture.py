@@ -50,18 +50,40 @@ def _imported_names(module: str) -> dict[str, set[str]]:
 
 
 def test_no_name_is_made_where_grep_cannot_find_it() -> None:
-    """No module of pipeline/ or schemas/ defines names through a module __getattr__ or replaces what an
-    import finds (sys.modules[...] = ...): each name is assigned or imported where it is written."""
+    """No module of pipeline/ or schemas/ defines names through a module __getattr__, writes into
+    sys.modules (what an import finds) or globals(): each name is assigned or imported where it is written."""
+    hidden = {"sys.modules", "globals()"}
     found = []
     for path in sorted([*PACKAGE.glob("*.py"), *(PACKAGE.parent / "schemas").glob("*.py")]):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         found += [f"{path.name}: module __getattr__" for node in tree.body
                   if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"]
-        found += [f"{path.name}:{node.lineno}: sys.modules assigned" for node in ast.walk(tree)
-                  if isinstance(node, ast.Assign) and any(isinstance(target, ast.Subscript)
-                                                          and ast.unparse(target.value) == "sys.modules"
-                                                          for target in node.targets)]
+        for node in ast.walk(tree):
+            targets = (node.targets if isinstance(node, ast.Assign) else
+                       [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+            if any(isinstance(target, ast.Subscript) and ast.unparse(target.value) in hidden for target in targets):
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and ast.unparse(node.func.value) in hidden and node.func.attr in {"update", "setdefault", "__setitem__"}):
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
     assert not found, found
+
+
+def test_each_command_is_named_once_beside_the_module_that_makes_it() -> None:
+    """cli.COMMAND_MODULES names every command, in --help's order, with the module that makes it: each module's
+    COMMANDS holds exactly the commands it defines, under the names cli.py gives them."""
+    import click
+
+    from pipeline import cli, cli_outputs, cli_readers, cli_steps
+
+    modules = {cli._step_commands: cli_steps, cli._reader_commands: cli_readers, cli._output_commands: cli_outputs}
+    assert set(cli.COMMAND_MODULES.values()) == modules.keys()
+    for load, module in modules.items():
+        named = [name for name, loader in cli.COMMAND_MODULES.items() if loader is load]
+        assert list(load()) == named, module.__name__
+        defined = {value for value in vars(module).values() if isinstance(value, click.Command)}
+        assert defined == set(module.COMMANDS.values()), module.__name__
+    assert list(cli.all_commands()) == list(cli.COMMAND_MODULES)
 
 
 def _top_level_functions(module: str) -> set[str]:
@@ -93,7 +115,7 @@ def test_the_command_line_reaches_the_workflow_only_through_refresh() -> None:
 def test_the_command_line_defines_no_function_another_module_defines() -> None:
     """Each step's function exists once: the CLI's command handlers are named <command>_command, and it
     defines nothing the refresh (or any other module) defines."""
-    # main: the entry point of each module run with python -m (pipeline, pipeline.cli, pipeline.docs)
+    # main: the command line's entry point (pipeline/cli.py, called by pipeline/__main__.py)
     cli_functions = {node.name for module in CLI_MODULES for node in ast.walk(_tree(module))
                      if isinstance(node, ast.FunctionDef)} - {"main"}
     refresh_functions = _top_level_functions("refresh")

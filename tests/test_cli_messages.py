@@ -33,7 +33,7 @@ def test_a_commit_time_without_a_zone_is_one_line_before_any_work(tmp_path: Path
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
         f"energy-index: error: Invalid value for '--commit-time': '{moment}' has no time zone; add Z (UTC) or the "
-        "offset, e.g. 2026-02-16T09:48:29Z or 2026-02-16T04:48:29-05:00 Try 'energy-index refresh --help' for help."]
+        "offset, e.g. 2026-02-16T09:48:29Z or 2026-02-16T04:48:29-05:00. Try 'energy-index refresh --help' for help."]
     through_make = make(f"SOURCE={NEWEST}", f"OUT={out}", f"COMMIT_TIME={moment}")
     assert through_make.returncode == 2 and "has no time zone" in through_make.stderr
     assert "Traceback" not in through_make.stderr and not out.exists()
@@ -63,10 +63,10 @@ def test_help_version_did_you_mean_and_snapshots(history_build: Paths) -> None:
     assert version.returncode == 0 and version.stdout.startswith("energy-index 0.")
     typo = cli("refersh")
     assert typo.returncode == 2 and "Did you mean 'refresh'?" in typo.stderr
-    from pipeline.cli import COMMANDS
+    from pipeline.cli import COMMAND_MODULES
     from schemas import TABLE_NAMES
 
-    for name in COMMANDS:
+    for name in COMMAND_MODULES:
         text = cli(name, "--help").stdout
         assert "examples:\n    energy-index " + name in text, name
         assert max(len(line) for line in text.splitlines()) <= 100, name

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.paths import Paths
-from conftest import NEWEST, SEED_AS_OF, SEED_RETRIEVED, cli, refresh_args, shared_folder, tree_digest
+from conftest import NEWEST, SEED_AS_OF, SEED_RETRIEVED, cli, refresh_args, shared_folder, snapshot_id, tree_digest
 
 # One published file of each kind: an index figure file, a model file, an ingested table, the database.
 DAMAGED = ["index/lm-arena-chat/index.json", "index/lm-arena-chat/models", "parquet/token_configurations",
@@ -22,7 +22,17 @@ READERS = {
     "estimate": ["estimate", "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--gpu", "H100",
                  "--concurrency", "100"],
     "spark-sql": ["spark-sql"],
+    "plan": ["plan", "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--tokens-per-day", "1e9",
+             "--p90-itl-ms", "100"],
+    "compare": ["compare", "--task", "lm-arena-chat", "qwen3-8b", "qwen3-14b"],
+    "diff": ["diff", snapshot_id(NEWEST), snapshot_id(NEWEST)],
 }
+
+
+def test_every_command_that_reads_the_published_build_is_checked_here() -> None:
+    from pipeline import cli_outputs, cli_readers
+
+    assert set(cli_readers.COMMANDS) | set(cli_outputs.COMMANDS) - {"synth"} == READERS.keys()
 
 
 def one_file(generation: Path, name: str) -> Path:
