@@ -159,10 +159,10 @@ test-all: $(TEST_INSTALLED) $(ENGINES) $(SUPERSET_STACK) $(DUCKDB_CLI) $(SUPERSE
 	@echo "make test-all: about 15 minutes on 2 cores (the first run installs Superset and Spark)"
 	EXAMPLES=full $(VENV)/bin/python -m pytest -q -n 2 --dist worksteal -m ''
 
-bench: $(INSTALLED) ## time the pipeline against its floors at BENCH_SCALES (1,100,1000), each target met or not; the 1x refresh against BENCH_BEFORE (an energy-index of the code to compare with)
+bench: $(INSTALLED) ## time the pipeline against its floors at BENCH_SCALES (default 1,100; 1000 takes about 30 minutes), each target met or not; the 1x refresh against BENCH_BEFORE (an energy-index of the code to compare with)
 	$(VENV)/bin/python bench/run.py --scales "$$EI_BENCH_SCALES" --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench" $${EI_BENCH_BEFORE:+--before "$$EI_BENCH_BEFORE"}
 
-bench-light: $(INSTALLED) ## time only the light commands (--version, sql, estimate, a no-op make) against the interpreter
+bench-light: $(INSTALLED) ## time only the light commands (--version, sql, estimate, plan, a no-op make) against their floors
 	$(VENV)/bin/python bench/run.py --light --runs "$$EI_BENCH_RUNS" --out "$$EI_OUT/bench"
 
 bench-history: $(INSTALLED) ## time history build, weekly refresh and every view over N chained synthetic snapshots

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         except click.UsageError as error:
             message = error.format_message()
             if error.ctx is not None:  # the reason, then where to read on: two sentences
-                ended = message.endswith((".", "?", "!", ")"))
+                ended = message.rstrip(")").endswith((".", "?", "!"))
                 message += f"{'' if ended else '.'} Try '{error.ctx.command_path} --help' for help."
             say(f"{PROG}: error: {message}")
             raise SystemExit(error.exit_code) from None

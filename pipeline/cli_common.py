@@ -173,7 +173,7 @@ def options(*decorators: Callable) -> Callable:
 OUT = option(settings.OUT, type=click.Path(path_type=Path), metavar="DIR")
 # Every command that writes: quiet when all went well and nothing needs a person (cron mails what is printed).
 QUIET = click.option("--quiet", "-q", is_flag=True, help="print nothing unless it needs attention: a failure, a "
-                     "warning, or audit findings the previous published build did not have (refresh, history)")
+                     "warning, or (refresh and history only) audit findings the previous published build did not have")
 # The commands that publish: an exit status of its own for new audit findings, for whoever wants an alert on them.
 ALERT = click.option("--alert-new-findings", is_flag=True, help="exit with status 3 (not 0) when the build "
                      "published has audit findings the previous published build did not have (docs/operating.md)")

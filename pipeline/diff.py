@@ -26,7 +26,7 @@ def snapshot_diff(paths: Paths, old: str, new: str) -> dict[str, Any]:
             if snapshot_id not in positions:
                 close = nearest(snapshot_id, positions)
                 hint = f"did you mean {' or '.join(close)}? " if close else ""
-                raise PipelineError(f"snapshot {shown(snapshot_id)} is not in {paths.database}; {hint}'{command_name()} "
+                raise PipelineError(f"snapshot {shown(snapshot_id)} is not in {paths.out / paths.database.name}; {hint}'{command_name()} "
                                     f"snapshots{out_option(paths.out)}' lists the {len(positions)} it holds")
         if old == new:
             raise PipelineError("OLD and NEW are the same snapshot")

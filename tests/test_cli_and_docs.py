@@ -197,3 +197,12 @@ def test_every_count_the_docs_state_is_the_builds(history_build: Paths) -> None:
     assert stated, "no counts found"
     wrong = [f"{name}: {count} {what}, the build has {truth[what]}" for name, what, count in stated if count != truth[what]]
     assert wrong == []
+
+
+def test_the_estimate_the_querying_page_shows_is_what_the_command_prints(newest_build: Paths, capsys) -> None:
+    page = (PROJECT / "docs" / "querying.md").read_text(encoding="utf-8")
+    command, printed = re.search(r"```sh\n\.venv/bin/energy-index (estimate [^\n]*)\n```\n\nprints\n\n```\n(.*?)```",
+                                 page, re.S).groups()
+    assert main([*command.split(), "--out", str(newest_build.out)]) == 0
+    assert capsys.readouterr().out == printed
+
