@@ -40,16 +40,36 @@ def next_step(out: Path) -> str:
 
 def nearest(name: str, names: Iterable[str], count: int = 3) -> list[str]:
     """The names nearest to `name`, ignoring case: those that begin with it, or else those that contain
-    it, or else the closest spelt (difflib's ratio); at most `count`."""
+    it, each ranked as the SQL macro closest_names ranks them (by edit distance to the whole name or to its
+    last path segment, a model id's slug, then by name: 'qwen3' finds Qwen/Qwen3-8B before Qwen/Qwen3-14B);
+    or else the closest spelt (difflib's ratio, at least 0.5: none when nothing is near, where closest_names
+    lists the three least far however far). At most `count`."""
     import difflib
 
     wanted = name.lower()
     candidates = sorted(set(names))
-    starting = [n for n in candidates if n.lower().startswith(wanted)]
-    containing = [n for n in candidates if wanted in n.lower()]
+
+    def distance(candidate: str) -> tuple[int, str]:
+        lowered = candidate.lower()
+        return min(_edit_distance(lowered, wanted), _edit_distance(lowered.rpartition("/")[2], wanted)), candidate
+
+    starting = sorted((n for n in candidates if n.lower().startswith(wanted)), key=distance)
+    containing = sorted((n for n in candidates if wanted in n.lower()), key=distance)
     lowered = {n.lower(): n for n in candidates}
     spelt = [lowered[n] for n in difflib.get_close_matches(wanted, list(lowered), n=count, cutoff=0.5)]
     return (starting or containing or spelt)[:count]
+
+
+def _edit_distance(first: str, second: str) -> int:
+    """Levenshtein's distance, as DuckDB's levenshtein() counts it for closest_names (the standard library
+    has none; difflib's ratio is another measure). Names are short: the quadratic table costs microseconds."""
+    previous = list(range(len(second) + 1))
+    for row, left in enumerate(first, start=1):
+        current = [row]
+        for column, right in enumerate(second, start=1):
+            current.append(min(previous[column] + 1, current[column - 1] + 1, previous[column - 1] + (left != right)))
+        previous = current
+    return previous[-1]
 
 
 # How much of a name a user gave a message echoes: the longest measured name (a model id) is 45 characters.

@@ -6,8 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 from conftest import NEWEST, PROJECT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.paths import Paths
 
@@ -88,3 +91,34 @@ def test_every_macro_refuses_an_unknown_identifier_naming_the_nearest(version: s
         assert outcome[name] == expected, (result["version"], name)
     assert outcome["energy_at_concurrency"]["rows"] >= 1
     assert outcome["fleet_plan, every model"]["rows"] >= 3 * 10
+
+
+@given(st.text(alphabet="abcQWEN3-/_.8", max_size=12), st.text(alphabet="abcQWEN3-/_.8", max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_the_command_lines_edit_distance_is_duckdbs_levenshtein(first: str, second: str) -> None:
+    from pipeline.errors import _edit_distance
+
+    with duckdb.connect() as connection:
+        assert _edit_distance(first, second) == connection.execute("select levenshtein(?, ?)", [first, second]).fetchone()[0]
+
+
+def test_the_command_line_ranks_the_nearest_names_as_closest_names_does(newest_build: Paths) -> None:
+    """Where some names begin with (or, none beginning, contain) what was given, errors.nearest's first three are
+    the SQL macro's three: one ranking, whichever refuses the name."""
+    from pipeline.errors import nearest
+
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        names = sorted({name for row in connection.execute(
+            "select distinct task, model_id, gpu, slug from unified_configurations").fetchall() for name in row})
+        probes = sorted({name[:length].lower() for name in names for length in (2, 4, 6, 9)}
+                        | {name.rpartition("/")[2][:length] for name in names for length in (3, 5)})
+        compared = 0
+        for probe in probes:
+            starting = [name for name in names if name.lower().startswith(probe.lower())]
+            containing = [name for name in names if probe.lower() in name.lower()]
+            if len(starting or containing) < 3:
+                continue  # closest_names fills its three from the next group: errors.nearest stops at its group
+            (expected,) = connection.execute("select closest_names(?, ?)", [probe, names]).fetchone()
+            assert ", ".join(nearest(probe, names)) == expected, probe
+            compared += 1
+    assert compared >= 20
