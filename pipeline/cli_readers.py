@@ -201,7 +201,8 @@ def _print_interpolation_estimate(result: dict, concurrency: float, boundary_nam
     unit, rows, measured = result["unit"], result["deployments"], result["deployments_measured"]
     print(f"{result['model_id']} on {result['gpu']}, {result['task']}, at concurrency {concurrency:g}{boundary}:")
     if result["min_wh_per_unit"] is None:
-        print(f"  outside the measured range of all {measured} deployment(s); no estimate")
+        deployments = "the one deployment measured" if measured == 1 else f"all {measured} deployments measured"
+        print(f"  outside the measured range of {deployments}; no estimate")
     elif result["deployments_within_range"] == 1:
         (row,) = [row for row in rows if row["wh_per_unit"] is not None]
         only = ("only one deployment was measured" if measured == 1 else

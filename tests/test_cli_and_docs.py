@@ -206,3 +206,9 @@ def test_the_estimate_the_querying_page_shows_is_what_the_command_prints(newest_
     assert main([*command.split(), "--out", str(newest_build.out)]) == 0
     assert capsys.readouterr().out == printed
 
+
+
+def test_an_estimate_beyond_every_measured_point_says_so_in_words(newest_build: Paths, capsys) -> None:
+    assert main(["estimate", "--task", "lm-arena-chat", "--model", "Qwen/Qwen3-8B", "--gpu", "H100",
+                 "--concurrency", "100000", "--out", str(newest_build.out)]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "  outside the measured range of the one deployment measured; no estimate"
