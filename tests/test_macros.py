@@ -93,13 +93,15 @@ def test_every_macro_refuses_an_unknown_identifier_naming_the_nearest(version: s
     assert outcome["fleet_plan, every model"]["rows"] >= 3 * 10
 
 
+IN_MEMORY = duckdb.connect()  # one for every example: a connection costs more than a comparison
+
+
 @given(st.text(alphabet="abcQWEN3-/_.8", max_size=12), st.text(alphabet="abcQWEN3-/_.8", max_size=12))
 @settings(max_examples=300, deadline=None)
 def test_the_command_lines_edit_distance_is_duckdbs_levenshtein(first: str, second: str) -> None:
     from pipeline.errors import _edit_distance
 
-    with duckdb.connect() as connection:
-        assert _edit_distance(first, second) == connection.execute("select levenshtein(?, ?)", [first, second]).fetchone()[0]
+    assert _edit_distance(first, second) == IN_MEMORY.execute("select levenshtein(?, ?)", [first, second]).fetchone()[0]
 
 
 def test_the_command_line_ranks_the_nearest_names_as_closest_names_does(newest_build: Paths) -> None:
