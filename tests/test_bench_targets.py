@@ -40,3 +40,20 @@ def test_each_target_prints_both_figures_and_met_or_not(capsys) -> None:
     assert ("target 1× full refresh ≤ 3 × the floor (DuckDB alone + loading its Parquet + the export writer): "
             "not measured, floor was not run") in printed
     assert "targets met: 4 of 6 (1 not measured)" in printed
+
+
+def test_two_commands_timed_in_the_same_rounds_are_compared_round_by_round(capsys) -> None:
+    # The machine slows down in the third round: both commands take twice as long there. The ratio of the
+    # medians (1.2 s / 1.0 s) would say 1.20; round by round each ratio is 1.25 or less, and the median 1.25.
+    measured = {name: {"seconds": 1.0} for name in (*bench.LIGHT_COMMANDS, "noop_refresh")}
+    measured |= {"floor_click_duckdb": {"seconds": 1.0, "rounds": [1.0, 1.0, 2.0]},
+                 "cli_plan": {"seconds": 1.2, "rounds": [1.2, 1.25, 2.6]}}
+    found = bench.targets(1, measured, light=True)
+    plan = found["`plan` ≤ 1.3 × the light commands' floor"]
+    assert plan["ratio"] == 1.25 and plan["met"] is True
+    assert plan["round_ratios"] == [1.2, 1.25, 1.3]
+    bench._print_targets({"plan": plan})
+    assert "median of 3 rounds' ratios (from 1.20 to 1.30) 1.25 x, met" in capsys.readouterr().out
+    # Rounds of different lengths are not paired: the ratio is of the medians.
+    measured["cli_plan"]["rounds"] = [1.2, 1.25]
+    assert bench.targets(1, measured, light=True)["`plan` ≤ 1.3 × the light commands' floor"]["ratio"] == 1.2
