@@ -5,8 +5,9 @@ dialect when asked, with the scalar macros inlined (Spark has none; a function r
 what this spares the user) and CREATE TEMPORARY VIEW, which Spark needs over temporary tables. Each
 table a view reads (ingested, stored per snapshot or pair, or a reference table) becomes a temporary
 view over its Parquet folder with the columns, in the order, the DuckDB table has. The table macros
-(best_configurations_in, configuration_diff, index_diff, energy_at_concurrency) are DuckDB's only:
-the stored tables they fill are read from their Parquet instead.
+(best_configurations_in, configuration_diff, index_diff, energy_at_concurrency, fleet_plan) are DuckDB's
+only: the stored tables they fill are read from their Parquet instead, and a view that only they read
+(its header says `-- duckdb only:`) is left out.
 """
 
 from pathlib import Path
@@ -17,7 +18,7 @@ from sqlglot import exp
 from pipeline.database import connect
 from pipeline.errors import NEXT_STEP, PipelineError
 from pipeline.paths import Paths
-from pipeline.sql_objects import sql_object, sql_path, view_description
+from pipeline.sql_objects import is_duckdb_only, sql_object, sql_path, view_description
 from pipeline.stored_tables import STORED
 from pipeline.views import views_in_dependency_order
 from schemas import REFERENCE_TABLES, TABLE_NAMES
@@ -115,7 +116,7 @@ def spark_sql(paths: Paths, parquet_root: str | None = None) -> str:
         statements.append(f"-- {table}: {'the published Parquet' if present else 'no rows in this build'}\n"
                           + _table_statement(table, columns[table], f"{root}/{table}" if present else None))
     macros: dict[str, Macro] = {}
-    for name in (name for name in views_in_dependency_order() if name not in STORED):
+    for name in (name for name in views_in_dependency_order() if name not in STORED and not is_duckdb_only(name)):
         defined = sql_object(name)
         if defined.kind == "macro":
             tree = sqlglot.parse_one(defined.statement, read="duckdb")

@@ -54,6 +54,16 @@ def is_stored(name: str) -> bool:
     return sql_object(name).kind == "view" and STORED_LINE.search(_header(name)) is not None
 
 
+# A view whose header has this line is left out of the Spark script (pipeline/spark.py): what reads it is
+# DuckDB's alone, a table macro, and its SQL may use what Spark lacks (an ordered list of structs).
+DUCKDB_ONLY_LINE = re.compile(r"^-- duckdb only: ", re.MULTILINE)
+
+
+def is_duckdb_only(name: str) -> bool:
+    """Whether a sql/ view serves DuckDB's table macros alone (its header's `-- duckdb only:` line)."""
+    return sql_object(name).kind == "view" and DUCKDB_ONLY_LINE.search(_header(name)) is not None
+
+
 # A view's or table macro's key in its header: the columns that tell its rows apart, one line, and those
 # of them that may be null (a row without that part, as SQL's UNIQUE allows), e.g. "-- key: task, row_id".
 KEY_LINE = re.compile(r"^-- key: (.*)$", re.MULTILINE)

@@ -44,8 +44,9 @@ points as (
 bracketed as (
     select
         deployment, count(*) as measured_points, min(x) as lowest_measured, max(x) as highest_measured,
-        curve_neighbours(x, {energy: energy, n_repeats: n_repeats, energy_low: energy_low, energy_high: energy_high,
-                             latency: latency}, concurrency) as neighbours
+        curve_neighbours(list({x: x, point: {energy: energy, n_repeats: n_repeats, energy_low: energy_low,
+                                              energy_high: energy_high, latency: latency}} order by x),
+                         concurrency) as neighbours
     from points
     group by deployment
 ),

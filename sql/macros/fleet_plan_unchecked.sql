@@ -7,7 +7,7 @@
 -- Demand is outputs_per_day (output tokens, images or videos a day) or, for token tasks, requests_per_second
 -- times the model's measured mean output length on the task (the mean of its configurations'
 -- avg_output_tokens) times 86,400. The candidates on a GPU are its measured configurations
--- (configuration_points: repeats averaged) whose latency_metric is at most latency_limit. For each, the
+-- (plan_candidates: repeats averaged) whose latency_metric is at most latency_limit. For each, the
 -- replicas are the fewest whose measured throughput serves the demand, ceil(demand / (86,400 ×
 -- units_per_second)); each replica then carries load_fraction = demand / (replicas × 86,400 ×
 -- units_per_second) of its measured throughput, at replica_concurrency = load_fraction × its measured
@@ -39,65 +39,43 @@ asked as materialized (
         cast(carbon_intensity as double) as asked_carbon_intensity
 ),
 
--- The index snapshot's configurations of the model (every model: model null) on every GPU: one point per
--- configuration with its repeats' means (configuration_points), the latency asked beside them.
+-- The index snapshot's configurations of the model (every model: model null) on every GPU asked, each
+-- with its repeats' means, its deployment's curve and the model's mean output length (plan_candidates),
+-- the latency asked beside them; the demand in outputs a day.
 points as (
     select
-        family, task, model_id, slug, gpu, row_id, num_gpus, tensor_parallel, data_parallel, expert_parallel,
-        ulysses_degree, ring_degree, precision, width, height, num_frames, fps, inference_steps, batch_limit,
-        unit_label, wh_per_unit, measured_concurrency,
-        case asked_metric
-            when 'median_itl_ms' then median_itl_ms
-            when 'p90_itl_ms' then p90_itl_ms
-            when 'p99_itl_ms' then p99_itl_ms
-            when 'batch_latency_s' then batch_latency_s
+        c.family, c.task, c.model_id, c.slug, c.gpu, c.row_id, c.num_gpus, c.tensor_parallel, c.data_parallel,
+        c.expert_parallel, c.ulysses_degree, c.ring_degree, c.precision, c.width, c.height, c.num_frames, c.fps,
+        c.inference_steps, c.batch_limit, c.unit_label, c.wh_per_unit, c.measured_concurrency,
+        case a.asked_metric
+            when 'median_itl_ms' then c.median_itl_ms
+            when 'p90_itl_ms' then c.p90_itl_ms
+            when 'p99_itl_ms' then c.p99_itl_ms
+            when 'batch_latency_s' then c.batch_latency_s
         end as latency,
-        units_per_second, gpu_power_watts_total, avg_output_tokens,
-        -- outputs in one unit_label: a million output tokens, or one image or video
-        case when family = 'token' then 1e6 else 1 end as unit_scale,
-        -- what stays fixed along an efficiency curve, as energy_at_concurrency groups it
-        {
-            num_gpus: num_gpus, tensor_parallel: tensor_parallel, data_parallel: data_parallel,
-            expert_parallel: expert_parallel, ulysses_degree: ulysses_degree, ring_degree: ring_degree,
-            precision: precision, width: width, height: height, num_frames: num_frames, fps: fps,
-            inference_steps: inference_steps
-        } as deployment
-    from configuration_points, asked
-    where task = asked_task and (asked_model is null or model_id = asked_model)
+        c.units_per_second, c.gpu_power_watts_total, c.curve, c.mean_output_tokens,
+        case when c.family = 'token' then 1e6 else 1 end as unit_scale,
+        coalesce(a.asked_outputs_per_day, a.asked_requests_per_second * 86400 * c.mean_output_tokens) as units_per_day,
+        a.*
+    from plan_candidates as c, asked as a
+    where c.task = a.asked_task and (a.asked_model is null or c.model_id = a.asked_model)
+        and (a.asked_gpu is null or c.gpu = a.asked_gpu)
 ),
 
--- Per model: the demand in outputs a day (the mean output length is over every GPU's configurations,
--- added in row_id order: a sum's last bit follows the order it adds in, and the same question gives the
--- same bits with or without a GPU named).
-demand as (
-    select
-        model_id,
-        avg(avg_output_tokens order by row_id) as mean_output_tokens,
-        coalesce(any_value(asked_outputs_per_day),
-                 any_value(asked_requests_per_second) * 86400 * avg(avg_output_tokens order by row_id))
-            as units_per_day
-    from points, asked
-    group by model_id
-),
-
--- The GPU asked narrows the plans, not the demand. Each configuration with the fewest replicas whose
--- measured throughput serves the demand (ceil() of a quotient may land one replica short by rounding; one
--- more then).
+-- Each configuration with the fewest replicas whose measured throughput serves the demand (ceil() of a
+-- quotient may land one replica short by rounding; one more then).
 measured as (
     select
-        p.*, d.units_per_day, d.mean_output_tokens,
+        *,
         -- (false, never null, where a snapshot lacks the metric: a null would sort by the session's null order)
-        coalesce(p.latency <= a.asked_limit, false) as within_limit,
-        cast(ceil(d.units_per_day / (86400 * p.units_per_second))
-            + case when ceil(d.units_per_day / (86400 * p.units_per_second)) * 86400 * p.units_per_second
-                < d.units_per_day then 1 else 0 end as bigint) as replicas
-    from points as p join demand as d using (model_id) cross join asked as a
-    where a.asked_gpu is null or p.gpu = a.asked_gpu
+        coalesce(latency <= asked_limit, false) as within_limit,
+        cast(ceil(units_per_day / (86400 * units_per_second))
+            + case when ceil(units_per_day / (86400 * units_per_second)) * 86400 * units_per_second
+                < units_per_day then 1 else 0 end as bigint) as replicas
+    from points
 ),
 
--- Materialized here and at chosen: each is read twice, and DuckDB before 1.3 computes a CTE again wherever
--- it is named.
-loaded as materialized (
+loaded as (
     select
         *,
         units_per_day / (replicas * 86400 * units_per_second) as load_fraction,
@@ -107,37 +85,19 @@ loaded as materialized (
     from measured
 ),
 
--- The deployment's curve: each measured concurrency one point (configurations at the same concurrency
--- averaged), read at each replica's concurrency.
-curve as (
-    select model_id, gpu, deployment, measured_concurrency as x, avg(wh_per_unit) as energy
-    from points
-    group by model_id, gpu, deployment, measured_concurrency
-),
-
-bracketed as (
-    select
-        l.row_id, l.replica_concurrency,
-        min(u.x) as lowest_measured,
-        curve_neighbours(u.x, u.energy, l.replica_concurrency) as neighbours
-    from loaded as l
-    join curve as u
-        on u.model_id = l.model_id and u.gpu = l.gpu and u.deployment is not distinct from l.deployment
-    group by l.row_id, l.replica_concurrency
-),
-
--- Where the replica's concurrency falls on the curve (once: read for the figure and for the method).
+-- The deployment's curve read at each replica's concurrency, and where it falls on it.
 positioned as (
-    select row_id, lowest_measured, neighbours, curve_position(neighbours, replica_concurrency) as position
-    from bracketed
+    select *, curve[1].x as lowest_measured, curve_neighbours(curve, replica_concurrency) as neighbours
+    from loaded
 ),
 
 on_curve as (
     select
-        l.*, b.lowest_measured,
-        b.neighbours.lower + (b.neighbours.upper - b.neighbours.lower) * b.position.weight as curve_wh_per_unit,
-        b.position.method as curve_method
-    from loaded as l join positioned as b using (row_id)
+        * exclude (curve, neighbours),
+        neighbours.lower + (neighbours.upper - neighbours.lower) * curve_position(neighbours, replica_concurrency).weight
+            as curve_wh_per_unit,
+        curve_position(neighbours, replica_concurrency).method as curve_method
+    from positioned
 ),
 
 -- The curve's figure held between two bounds the configuration's own measurement sets: a replica at part
@@ -145,7 +105,8 @@ on_curve as (
 -- more than its measured power. The curve can leave them, since neighbouring points are separate
 -- measurements: in the newest snapshot power falls as concurrency rises in about a quarter of them.
 -- The plan on each GPU: the configuration within the limit with the lowest such figure; a GPU with none
--- keeps one row, outside the limit, to say so.
+-- keeps one row, outside the limit, to say so. Materialized: read twice, and DuckDB before 1.3 computes a
+-- CTE again wherever it is named.
 chosen as materialized (
     select
         *,
@@ -155,7 +116,6 @@ chosen as materialized (
             when curve_wh_per_unit < wh_per_unit then 'held at the full-load figure'
             else curve_method
         end as method,
-        -- (greatest and least pass over a null: below the measured range there is no figure)
         case when curve_wh_per_unit is not null
             then least(greatest(curve_wh_per_unit, wh_per_unit), at_measured_power_wh_per_unit) end as wh_at_load,
         -- what a GPU without a plan reports (over the GPU's every configuration: one window with the choice)
@@ -172,24 +132,24 @@ chosen as materialized (
 planned as (
     select
         g.task, g.model_id, g.slug, g.gpu, b.boundary, b.boundary_position, g.unit_label,
-        cast(g.units_per_day as double) as units_per_day, a.asked_requests_per_second as requests_per_second,
+        cast(g.units_per_day as double) as units_per_day, g.asked_requests_per_second as requests_per_second,
         g.mean_output_tokens,
-        a.asked_metric as latency_metric,
+        g.asked_metric as latency_metric,
         -- one unit a column: milliseconds for the ITL metrics, seconds for batch latency
-        case when a.asked_metric <> 'batch_latency_s' then a.asked_limit end as latency_limit_ms,
-        case when a.asked_metric = 'batch_latency_s' then a.asked_limit end as latency_limit_s,
-        case when a.asked_metric <> 'batch_latency_s' then g.lowest_latency end as lowest_latency_ms,
-        case when a.asked_metric = 'batch_latency_s' then g.lowest_latency end as lowest_latency_s,
+        case when g.asked_metric <> 'batch_latency_s' then g.asked_limit end as latency_limit_ms,
+        case when g.asked_metric = 'batch_latency_s' then g.asked_limit end as latency_limit_s,
+        case when g.asked_metric <> 'batch_latency_s' then g.lowest_latency end as lowest_latency_ms,
+        case when g.asked_metric = 'batch_latency_s' then g.lowest_latency end as lowest_latency_s,
         case
             when c.row_id is null then 'no configuration within the limit'
             when b.multiplier_central is null then 'no boundary factors'
-            when c.wh_at_load is null then 'below the measured range'
+            when g.wh_at_load is null then 'below the measured range'
             else 'planned'
         end as plan_status,
         c.row_id, c.num_gpus, c.tensor_parallel, c.data_parallel, c.expert_parallel, c.ulysses_degree,
         c.ring_degree, c.precision, c.width, c.height, c.num_frames, c.fps, c.inference_steps, c.batch_limit,
-        case when a.asked_metric <> 'batch_latency_s' then c.latency end as latency_ms,
-        case when a.asked_metric = 'batch_latency_s' then c.latency end as latency_s,
+        case when g.asked_metric <> 'batch_latency_s' then c.latency end as latency_ms,
+        case when g.asked_metric = 'batch_latency_s' then c.latency end as latency_s,
         c.measured_concurrency, c.units_per_second, c.gpu_power_watts_total,
         c.replicas, c.replicas * c.num_gpus as gpus, c.load_fraction, c.replica_concurrency, c.method,
         c.lowest_measured,
@@ -203,10 +163,10 @@ planned as (
         c.units_per_day / c.unit_scale * c.wh_at_load / 1000 * b.multiplier_low as kwh_per_day_low,
         c.units_per_day / c.unit_scale * c.wh_at_load / 1000 * b.multiplier_central as kwh_per_day_central,
         c.units_per_day / c.unit_scale * c.wh_at_load / 1000 * b.multiplier_high as kwh_per_day_high,
-        a.asked_carbon_intensity
+        g.asked_carbon_intensity
     from chosen as g
     join boundary_multipliers as b using (gpu)
-    cross join asked as a
+    -- the choice again where it is within the limit: a GPU without one keeps its row, without a configuration
     left join (select * from chosen where within_limit) as c using (model_id, gpu)
 ),
 
