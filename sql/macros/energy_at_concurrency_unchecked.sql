@@ -24,13 +24,9 @@ with
 -- Two configurations of one deployment measured at exactly the same concurrency are one point.
 points as (
     select
-        {
-            num_gpus: num_gpus, tensor_parallel: tensor_parallel, data_parallel: data_parallel,
-            expert_parallel: expert_parallel, ulysses_degree: ulysses_degree, ring_degree: ring_degree,
-            precision: precision, width: width, height: height, num_frames: num_frames, fps: fps,
-            inference_steps: inference_steps, unit_label: unit_label,
-            latency_metric: case family when 'token' then 'median_itl_ms' else 'batch_latency_s' end
-        } as deployment,
+        struct_insert(deployment, unit_label := unit_label,
+                      latency_metric := case family when 'token' then 'median_itl_ms' else 'batch_latency_s' end)
+            as deployment,
         measured_concurrency as x, sum(n_repeats) as n_repeats, avg(wh_per_unit) as energy,
         min(wh_per_unit_min) as energy_low, max(wh_per_unit_max) as energy_high,
         avg(coalesce(median_itl_ms, batch_latency_s)) as latency
