@@ -88,11 +88,11 @@ def test_the_spark_sql_parses_in_sparks_dialect_and_holds_nothing_spark_lacks(ne
 
 def test_a_view_only_duckdbs_table_macros_read_is_left_out_of_the_spark_script(newest_build: Paths) -> None:
     duckdb_only = [name for name in view_files() if is_duckdb_only(name)]
-    assert duckdb_only == ["plan_candidates"]
+    assert duckdb_only == ["configuration_curves"]
     script = spark_sql(newest_build)
-    assert "VIEW plan_candidates" not in script and "plan_candidates" not in script.lower()
+    assert "VIEW configuration_curves" not in script and "configuration_curves" not in script.lower()
     with duckdb.connect(str(newest_build.database), read_only=True) as connection:
-        assert connection.execute("select count(*) from plan_candidates").fetchone()[0] > 0
+        assert connection.execute("select count(*) from configuration_curves").fetchone()[0] > 0
 
 
 def test_a_one_snapshot_build_gives_the_pair_tables_no_files_and_empty_views_of_their_columns(newest_build: Paths) -> None:

@@ -8,8 +8,7 @@
 -- average running batch for token tasks, the batch size for diffusion) and latencies are the repeats'
 -- means too. Repeats that differ in parallelism or precision (none do in the upstream's files) would
 -- stay apart, as different deployments. Throughput, power and output length are the repeats' means, as
--- fleet_plan sizes a fleet from them. The deployment is what stays fixed along an efficiency curve: GPU
--- count, parallelism, precision and, for diffusion, resolution, frames and steps.
+-- fleet_plan sizes a fleet from them.
 -- stored: the build keeps its rows as a table, computed once per build; estimate and plan read it, and
 -- grouping the repeats again for each question cost as long as the rest of their work.
 create or replace view configuration_points as
@@ -29,14 +28,7 @@ select
     avg(batch_latency_s) as batch_latency_s,
     avg(units_per_second) as units_per_second,
     avg(gpu_power_watts_total) as gpu_power_watts_total,
-    avg(avg_output_tokens) as avg_output_tokens,
-    -- what stays fixed along an efficiency curve, as energy_at_concurrency and fleet_plan group it
-    {
-        num_gpus: num_gpus, tensor_parallel: tensor_parallel, data_parallel: data_parallel,
-        expert_parallel: expert_parallel, ulysses_degree: ulysses_degree, ring_degree: ring_degree,
-        precision: precision, width: width, height: height, num_frames: num_frames, fps: fps,
-        inference_steps: inference_steps
-    } as deployment
+    avg(avg_output_tokens) as avg_output_tokens
 from unified_configurations
 where in_index_snapshot
 group by

@@ -30,7 +30,7 @@ points as (
         measured_concurrency as x, sum(n_repeats) as n_repeats, avg(wh_per_unit) as energy,
         min(wh_per_unit_min) as energy_low, max(wh_per_unit_max) as energy_high,
         avg(coalesce(median_itl_ms, batch_latency_s)) as latency
-    from configuration_points
+    from configuration_curves
     where task = task_name and model_id = model and gpu = gpu_name
         and (gpus is null or num_gpus = gpus) and (precision_name is null or precision = upper(precision_name))
     group by all

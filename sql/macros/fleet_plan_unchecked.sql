@@ -7,7 +7,7 @@
 -- Demand is outputs_per_day (output tokens, images or videos a day) or, for token tasks, requests_per_second
 -- times the model's measured mean output length on the task (the mean of its configurations'
 -- avg_output_tokens) times 86,400. The candidates on a GPU are its measured configurations
--- (plan_candidates: repeats averaged) whose latency_metric is at most latency_limit. For each, the
+-- (configuration_curves: repeats averaged) whose latency_metric is at most latency_limit. For each, the
 -- replicas are the fewest whose measured throughput serves the demand, ceil(demand / (86,400 ×
 -- units_per_second)); each replica then carries load_fraction = demand / (replicas × 86,400 ×
 -- units_per_second) of its measured throughput, at replica_concurrency = load_fraction × its measured
@@ -40,7 +40,7 @@ asked as materialized (
 ),
 
 -- The index snapshot's configurations of the model (every model: model null) on every GPU asked, each
--- with its repeats' means, its deployment's curve and the model's mean output length (plan_candidates),
+-- with its repeats' means, its deployment's curve and the model's mean output length (configuration_curves),
 -- the latency asked beside them; the demand in outputs a day.
 points as (
     select
@@ -57,7 +57,7 @@ points as (
         case when c.family = 'token' then 1e6 else 1 end as unit_scale,
         coalesce(a.asked_outputs_per_day, a.asked_requests_per_second * 86400 * c.mean_output_tokens) as units_per_day,
         a.*
-    from plan_candidates as c, asked as a
+    from configuration_curves as c, asked as a
     where c.task = a.asked_task and (a.asked_model is null or c.model_id = a.asked_model)
         and (a.asked_gpu is null or c.gpu = a.asked_gpu)
 ),
