@@ -158,6 +158,29 @@ def test_the_energy_is_the_curve_that_estimate_reads(newest_build: Paths) -> Non
     assert row["wh_per_unit"] == pytest.approx(estimated, rel=1e-12)
 
 
+def test_each_stored_curve_reads_back_as_its_points_to_the_last_bit(newest_build: Paths) -> None:
+    """configuration_curves keeps each deployment's curve as text (BI tools type no nested column):
+    curve_points_of reads it back as the very doubles of the points the curve is made of."""
+    with duckdb.connect(str(newest_build.database), read_only=True) as connection:
+        stored = connection.execute(
+            "select task, row_id, [[p.x, p.point] for p in curve_points_of(curve)] from configuration_curves").fetchall()
+        points = connection.execute(
+            "select task, model_id, gpu, num_gpus, tensor_parallel, data_parallel, expert_parallel, ulysses_degree,"
+            " ring_degree, precision, width, height, num_frames, fps, inference_steps, measured_concurrency,"
+            " wh_per_unit, row_id from configuration_points").fetchall()
+    deployments = defaultdict(lambda: defaultdict(list))
+    for *deployment, x, wh_per_unit, row_id in points:
+        deployments[tuple(deployment)][x].append(wh_per_unit)
+    expected = {}
+    for *deployment, x, _, row_id in points:
+        curve = deployments[tuple(deployment)]
+        # one point per concurrency (in the newest snapshot each is one configuration's figure)
+        expected[deployment[0], row_id] = [[at, sum(values) / len(values)] for at, values in sorted(curve.items())]
+    assert len(stored) == len(points) > 1800
+    assert {(task, row_id): curve for task, row_id, curve in stored} == expected
+    assert any(len(curve) > 5 for _, _, curve in stored)
+
+
 def test_the_commands_skip_two_optimizers_for_the_same_rows_and_a_users_statement_keeps_them(
         newest_build: Paths) -> None:
     """plan's and estimate's session leaves out the optimizers SKIPPED_FOR_OWN_QUESTIONS names, and their

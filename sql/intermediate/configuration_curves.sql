@@ -1,30 +1,29 @@
 -- configuration_curves: the index snapshot's configurations (configuration_points), each with its
--- deployment and its deployment's efficiency curve, and the model's mean output length on the task: what
--- energy_at_concurrency and fleet_plan read, none of it depending on the question asked.
+-- deployment's efficiency curve and the model's mean output length on the task: what fleet_plan reads,
+-- none of it depending on the question asked.
 -- grain: one row per task × configuration (row_id) of the index snapshot
 -- key: task, row_id
 -- The deployment is what stays fixed along an efficiency curve: GPU count, parallelism, precision and,
--- for diffusion, resolution, frames and steps. curve is the deployment's measured points on the GPU,
--- ordered by concurrency: each measured concurrency one point, configurations measured at the same one
--- averaged, as curve_neighbours reads a curve. mean_output_tokens is the mean of avg_output_tokens over
--- the model's configurations on the task, on every GPU, added in row_id order (a sum's last bit follows
--- the order it adds in, so a question gives the same bits with or without a GPU named).
--- stored: the build keeps its rows as a table, computed once per build; estimate and plan read it for
--- every question, and grouping the curves and the mean output lengths again for each question was a
--- third of plan's work.
--- duckdb only: read by energy_at_concurrency and fleet_plan alone, table macros, which Spark does not have.
+-- for diffusion, resolution, frames and steps. curve is the deployment's measured points on the GPU as
+-- text, 'x:wh_per_unit,x:wh_per_unit,...' ordered by the concurrency x: each measured concurrency one
+-- point, configurations measured at the same one averaged. Text, not a list: BI tools type no nested
+-- column, and DuckDB writes each double as the shortest text that reads back as the same bits
+-- (curve_points_of reads it). mean_output_tokens is the mean of avg_output_tokens over the model's
+-- configurations on the task, on every GPU, added in row_id order (a sum's last bit follows the order it
+-- adds in, so a question gives the same bits with or without a GPU named).
+-- stored: the build keeps its rows as a table, computed once per build; plan reads it for every question,
+-- and grouping the curves and the mean output lengths again for each question was a third of its work.
+-- duckdb only: read by fleet_plan alone, a table macro, which Spark does not have.
 create or replace view configuration_curves as
 
 with
 points as (
     select
         *,
-        {
-            num_gpus: num_gpus, tensor_parallel: tensor_parallel, data_parallel: data_parallel,
-            expert_parallel: expert_parallel, ulysses_degree: ulysses_degree, ring_degree: ring_degree,
-            precision: precision, width: width, height: height, num_frames: num_frames, fps: fps,
-            inference_steps: inference_steps
-        } as deployment
+        deployment_of(
+            num_gpus, tensor_parallel, data_parallel, expert_parallel, ulysses_degree, ring_degree, precision, width,
+            height, num_frames, fps, inference_steps
+        ) as deployment
     from configuration_points
 ),
 
@@ -41,12 +40,14 @@ curve_points as (
 ),
 
 curves as (
-    select task, model_id, gpu, deployment, list({x: x, point: wh_per_unit} order by x) as curve
+    select
+        task, model_id, gpu, deployment,
+        string_agg(cast(x as varchar) || ':' || cast(wh_per_unit as varchar), ',' order by x) as curve
     from curve_points
     group by task, model_id, gpu, deployment
 )
 
-select p.*, o.mean_output_tokens, c.curve
+select p.* exclude (deployment), o.mean_output_tokens, c.curve
 from points as p
 join output_lengths as o using (task, model_id)
 join curves as c

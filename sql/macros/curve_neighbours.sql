@@ -1,6 +1,7 @@
 -- curve_neighbours: macro; the measured points of one efficiency curve either side of a concurrency, from
 -- the curve's points as a list ordered by concurrency: curve_neighbours(list({x: x, point: wh_per_unit}
--- order by x), 100) over a group by deployment, or a curve kept as such a list (configuration_curves.curve).
+-- order by x), 100) over a group by deployment, or a curve kept as text,
+-- curve_neighbours(curve_points_of(configuration_curves.curve), 100).
 -- It is how energy_at_concurrency and fleet_plan read a curve, defined once. x: each point's
 -- concurrency, unique on the curve (configurations of a deployment measured at the same concurrency
 -- averaged into one point first); point: what is interpolated, a figure or a struct of them. lower_x and

@@ -24,13 +24,18 @@ with
 -- Two configurations of one deployment measured at exactly the same concurrency are one point.
 points as (
     select
-        struct_insert(deployment, unit_label := unit_label,
-                      latency_metric := case family when 'token' then 'median_itl_ms' else 'batch_latency_s' end)
-            as deployment,
+        struct_insert(
+            deployment_of(
+                num_gpus, tensor_parallel, data_parallel, expert_parallel, ulysses_degree, ring_degree, precision, width,
+                height, num_frames, fps, inference_steps
+            ),
+            unit_label := unit_label,
+            latency_metric := case family when 'token' then 'median_itl_ms' else 'batch_latency_s' end
+        ) as deployment,
         measured_concurrency as x, sum(n_repeats) as n_repeats, avg(wh_per_unit) as energy,
         min(wh_per_unit_min) as energy_low, max(wh_per_unit_max) as energy_high,
         avg(coalesce(median_itl_ms, batch_latency_s)) as latency
-    from configuration_curves
+    from configuration_points
     where task = task_name and model_id = model and gpu = gpu_name
         and (gpus is null or num_gpus = gpus) and (precision_name is null or precision = upper(precision_name))
     group by all

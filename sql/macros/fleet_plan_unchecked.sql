@@ -53,7 +53,7 @@ points as (
             when 'p99_itl_ms' then c.p99_itl_ms
             when 'batch_latency_s' then c.batch_latency_s
         end as latency,
-        c.units_per_second, c.gpu_power_watts_total, c.curve, c.mean_output_tokens,
+        c.units_per_second, c.gpu_power_watts_total, curve_points_of(c.curve) as curve, c.mean_output_tokens,
         case when c.family = 'token' then 1e6 else 1 end as unit_scale,
         coalesce(a.asked_outputs_per_day, a.asked_requests_per_second * 86400 * c.mean_output_tokens) as units_per_day,
         a.*
