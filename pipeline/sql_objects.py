@@ -55,7 +55,7 @@ def is_stored(name: str) -> bool:
 
 
 # A view whose header has this line is left out of the Spark script (pipeline/spark.py): what reads it is
-# DuckDB's alone, a table macro, and its SQL may use what Spark lacks (an ordered list of structs).
+# DuckDB's alone, a table macro, and its SQL may use what Spark lacks (an aggregate in a given order).
 DUCKDB_ONLY_LINE = re.compile(r"^-- duckdb only: ", re.MULTILINE)
 
 

@@ -85,18 +85,23 @@ loaded as (
     from measured
 ),
 
--- The deployment's curve read at each replica's concurrency, and where it falls on it.
+-- The deployment's curve read at each replica's concurrency, and where it falls on it (once: read for the
+-- figure and for the method).
 positioned as (
-    select *, curve[1].x as lowest_measured, curve_neighbours(curve, replica_concurrency) as neighbours
-    from loaded
+    select *, curve_position(neighbours, replica_concurrency) as position
+    from (
+        select
+            * exclude (curve), curve[1].x as lowest_measured,
+            curve_neighbours(curve, replica_concurrency) as neighbours
+        from loaded
+    )
 ),
 
 on_curve as (
     select
-        * exclude (curve, neighbours),
-        neighbours.lower + (neighbours.upper - neighbours.lower) * curve_position(neighbours, replica_concurrency).weight
-            as curve_wh_per_unit,
-        curve_position(neighbours, replica_concurrency).method as curve_method
+        * exclude (neighbours, position),
+        neighbours.lower + (neighbours.upper - neighbours.lower) * position.weight as curve_wh_per_unit,
+        position.method as curve_method
     from positioned
 ),
 
@@ -116,6 +121,7 @@ chosen as materialized (
             when curve_wh_per_unit < wh_per_unit then 'held at the full-load figure'
             else curve_method
         end as method,
+        -- (greatest and least pass over a null: below the measured range there is no figure)
         case when curve_wh_per_unit is not null
             then least(greatest(curve_wh_per_unit, wh_per_unit), at_measured_power_wh_per_unit) end as wh_at_load,
         -- what a GPU without a plan reports (over the GPU's every configuration: one window with the choice)
